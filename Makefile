@@ -1,0 +1,31 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# Each creates .venv and installs what it needs (the CPU build of torch first).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint docs notebooks clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[torch,dev,docs]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/empirical-batch demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: lint $(STAMP)
+	$(PY) -m pytest -n 2
+	$(MAKE) docs
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site

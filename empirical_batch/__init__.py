@@ -1,0 +1,69 @@
+"""empirical_batch: the empirical model of large-batch training.
+
+McCandlish, Kaplan & Amodei, *An Empirical Model of Large-Batch Training*
+(arXiv:1812.06162, 2018) as a library: closed forms of the quadratic-loss SGD
+model, gradient-noise-scale estimators, a quadratic SGD simulator, critical-batch
+fits to sweep logs and a time/cost planner.
+
+The public names below import without torch; the torch collectors live in
+:mod:`empirical_batch.measure`. Names are resolved lazily, so ``import
+empirical_batch`` stays fast and loads only what is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> submodule that defines it (one concept, one place)
+_EXPORTS: dict[str, str] = {
+    # theory: one SGD step on a quadratic loss
+    "QuadraticModel": "theory",
+    "eps_opt": "theory",
+    "dl_opt": "theory",
+    # steps/examples tradeoff and adaptive batch size
+    "Tradeoff": "tradeoff",
+    "AdaptiveSchedule": "tradeoff",
+    "adaptive_schedule": "tradeoff",
+    # time/cost planner
+    "plan": "planning",
+    "Hardware": "planning",
+    # gradient-noise-scale estimators (numpy)
+    "gns_two_batch": "estimators",
+    "gns_many": "estimators",
+    "gns_regression": "estimators",
+    "GNSEstimator": "estimators",
+    # simulator
+    "NoisyQuadratic": "simulate",
+    "simulate_sweep": "simulate",
+    "monte_carlo_sgd": "simulate",
+    # sweep logs and fits
+    "Sweep": "sweeps",
+    "load_sweep": "sweeps",
+    "steps_to_target": "fit",
+    "fit_tradeoff": "fit",
+    "TradeoffFit": "fit",
+    "critical_batch_curve": "fit",
+    "fit_power_law": "fit",
+    "PowerLaw": "fit",
+    "fit_lr_scaling": "fit",
+    "LRScalingFit": "fit",
+}
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'empirical_batch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # cache: the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+

@@ -1,0 +1,105 @@
+"""Input checks shared by the whole library.
+
+Every public function validates its arguments here, so that bad input raises a
+``ValueError``/``TypeError`` naming the argument and what is wrong with it.
+Nothing is clipped or guessed.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "as_array",
+    "as_float",
+    "check_finite",
+    "check_nonnegative",
+    "check_positive",
+    "check_psd",
+    "check_symmetric",
+]
+
+
+def as_array(value, name: str, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """Return ``value`` as a finite float array, or raise naming ``name``."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be numeric, got {type(value).__name__}: {exc}") from None
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if arr.ndim not in allowed:
+            raise ValueError(
+                f"{name} must have {' or '.join(map(str, allowed))} dimension(s), "
+                f"got shape {arr.shape}"
+            )
+    check_finite(arr, name)
+    return arr
+
+
+def as_float(value, name: str) -> float:
+    """Return ``value`` as a finite Python float, or raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | np.ndarray):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim != 0:
+        raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
+    check_finite(arr, name)
+    return float(arr)
+
+
+def check_finite(arr: np.ndarray, name: str) -> None:
+    bad = ~np.isfinite(arr)
+    if np.any(bad):
+        first = np.argwhere(bad)[0] if arr.ndim else ()
+        where = f" at index {tuple(int(i) for i in first)}" if arr.ndim else ""
+        raise ValueError(f"{name} must be finite, got {arr[tuple(first)]!r}{where}")
+
+
+def check_positive(arr, name: str) -> np.ndarray:
+    """Finite and strictly positive, element-wise."""
+    arr = as_array(arr, name)
+    if np.any(arr <= 0):
+        raise ValueError(f"{name} must be > 0, got {_first(arr, arr <= 0)}")
+    return arr
+
+
+def check_nonnegative(arr, name: str) -> np.ndarray:
+    """Finite and ≥ 0, element-wise."""
+    arr = as_array(arr, name)
+    if np.any(arr < 0):
+        raise ValueError(f"{name} must be >= 0, got {_first(arr, arr < 0)}")
+    return arr
+
+
+def check_symmetric(mat: np.ndarray, name: str, *, rtol: float = 1e-8) -> None:
+    if mat.ndim != 2 or mat.shape[0] != mat.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {mat.shape}")
+    scale = max(float(np.max(np.abs(mat))), 1e-300)
+    asym = float(np.max(np.abs(mat - mat.T)))
+    if asym > rtol * scale:
+        raise ValueError(f"{name} must be symmetric; max |{name} - {name}ᵀ| = {asym:.3g}")
+
+
+def check_psd(mat: np.ndarray, name: str, *, strict: bool = False, rtol: float = 1e-10) -> None:
+    """Symmetric and positive semi-definite (definite when ``strict``)."""
+    check_symmetric(mat, name)
+    eig = np.linalg.eigvalsh(mat)
+    scale = max(float(np.max(np.abs(eig))), 1e-300)
+    if strict and eig[0] <= rtol * scale:
+        raise ValueError(
+            f"{name} must be positive definite; smallest eigenvalue is {eig[0]:.3g}"
+        )
+    if eig[0] < -rtol * scale:
+        raise ValueError(
+            f"{name} must be positive semi-definite; smallest eigenvalue is {eig[0]:.3g}"
+        )
+
+
+def _first(arr: np.ndarray, mask: np.ndarray) -> str:
+    if arr.ndim == 0:
+        return repr(float(arr))
+    idx = tuple(int(i) for i in np.argwhere(mask)[0])
+    return f"{float(arr[idx])!r} at index {idx}"

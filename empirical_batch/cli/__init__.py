@@ -1,0 +1,52 @@
+"""The ``empirical-batch`` command.
+
+Each sub-command lives in its own module of this package and provides
+``add_parser(subparsers)`` and ``run(args) -> int``. Errors a user can fix
+(bad path, bad column, unreachable target) print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "demo": "Run the built-in demo: theory, tradeoff, simulation and a plan (no GPU, no data).",
+    "fit": "Fit the critical batch size to a sweep log (CSV/Parquet).",
+    "simulate": "Simulate a batch-size sweep on a noisy quadratic problem.",
+    "plan": "Choose batch size and device count from a tradeoff: time, cost, Pareto frontier.",
+    "harness": "Run the validation harness: real training sweeps against the noise scale.",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="empirical-batch",
+        description=(
+            "How large a batch can a training run use? Tools from McCandlish et al. (2018), "
+            "'An Empirical Model of Large-Batch Training'."
+        ),
+    )
+    from empirical_batch import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"{__name__}.{name}")
+        module.add_parser(sub, name, help_text)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
+        print(f"empirical-batch {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

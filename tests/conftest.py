@@ -1,0 +1,41 @@
+"""Shared test fixtures: published data location, GPU skip, hypothesis profile."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("EMPIRICAL_BATCH_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=30, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """``../shared/data`` beside the checkout; the test skips when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"published data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

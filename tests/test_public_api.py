@@ -1,0 +1,32 @@
+"""The public names of DESIGN.md import from the top level, without torch."""
+
+import subprocess
+import sys
+
+import empirical_batch
+
+CONTRACT = [
+    "QuadraticModel", "eps_opt", "dl_opt", "Tradeoff", "plan", "gns_two_batch",
+    "GNSEstimator", "NoisyQuadratic", "simulate_sweep", "load_sweep", "steps_to_target",
+    "fit_tradeoff", "TradeoffFit", "critical_batch_curve", "fit_power_law", "PowerLaw",
+]
+
+
+def test_contract_names_resolve():
+    for name in CONTRACT:
+        assert getattr(empirical_batch, name) is not None, name
+    assert set(CONTRACT) <= set(empirical_batch.__all__)
+
+
+def test_all_exports_resolve():
+    for name in empirical_batch.__all__:
+        getattr(empirical_batch, name)
+
+
+def test_top_level_does_not_import_torch():
+    code = (
+        "import sys, empirical_batch as eb\n"
+        "[getattr(eb, n) for n in eb.__all__]\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
