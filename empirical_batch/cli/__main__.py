@@ -1,0 +1,7 @@
+"""``python -m empirical_batch.cli``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Plots (matplotlib), one module per topic; import the topic module you need."""
