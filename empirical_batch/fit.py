@@ -290,8 +290,11 @@ def _steps_table(p: _Prepared, target: float, combine: str) -> pd.DataFrame:
             "n_configs", "n_configs_reached", "n_diverged", "n_at_first_point",
             "seed_steps", "seed_examples", *cfg_cols]
     out = pd.DataFrame(rows, columns=cols)
+    finite = p.value[np.isfinite(p.value)]
+    best = float(finite.min()) if finite.size else math.nan
     out.attrs.update(target=target, metric_name=p.metric_name,
-                     higher_is_better=p.higher_is_better, combine=combine)
+                     higher_is_better=p.higher_is_better, combine=combine,
+                     best_metric=-best if p.higher_is_better else best)
     return out
 
 
@@ -643,6 +646,8 @@ def fit_tradeoff(
             + (f" {target:g}" if target is not None else "")
             + f" ({b.tolist()}; unreached: {list(unreached)}); fitting S_min and B_crit "
             "needs at least 3"
+            + (f"; the best value logged by any non-diverged point is "
+               f"{table.attrs['best_metric']:g}" if "best_metric" in table.attrs else "")
         )
     sizes = np.array([len(g) for g in groups])
     if bootstrap == "auto":
