@@ -274,7 +274,7 @@ def load_mlperf_curves(
 # --------------------------------------------------------------------------- MLLOG
 
 
-_MLLOG = re.compile(r":::MLL(?:OG)?\s+(\{.*\})\s*$")
+_MLLOG = re.compile(r":::MLL(?:OG)?\s+(.*?)\s*$")
 
 
 def _parse_mllog(path: Path) -> dict:
