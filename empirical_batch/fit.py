@@ -95,8 +95,8 @@ def _prepare(sweep: Sweep, config) -> _Prepared:
     diverged = np.zeros(len(uniques), dtype=bool)
     diverged[np.unique(codes[bad])] = True
     first_rows = order[start]
-    runs = d.iloc[first_rows][["run", "batch_size", "learning_rate", *[
-        c for c in config if c not in ("learning_rate",)]]].reset_index(drop=True)
+    cols = list(dict.fromkeys(["run", "batch_size", "learning_rate", *config]))
+    runs = d.iloc[first_rows][cols].reset_index(drop=True)
     runs["diverged"] = diverged[codes[start]]
     return _Prepared(
         run_code=codes,
