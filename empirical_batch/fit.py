@@ -861,7 +861,10 @@ def fit_power_law(x, y, *, ci: float = 0.95) -> PowerLaw:
     r"""Fit :math:`y = a x^k` by ordinary least squares of :math:`\log y` on :math:`\log x`.
 
     Intervals are Student-t intervals of the regression (n − 2 degrees of freedom);
-    the coefficient's interval is that of :math:`\log a`, exponentiated.
+    the coefficient's interval is that of :math:`\log a`, exponentiated. They assume
+    independent errors: B_crit values fitted at several targets of *one* sweep share
+    its runs, their errors are correlated and the interval is then too narrow (bootstrap
+    the whole sweep instead, e.g. refit on resampled runs).
 
     Examples
     --------
