@@ -65,6 +65,11 @@ class _Prepared:
     value: np.ndarray  # metric oriented so that lower is better
     run_start: np.ndarray  # first row of each run
     runs: pd.DataFrame  # one row per run code: run, batch_size, config columns, diverged
+    diverged: np.ndarray  # bool per run code
+    cfg_code: np.ndarray  # configuration (batch size × config columns) of each run
+    cfg_info: pd.DataFrame  # one row per configuration: batch_size, learning_rate, config
+    cfg_order: np.ndarray  # run codes sorted by configuration
+    cfg_start: np.ndarray  # slice bounds into cfg_order, length n_cfg + 1
     config: tuple[str, ...]
     higher_is_better: bool
     metric_name: str
@@ -98,7 +103,21 @@ def _prepare(sweep: Sweep, config) -> _Prepared:
     cols = list(dict.fromkeys(["run", "batch_size", "learning_rate", *config]))
     runs = d.iloc[first_rows][cols].reset_index(drop=True)
     runs["diverged"] = diverged[codes[start]]
+    keys = list(dict.fromkeys(["batch_size", *config]))
+    cfg_code = runs.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
+    n_cfg = int(cfg_code.max()) + 1
+    cfg_order = np.argsort(cfg_code, kind="stable")
+    counts = np.bincount(cfg_code, minlength=n_cfg)
+    first = cfg_order[np.r_[0, np.cumsum(counts)[:-1]]]
+    info_cols = list(dict.fromkeys(["batch_size", "learning_rate", *config]))
+    cfg_info = runs.iloc[first][info_cols].reset_index(drop=True)
+    cfg_info["n_runs"] = counts
     return _Prepared(
+        diverged=runs["diverged"].to_numpy(),
+        cfg_code=cfg_code,
+        cfg_info=cfg_info,
+        cfg_order=cfg_order,
+        cfg_start=np.r_[0, np.cumsum(counts)],
         run_code=codes,
         step=d["step"].to_numpy(dtype=float)[order],
         examples=d["examples"].to_numpy(dtype=float)[order],
@@ -121,7 +140,7 @@ def _interp(lo, hi, frac):
     return np.where(pos, logv, out)
 
 
-def _per_run(p: _Prepared, target: float) -> pd.DataFrame:
+def _per_run(p: _Prepared, target: float) -> dict[str, np.ndarray]:
     """Steps/examples at which each run first reaches ``target`` (NaN when never)."""
     t = -target if p.higher_is_better else target
     n_runs = len(p.runs)
@@ -144,15 +163,11 @@ def _per_run(p: _Prepared, target: float) -> pd.DataFrame:
         steps[rc] = _interp(p.step[prev], p.step[first], frac)
         examples[rc] = _interp(p.examples[prev], p.examples[first], frac)
         at_first[rc] = is_start
-    out = p.runs.copy()
-    diverged = out["diverged"].to_numpy()
-    steps[diverged] = np.nan
-    examples[diverged] = np.nan
-    out["reached"] = np.isfinite(steps)
-    out["steps"] = steps
-    out["examples"] = examples
-    out["at_first_point"] = at_first & out["reached"].to_numpy()
-    return out
+    steps[p.diverged] = np.nan
+    examples[p.diverged] = np.nan
+    reached = np.isfinite(steps)
+    return {"steps": steps, "examples": examples, "reached": reached,
+            "at_first_point": at_first & reached}
 
 
 def _combine(values: np.ndarray, how: str, axis=-1):
@@ -163,30 +178,37 @@ def _combine(values: np.ndarray, how: str, axis=-1):
     return np.min(values, axis=axis)
 
 
-def _config_table(per_run: pd.DataFrame, config, combine: str) -> pd.DataFrame:
-    """One row per (batch size, configuration), seeds combined."""
-    keys = ["batch_size", *config]
-    rows = []
-    for key, g in per_run.groupby(keys, sort=True, dropna=False):
-        reached = g["reached"].to_numpy()
-        n_reached = int(reached.sum())
-        ok = n_reached >= 1 if combine == "min" else n_reached == len(g)
-        s = g.loc[g["reached"], "steps"].to_numpy()
-        e = g.loc[g["reached"], "examples"].to_numpy()
-        key = key if isinstance(key, tuple) else (key,)
-        rows.append({
-            **dict(zip(keys, key, strict=True)),
-            "learning_rate": g["learning_rate"].iloc[0],
-            "steps": float(_combine(s, combine)) if ok else np.nan,
-            "examples": float(_combine(e, combine)) if ok else np.nan,
-            "n_runs": len(g),
-            "n_reached": n_reached,
-            "n_diverged": int(g["diverged"].sum()),
-            "reached": bool(ok),
-            "seed_steps": tuple(s.tolist()) if ok else (),
-            "seed_examples": tuple(e.tolist()) if ok else (),
-        })
-    return pd.DataFrame(rows)
+def _config_table(p: _Prepared, pr: dict, combine: str) -> pd.DataFrame:
+    """One row per (batch size, configuration), seeds combined (vectorised)."""
+    n_cfg = len(p.cfg_info)
+    reached = pr["reached"]
+    n_runs = p.cfg_info["n_runs"].to_numpy()
+    n_reached = np.bincount(p.cfg_code, weights=reached, minlength=n_cfg).astype(int)
+    n_div = np.bincount(p.cfg_code, weights=p.diverged, minlength=n_cfg).astype(int)
+    ok = n_reached >= 1 if combine == "min" else n_reached == n_runs
+    steps = np.full(n_cfg, np.nan)
+    examples = np.full(n_cfg, np.nan)
+    if reached.any():
+        small = pd.DataFrame({"c": p.cfg_code[reached], "s": pr["steps"][reached],
+                              "e": pr["examples"][reached]})
+        agg = small.groupby("c")[["s", "e"]].agg(combine)
+        steps[agg.index.to_numpy()] = agg["s"].to_numpy()
+        examples[agg.index.to_numpy()] = agg["e"].to_numpy()
+    steps[~ok] = np.nan
+    examples[~ok] = np.nan
+    out = p.cfg_info.copy()
+    out["steps"] = steps
+    out["examples"] = examples
+    out["n_reached"] = n_reached
+    out["n_diverged"] = n_div
+    out["reached"] = ok
+    return out
+
+
+def _seeds_of(p: _Prepared, pr: dict, c: int) -> tuple[np.ndarray, np.ndarray, int]:
+    runs = p.cfg_order[p.cfg_start[c]:p.cfg_start[c + 1]]
+    runs = runs[pr["reached"][runs]]
+    return pr["steps"][runs], pr["examples"][runs], int(pr["at_first_point"][runs].sum())
 
 
 def steps_to_target(
@@ -249,42 +271,40 @@ def steps_to_target(
 
 
 def _steps_table(p: _Prepared, target: float, combine: str) -> pd.DataFrame:
-    per_run = _per_run(p, target)
-    cfg_cols = [c for c in p.config if c != "learning_rate"]
-    cfg = _config_table(per_run, p.config, combine)
+    pr = _per_run(p, target)
+    cfg_cols = [c for c in p.config if c not in ("learning_rate", "batch_size")]
+    ct = _config_table(p, pr, combine)
+    b_all = ct["batch_size"].to_numpy()
+    sizes, b_idx = np.unique(b_all, return_inverse=True)
+    n_configs = np.bincount(b_idx, minlength=len(sizes))
+    n_ok = np.bincount(b_idx, weights=ct["reached"].to_numpy(), minlength=len(sizes))
+    n_div = np.bincount(b_idx, weights=ct["n_diverged"].to_numpy(), minlength=len(sizes))
+    st = ct["steps"].to_numpy()
+    order = np.lexsort((np.where(np.isfinite(st), st, np.inf), b_idx))
+    first = order[np.r_[True, b_idx[order][1:] != b_idx[order][:-1]]]  # best per size
     rows = []
-    for b, g in cfg.groupby("batch_size", sort=True):
-        ok = g[g["reached"]]
-        first_pt = per_run[(per_run["batch_size"] == b)]
-        base = {
-            "batch_size": float(b),
-            "n_configs": len(g),
-            "n_configs_reached": len(ok),
-            "n_diverged": int(g["n_diverged"].sum()),
-        }
-        if len(ok):
-            best = ok.loc[ok["steps"].idxmin()]
-            runs_best = first_pt
-            for c in p.config:
-                runs_best = runs_best[runs_best[c].isna()] if pd.isna(best[c]) else runs_best[
-                    runs_best[c] == best[c]]
+    for j, c in enumerate(first):
+        base = {"batch_size": float(sizes[j]), "n_configs": int(n_configs[j]),
+                "n_configs_reached": int(n_ok[j]), "n_diverged": int(n_div[j])}
+        if ct["reached"].iat[c]:
+            s_seeds, e_seeds, n_first = _seeds_of(p, pr, int(c))
             rows.append({
                 **base,
-                "learning_rate": best["learning_rate"],
-                "steps": best["steps"],
-                "examples": best["examples"],
+                "learning_rate": ct["learning_rate"].iat[c],
+                "steps": st[c],
+                "examples": ct["examples"].iat[c],
                 "reached": True,
-                "n_runs": int(best["n_runs"]),
-                "n_at_first_point": int(runs_best["at_first_point"].sum()),
-                "seed_steps": best["seed_steps"],
-                "seed_examples": best["seed_examples"],
-                **{c: best[c] for c in cfg_cols},
+                "n_runs": int(ct["n_runs"].iat[c]),
+                "n_at_first_point": n_first,
+                "seed_steps": tuple(s_seeds.tolist()),
+                "seed_examples": tuple(e_seeds.tolist()),
+                **{k: ct[k].iat[c] for k in cfg_cols},
             })
         else:
             rows.append({
                 **base, "learning_rate": np.nan, "steps": np.nan, "examples": np.nan,
                 "reached": False, "n_runs": 0, "n_at_first_point": 0,
-                "seed_steps": (), "seed_examples": (), **{c: None for c in cfg_cols},
+                "seed_steps": (), "seed_examples": (), **{k: None for k in cfg_cols},
             })
     cols = ["batch_size", "learning_rate", "steps", "examples", "reached", "n_runs",
             "n_configs", "n_configs_reached", "n_diverged", "n_at_first_point",
@@ -1060,8 +1080,7 @@ def fit_lr_scaling(
             raise ValueError("target is required when fitting learning rates from a sweep")
         sweep = _as_sweep(source)
         p = _prepare(sweep, "learning_rate")
-        per_run = _per_run(p, as_float(target, "target"))
-        cfg = _config_table(per_run, ("learning_rate",), combine)
+        cfg = _config_table(p, _per_run(p, as_float(target, "target")), combine)
         b, lr, refined = _best_lr_refined(cfg)
         table = _steps_table(p, float(target), combine)
         if int(table["reached"].sum()) >= 3:

@@ -178,6 +178,8 @@ def _read(source) -> tuple[pd.DataFrame, str, int]:
 
 
 def _where(label: str, offset: int, index) -> str:
+    if isinstance(index, np.integer):
+        index = int(index)
     if offset:
         return f"{label}, line {int(index) + offset}"
     return f"{label}, row {index!r}"
