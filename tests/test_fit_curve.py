@@ -65,7 +65,7 @@ def test_curve_with_noise_interval_contains_truth():
 
 def test_curve_reports_or_raises_unreachable_targets():
     sw = _kaplan_sweep()
-    with pytest.raises(ValueError, match="target 0.1: only 0 batch size"):
+    with pytest.raises(ValueError, match=r"target 0\.1: only 0 batch size"):
         critical_batch_curve(sw, [1.0, 0.1], n_boot=10)
     curve = critical_batch_curve(sw, [1.0, 0.1], n_boot=10, errors="report")
     assert math.isnan(curve["b_crit"].iloc[1]) and "only 0" in curve["note"].iloc[1]

@@ -42,9 +42,12 @@ def test_point_fit_matches_independent_least_squares():
     for _ in range(5):
         t = synthetic_table(TRUE, B, sigma=0.2, rng=rng)
         y, lb = np.log(t["steps"].to_numpy()), np.log(t["batch_size"].to_numpy())
-        res = optimize.least_squares(
-            lambda p: y - p[0] - np.log1p(np.exp(p[1] - lb)), x0=[np.log(900), np.log(50)],
-            xtol=1e-15, ftol=1e-15, gtol=1e-15)
+
+        def resid(p, y=y, lb=lb):
+            return y - p[0] - np.log1p(np.exp(p[1] - lb))
+
+        res = optimize.least_squares(resid, x0=[np.log(900), np.log(50)],
+                                     xtol=1e-15, ftol=1e-15, gtol=1e-15)
         fit = fit_tradeoff(t, n_boot=0)
         assert math.log(fit.b_crit) == pytest.approx(res.x[1], abs=1e-6)
         assert math.log(fit.s_min) == pytest.approx(res.x[0], abs=1e-6)
