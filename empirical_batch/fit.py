@@ -1071,6 +1071,14 @@ def fit_lr_scaling(
     LRScalingFit
         With a :class:`TradeoffFit` attached when ``source`` was a sweep, so that
         ``recommend(B)`` also predicts steps and examples.
+
+    Notes
+    -----
+    The law is identified only when the best rate changes with batch size. When it
+    is the same at every batch size (a coarse learning-rate grid), the fit returns
+    α ≈ 0 and a meaningless :math:`B_*`; check ``learning_rates`` first. Intervals
+    come from a residual bootstrap and do not include the uncertainty of picking the
+    best rate from a grid.
     """
     tradeoff_fit = None
     if isinstance(source, Sweep) or (

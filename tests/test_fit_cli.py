@@ -48,3 +48,13 @@ def test_user_errors_exit_2(sweep_csv, capsys, args, message):
     args = [str(sweep_csv) if a == "SWEEP" else a for a in args]
     assert main(["fit", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_accuracy_metric_needs_direction(tmp_path, capsys):
+    import pandas as pd
+
+    path = tmp_path / "acc.csv"
+    pd.DataFrame({"run": ["a", "a"], "bs": [8, 8], "step": [1, 2],
+                  "accuracy": [0.1, 0.2]}).to_csv(path, index=False)
+    assert main(["fit", str(path), "--target", "0.5", "--metric", "accuracy"]) == 2
+    assert "higher is better" in capsys.readouterr().err

@@ -16,8 +16,12 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--target", type=float, nargs="+", required=True,
                    help="metric value(s) to reach; several give the B_crit curve")
     p.add_argument("--metric", help="metric column (default: recognised name, e.g. loss)")
-    p.add_argument("--higher-is-better", action="store_true",
-                   help="the metric is an accuracy/score (default: lower is better)")
+    direction = p.add_mutually_exclusive_group()
+    direction.add_argument("--higher-is-better", dest="higher_is_better", action="store_true",
+                           default=None, help="the metric is an accuracy/score")
+    direction.add_argument("--lower-is-better", dest="higher_is_better", action="store_false",
+                           help="the metric is a loss/error (the default, except for names "
+                                "that look like accuracies, which must be stated)")
     p.add_argument("--column", action="append", default=[], metavar="SCHEMA=SOURCE",
                    help="map a schema column to a source column, e.g. batch_size=bsz")
     p.add_argument("--combine", choices=("mean", "median", "min"), default="mean",
@@ -48,7 +52,7 @@ def run(args) -> int:
         column_map[k.strip()] = v.strip()
     if args.metric:
         column_map["metric"] = args.metric
-    sweep = load_sweep(args.sweep, higher_is_better=bool(args.higher_is_better), **column_map)
+    sweep = load_sweep(args.sweep, higher_is_better=args.higher_is_better, **column_map)
     config = [c.strip() for c in args.config.split(",") if c.strip()]
     print(sweep)
     fig = None
