@@ -92,3 +92,9 @@ def test_bad_input():
         fit_lr_scaling(pd.DataFrame({"batch_size": [1, 2, 3]}))
     with pytest.raises(TypeError):
         fit_lr_scaling([1, 2, 3])
+
+
+if __name__ == "__main__":  # prints the numbers quoted in docs/fit.md
+    f = fit_lr_scaling(_quadratic_sweep(), target=1.0, n_boot=200, seed=0)
+    print(f"alpha = {f.alpha:.3f} {f.alpha_ci}, B* = {f.b_star:.1f} {f.b_star_ci}, "
+          f"eps* = {f.eps_star:.3f}, B_crit from steps = {f.tradeoff_fit.b_crit:.1f}")
