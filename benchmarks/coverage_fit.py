@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from empirical_batch.fit import fit_tradeoff
 from empirical_batch.tradeoff import Tradeoff
-from tests._synth import synthetic_table
+from tests._synth_fit import synthetic_table
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from empirical_batch.cli import main
 from empirical_batch.tradeoff import Tradeoff
-from tests._synth import synthetic_sweep
+from tests._synth_fit import synthetic_sweep
 
 
 @pytest.fixture(scope="module")

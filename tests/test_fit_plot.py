@@ -17,7 +17,7 @@ from empirical_batch.plot.fit import (
     plot_tradeoff,
 )
 from empirical_batch.tradeoff import Tradeoff
-from tests._synth import synthetic_sweep
+from tests._synth_fit import synthetic_sweep
 
 
 def test_plots_return_axes():

@@ -15,7 +15,7 @@ from scipy import optimize
 
 from empirical_batch.fit import TradeoffFit, fit_tradeoff
 from empirical_batch.tradeoff import Tradeoff
-from tests._synth import synthetic_table
+from tests._synth_fit import synthetic_table
 
 TRUE = Tradeoff(s_min=1000.0, e_min=64000.0)  # B_crit = 64
 B = 2.0 ** np.arange(2, 13)  # 4 … 4096, B_crit in the middle
