@@ -9,17 +9,22 @@ the steps S and examples E = BS needed to reach a fixed loss obey
     \qquad B_{crit} = \frac{E_{min}}{S_{min}},
 
 so :math:`S(B) = S_{min}(1 + B_{crit}/B)` and :math:`E(B) = E_{min}(1 + B/B_{crit})`.
+
+:func:`adaptive_schedule` follows a noise scale :math:`\mathcal{B}(s)` that changes
+during training (App. D): the batch size :math:`B(s) = \sqrt{r\mathcal{B}(s)}` and the
+gain :math:`\gamma = E[\sqrt{\mathcal{B}}]^2/E[\mathcal{B}] \le 1` it brings.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ._validate import as_float, check_positive
+from ._validate import as_array, as_float, check_positive
 
-__all__ = ["Tradeoff"]
+__all__ = ["AdaptiveSchedule", "Tradeoff", "adaptive_schedule"]
 
 
 def _out(arr):
@@ -109,3 +114,163 @@ class Tradeoff:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "b_crit": self.b_crit}
+
+
+def _trapezoid(y: np.ndarray, x: np.ndarray) -> float:
+    return float(np.sum(0.5 * (y[1:] + y[:-1]) * np.diff(x)))
+
+
+@dataclass(frozen=True, eq=False)
+class AdaptiveSchedule:
+    r"""An adaptive batch-size schedule and what it costs (App. D, eqs. D.1–D.5).
+
+    Training progress is measured by :math:`s`, in units of infinite-batch steps, so
+    :math:`S_{min} = \int ds`. With noise scale :math:`\mathcal{B}(s)` and batch size
+    :math:`B(s)`:
+
+    .. math::
+
+        S = \int \left(1 + \frac{\mathcal{B}}{B}\right) ds, \qquad
+        E = \int (\mathcal{B} + B)\, ds, \qquad E_{min} = \int \mathcal{B}\, ds.
+
+    The schedule :math:`B = \sqrt{r\mathcal{B}}` minimises :math:`E + rS` and gives
+    :math:`(S/S_{min} - 1)(E/E_{min} - 1) = \gamma`, with
+    :math:`\gamma = E_s[\sqrt{\mathcal{B}}]^2 / E_s[\mathcal{B}] \le 1` (averages over
+    s). A fixed batch size obeys the same law with 1 in place of γ, so at equal steps
+    the adaptive schedule needs γ times the *excess* examples :math:`E - E_{min}`
+    of the best fixed batch (and vice versa at equal examples).
+
+    Attributes
+    ----------
+    s, noise_scale, batch_size : arrays
+        The grid, :math:`\mathcal{B}(s)` on it and the schedule :math:`\sqrt{r\mathcal{B}(s)}`.
+    r : float
+        The exchange rate (examples per step) the schedule is optimal for.
+    steps, examples : float
+        S and E of the schedule (trapezoidal quadrature of D.1 on the grid).
+    s_min, e_min : float
+        :math:`\int ds` and :math:`\int \mathcal{B}\,ds`.
+    gamma : float
+        :math:`E_s[\sqrt{\mathcal{B}}]^2 / E_s[\mathcal{B}]`.
+    fixed_batch_size : float
+        The constant batch that needs the same number of steps,
+        :math:`E_s[\mathcal{B}]\,S_{min}/(S - S_{min})`.
+    fixed_examples : float
+        Its examples :math:`E_{min} + B_{fixed}S_{min}`.
+    fixed_steps_same_examples : float
+        Steps of the constant batch that uses the same number of examples.
+    """
+
+    s: np.ndarray = field(repr=False)
+    noise_scale: np.ndarray = field(repr=False)
+    batch_size: np.ndarray = field(repr=False)
+    r: float
+    steps: float
+    examples: float
+    s_min: float
+    e_min: float
+    gamma: float
+    fixed_batch_size: float
+    fixed_examples: float
+    fixed_steps_same_examples: float
+
+    @property
+    def tradeoff(self) -> Tradeoff:
+        r"""The fixed-batch tradeoff of this trajectory: :math:`B_{crit} = E_s[\mathcal{B}]`."""
+        return Tradeoff(self.s_min, self.e_min)
+
+    @property
+    def examples_saved(self) -> float:
+        """Fraction of the fixed batch's examples saved at equal steps."""
+        return 1.0 - self.examples / self.fixed_examples
+
+    def to_dict(self) -> dict:
+        """The scalar results (the arrays are in :meth:`to_frame`)."""
+        keys = ("r", "steps", "examples", "s_min", "e_min", "gamma", "fixed_batch_size",
+                "fixed_examples", "fixed_steps_same_examples")
+        return {k: getattr(self, k) for k in keys} | {"examples_saved": self.examples_saved}
+
+    def to_frame(self):
+        """The schedule as a DataFrame with columns ``s, noise_scale, batch_size``."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {"s": self.s, "noise_scale": self.noise_scale, "batch_size": self.batch_size}
+        )
+
+
+def adaptive_schedule(
+    noise_scale: np.ndarray | Callable[[np.ndarray], np.ndarray],
+    s,
+    *,
+    r: float,
+) -> AdaptiveSchedule:
+    r"""The optimal adaptive batch size :math:`B(s) = \sqrt{r\,\mathcal{B}(s)}` (App. D).
+
+    Parameters
+    ----------
+    noise_scale : array or callable
+        :math:`\mathcal{B}` on the grid ``s`` (same shape), or a function evaluated
+        on it. Must be finite, ≥ 0 and not all zero.
+    s : array (k,), k ≥ 2
+        Strictly increasing grid of training progress in infinite-batch steps;
+        the integrals of eq. D.1 are trapezoidal sums on it, so use a grid fine
+        enough for :math:`\sqrt{\mathcal{B}}` (the trapezoid error is
+        :math:`O(h^2)` for smooth :math:`\mathcal{B}`).
+    r : float
+        Exchange rate, examples per step: the schedule minimises :math:`E + rS`.
+        :math:`r = E_s[\mathcal{B}]` puts the fixed-batch comparison at its critical
+        batch.
+
+    Returns
+    -------
+    AdaptiveSchedule
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = np.linspace(0.0, 1.0, 20001)
+    >>> a = adaptive_schedule(np.sqrt, s, r=1.0)
+    >>> round(a.gamma, 4)    # E[s^(1/4)]^2 / E[s^(1/2)] = (4/5)^2 / (2/3) = 24/25
+    0.96
+    """
+    grid = _as_1d(s, "s")
+    if grid.shape[0] < 2:
+        raise ValueError(f"s must have at least 2 points, got {grid.shape[0]}")
+    if np.any(np.diff(grid) <= 0):
+        raise ValueError("s must be strictly increasing")
+    values = noise_scale(grid) if callable(noise_scale) else noise_scale
+    b = _as_1d(values, "noise_scale")
+    if b.shape != grid.shape:
+        raise ValueError(
+            f"noise_scale has shape {b.shape}, which does not match s of shape {grid.shape}"
+        )
+    if np.any(b < 0):
+        raise ValueError(f"noise_scale must be >= 0, got {b.min()!r}")
+    if not np.any(b > 0):
+        raise ValueError("noise_scale must not be zero everywhere")
+    rate = as_float(r, "r")
+    if rate <= 0:
+        raise ValueError(f"r must be > 0, got {rate!r}")
+    root = np.sqrt(b)
+    batch = np.sqrt(rate) * root
+    s_min = float(grid[-1] - grid[0])
+    e_min = _trapezoid(b, grid)
+    i_half = _trapezoid(root, grid)
+    # B/B(s) = sqrt(B/r): written without the division so B = 0 points are exact
+    steps = s_min + i_half / np.sqrt(rate)
+    examples = e_min + np.sqrt(rate) * i_half
+    gamma = i_half**2 / (s_min * e_min)
+    fixed_b = e_min / (steps - s_min)  # E_s[B] S_min / (S - S_min), E_s[B] = e_min/s_min
+    fixed_b_same_e = (examples - e_min) / s_min  # E = E_min + B S_min for constant B
+    fixed_steps = s_min + e_min / fixed_b_same_e
+    return AdaptiveSchedule(
+        s=grid, noise_scale=b, batch_size=batch, r=rate, steps=float(steps),
+        examples=float(examples), s_min=s_min, e_min=e_min, gamma=float(gamma),
+        fixed_batch_size=float(fixed_b), fixed_examples=float(e_min + fixed_b * s_min),
+        fixed_steps_same_examples=float(fixed_steps),
+    )
+
+
+def _as_1d(value, name):
+    return as_array(value, name, ndim=1)
