@@ -73,8 +73,10 @@ def effective_learning_rate(eps, momentum=0.0):
 
     With :math:`v \leftarrow m v + G_{est}`, :math:`\theta \leftarrow \theta - \epsilon v`
     and a gradient that changes little over :math:`1/(1-m)` steps, :math:`v` settles
-    at :math:`G/(1-m)` (App. C of the paper; exact for the slow mode of a quadratic
-    to first order in :math:`\epsilon h`).
+    at :math:`G/(1-m)` (App. C of the paper). On a quadratic the slow mode contracts
+    by :math:`1 - \epsilon h/(1-m) - m(\epsilon h)^2/(1-m)^3 + \dots` per step, so the
+    equivalence holds for :math:`\epsilon h \ll (1-m)^2`; it says nothing about the
+    fast, oscillating modes near the stability edge.
 
     >>> effective_learning_rate(0.05, momentum=0.5)
     0.1
