@@ -1,26 +1,28 @@
 r"""Choose batch size and device count: wall time against cost (McCandlish et al. 2018).
 
-A :class:`~empirical_batch.tradeoff.Tradeoff` says how many steps :math:`S(B)` and
-examples :math:`E(B) = BS(B)` a target needs at batch size B. A :class:`Hardware`
+A `empirical_batch.tradeoff.Tradeoff` says how many steps $S(B)$ and
+examples $E(B) = BS(B)$ a target needs at batch size B. A `Hardware`
 description turns a (batch size B, devices n) pair into time and money:
 
-.. math::
+$$
+t_{step}(B, n) = \frac{B/n}{\text{throughput}} + t_{fixed} +
+\mathbb{1}[n>1]\left(t_{allreduce}\frac{n-1}{n} + t_{latency}\lceil\log_2 n\rceil\right),
+$$
 
-    t_{step}(B, n) = \frac{B/n}{\text{throughput}} + t_{fixed}
-        + \mathbb{1}[n>1]\left(t_{allreduce}\frac{n-1}{n} + t_{latency}\lceil\log_2 n\rceil\right),
-
-    \text{wall} = S(B)\,t_{step}, \qquad \text{device-hours} = n\cdot\text{wall},
-    \qquad \text{cost} = \text{price}\cdot\text{device-hours}.
+$$
+\text{wall} = S(B)\,t_{step}, \qquad \text{device-hours} = n\cdot\text{wall},
+\qquad \text{cost} = \text{price}\cdot\text{device-hours}.
+$$
 
 The first term is compute (examples processed per device per second, assumed
-constant up to the memory limit ``max_device_batch``); :math:`t_{fixed}` is the
+constant up to the memory limit ``max_device_batch``); $t_{fixed}$ is the
 per-step time that does not shrink with the batch (optimizer update, kernel launches,
 input pipeline); the communication term is a ring all-reduce of the gradient, whose
-bandwidth part approaches :math:`t_{allreduce}` as n grows and whose latency part
-grows like :math:`\log_2 n` (tree/ring hybrid). With no overheads, wall time is
-:math:`E/(n\cdot\text{throughput})` and cost is :math:`\text{price}\cdot E/\text{throughput}`:
+bandwidth part approaches $t_{allreduce}$ as n grows and whose latency part
+grows like $\log_2 n$ (tree/ring hybrid). With no overheads, wall time is
+$E/(n\cdot\text{throughput})$ and cost is $\text{price}\cdot E/\text{throughput}$:
 at a fixed per-device batch, time ∝ S and cost ∝ E, and the time/cost frontier bends
-where :math:`d\log E/d\log S = -1`, i.e. at :math:`B = B_{crit}` exactly.
+where $d\log E/d\log S = -1$, i.e. at $B = B_{crit}$ exactly.
 """
 
 from __future__ import annotations
@@ -174,12 +176,12 @@ def plan(
     Parameters
     ----------
     tradeoff : Tradeoff
-        :math:`S(B)` and :math:`E(B)` of the target.
+        $S(B)$ and $E(B)$ of the target.
     hardware : Hardware, optional
         Default ``Hardware()``.
     batch_sizes : sequence of int, optional
         Global batch sizes to consider. Default: powers of two from
-        :math:`B_{crit}/1024` (at least 1) to :math:`1024\\,B_{crit}`, capped at
+        $B_{crit}/1024$ (at least 1) to $1024\\,B_{crit}$, capped at
         ``max_device_batch * max_devices``.
     devices : sequence of int, optional
         Device counts to consider. Default: powers of two up to ``max_devices``.
@@ -259,7 +261,7 @@ def plan(
 
 
 def frontier(df):
-    """The Pareto rows of a :func:`plan` table, fastest first."""
+    """The Pareto rows of a `plan` table, fastest first."""
     _check_plan(df)
     return df[df["pareto"]].sort_values(["wall_hours", "cost"]).reset_index(drop=True)
 
@@ -267,11 +269,11 @@ def frontier(df):
 def frontier_bend(df):
     r"""The frontier row where time × cost is smallest: the bend of the frontier.
 
-    On the frontier :math:`\log\text{cost}` against :math:`\log\text{time}` falls with
+    On the frontier $\log\text{cost}$ against $\log\text{time}$ falls with
     slope steeper than −1 on the slow side and flatter on the fast side; the
     product time × cost is smallest where the slope is −1. Without overheads this
-    is :math:`B = B_{crit}` (since :math:`d\log E/d\log S = -B/B_{crit}`); overheads
-    move it. Returns a ``pandas.Series`` (one row of :func:`frontier`).
+    is $B = B_{crit}$ (since $d\log E/d\log S = -B/B_{crit}$); overheads
+    move it. Returns a ``pandas.Series`` (one row of `frontier`).
     """
     f = frontier(df)
     return f.loc[int(np.argmin(f["wall_hours"].to_numpy() * f["cost"].to_numpy()))]

@@ -2,20 +2,20 @@ r"""The model's closed forms, derived with sympy (McCandlish et al. 2018, §2.2�
 
 Nothing here types an answer in: each closed form is *derived* from the expansion
 of the loss, by differentiating, solving and taking limits, so tests can hold the
-numpy implementations in :mod:`empirical_batch.theory` and
-:mod:`empirical_batch.tradeoff` against an independent computation.
+numpy implementations in `empirical_batch.theory` and
+`empirical_batch.tradeoff` against an independent computation.
 
-* :func:`sgd_step` — from the second-order expansion of :math:`L(\theta - \epsilon
-  G_{est})` averaged over :math:`G_{est}` (computed entry by entry for explicit
-  symbolic matrices in :func:`expected_step_loss`): :math:`\epsilon_{opt}`,
-  :math:`\Delta L_{opt}`, :math:`\epsilon_{max}`, :math:`\Delta L_{max}`,
-  :math:`B_{noise}`.
-* :func:`preconditioned_step` — the same for the update :math:`-\epsilon PG_{est}`.
-* :func:`tradeoff_law` — from :math:`S = S_{min}(1 + B_{crit}/B)`, :math:`E = BS`.
-* :func:`adaptive_batch` — the optimal schedule :math:`B = \sqrt{r\mathcal{B}}` and
-  the gain :math:`\gamma` (App. D).
+* `sgd_step` — from the second-order expansion of $L(\theta - \epsilon
+  G_{est})$ averaged over $G_{est}$ (computed entry by entry for explicit
+  symbolic matrices in `expected_step_loss`): $\epsilon_{opt}$,
+  $\Delta L_{opt}$, $\epsilon_{max}$, $\Delta L_{max}$,
+  $B_{noise}$.
+* `preconditioned_step` — the same for the update $-\epsilon PG_{est}$.
+* `tradeoff_law` — from $S = S_{min}(1 + B_{crit}/B)$, $E = BS$.
+* `adaptive_batch` — the optimal schedule $B = \sqrt{r\mathcal{B}}$ and
+  the gain $\gamma$ (App. D).
 
-Every result is a frozen dataclass of sympy expressions; :func:`numeric` turns an
+Every result is a frozen dataclass of sympy expressions; `numeric` turns an
 expression into a numpy function of the named symbols. sympy is imported here
 only, so importing the rest of the library does not load it.
 """
@@ -69,13 +69,13 @@ def numeric(expr, *symbols):
 def expected_step_loss(n: int = 2, *, preconditioned: bool = False):
     r"""Expected second-order loss change of one step, entry by entry, for n×n symbols.
 
-    With :math:`G_{est} = G + \xi`, :math:`E\xi = 0`, :math:`E\xi\xi^T = \Sigma/B`
-    and the step :math:`\delta = -\epsilon D G_{est}` (:math:`D = I`, or a symmetric
-    :math:`P` when ``preconditioned``), the Taylor expansion
-    :math:`L(\theta+\delta) - L(\theta) = G^T\delta + \tfrac12\delta^TH\delta` is
-    expanded as a polynomial in the components :math:`\xi_i`, and every monomial is
-    averaged using only the first two moments: :math:`\xi_i \to 0`,
-    :math:`\xi_i\xi_j \to \Sigma_{ij}/B`.
+    With $G_{est} = G + \xi$, $E\xi = 0$, $E\xi\xi^T = \Sigma/B$
+    and the step $\delta = -\epsilon D G_{est}$ ($D = I$, or a symmetric
+    $P$ when ``preconditioned``), the Taylor expansion
+    $L(\theta+\delta) - L(\theta) = G^T\delta + \tfrac12\delta^TH\delta$ is
+    expanded as a polynomial in the components $\xi_i$, and every monomial is
+    averaged using only the first two moments: $\xi_i \to 0$,
+    $\xi_i\xi_j \to \Sigma_{ij}/B$.
 
     Returns ``(expr, symbols)`` where ``symbols`` is a dict with the matrices
     ``G``, ``H``, ``Sigma``, ``P`` (``None`` unless preconditioned) and scalars
@@ -115,8 +115,8 @@ class StepDerivation(_AsDict):
     r"""Closed forms of one SGD step, as sympy expressions in ``g2, ghg, tr_s, tr_hs, B``.
 
     ``improvement`` is
-    :math:`\epsilon|G|^2 - \tfrac12\epsilon^2(G^THG + \operatorname{tr}(H\Sigma)/B)`,
-    read off :func:`expected_step_loss`; the rest is derived from it.
+    $\epsilon|G|^2 - \tfrac12\epsilon^2(G^THG + \operatorname{tr}(H\Sigma)/B)$,
+    read off `expected_step_loss`; the rest is derived from it.
     """
 
     eps: sp.Symbol
@@ -155,19 +155,19 @@ def _scalar_form(expr, syms):
 def sgd_step(n: int = 2) -> StepDerivation:
     r"""Derive ε_opt, ΔL_opt, ε_max, ΔL_max, B_noise and B_simple from eq. 2.5.
 
-    1. The expected improvement :math:`\Delta L(\epsilon) = -E[L(\theta-\epsilon
-       G_{est})-L(\theta)]` comes from :func:`expected_step_loss` (checked, for
+    1. The expected improvement $\Delta L(\epsilon) = -E[L(\theta-\epsilon
+       G_{est})-L(\theta)]$ comes from `expected_step_loss` (checked, for
        ``n``×``n`` symbolic matrices, to equal
-       :math:`\epsilon|G|^2-\tfrac12\epsilon^2(G^THG+\operatorname{tr}(H\Sigma)/B)`).
-    2. :math:`\epsilon_{opt}` solves :math:`\partial\Delta L/\partial\epsilon = 0`
-       (a maximum: :math:`\partial^2\Delta L/\partial\epsilon^2 < 0`).
-    3. :math:`\Delta L_{opt} = \Delta L(\epsilon_{opt})`.
-    4. :math:`\epsilon_{max}`, :math:`\Delta L_{max}` are the limits :math:`B\to\infty`.
-    5. :math:`B_{noise}` is the batch size at which :math:`\epsilon_{opt} =
-       \epsilon_{max}/2`; the result is then checked to satisfy
-       :math:`\epsilon_{opt} = \epsilon_{max}/(1+B_{noise}/B)` identically in B.
-    6. :math:`B_{simple}` is the :math:`B_{noise}` of :math:`H\propto I`
-       (:math:`G^THG = h|G|^2`, :math:`\operatorname{tr}(H\Sigma) = h\operatorname{tr}\Sigma`).
+       $\epsilon|G|^2-\tfrac12\epsilon^2(G^THG+\operatorname{tr}(H\Sigma)/B)$).
+    2. $\epsilon_{opt}$ solves $\partial\Delta L/\partial\epsilon = 0$
+       (a maximum: $\partial^2\Delta L/\partial\epsilon^2 < 0$).
+    3. $\Delta L_{opt} = \Delta L(\epsilon_{opt})$.
+    4. $\epsilon_{max}$, $\Delta L_{max}$ are the limits $B\to\infty$.
+    5. $B_{noise}$ is the batch size at which $\epsilon_{opt} =
+       \epsilon_{max}/2$; the result is then checked to satisfy
+       $\epsilon_{opt} = \epsilon_{max}/(1+B_{noise}/B)$ identically in B.
+    6. $B_{simple}$ is the $B_{noise}$ of $H\propto I$
+       ($G^THG = h|G|^2$, $\operatorname{tr}(H\Sigma) = h\operatorname{tr}\Sigma$).
     """
     expr, syms = expected_step_loss(n)
     improvement, (g2, ghg, tr_hs) = _scalar_form(expr, syms)
@@ -192,7 +192,7 @@ def sgd_step(n: int = 2) -> StepDerivation:
 
 @dataclass(frozen=True)
 class PreconditionedDerivation(_AsDict):
-    r"""Closed forms of the step :math:`-\epsilon PG_{est}`, in explicit matrix entries.
+    r"""Closed forms of the step $-\epsilon PG_{est}$, in explicit matrix entries.
 
     ``symbols`` holds the matrices ``G``, ``H``, ``Sigma``, ``P`` and ``eps``, ``B``.
     """
@@ -205,7 +205,7 @@ class PreconditionedDerivation(_AsDict):
     b_noise: sp.Expr
 
     def entries(self) -> tuple:
-        """The entry symbols in the order :meth:`substitute` expects them."""
+        """The entry symbols in the order `substitute` expects them."""
         out = []
         for key in ("G", "H", "Sigma", "P"):
             out.extend(sorted(self.symbols[key].free_symbols, key=str))
@@ -225,14 +225,14 @@ class PreconditionedDerivation(_AsDict):
 
 @lru_cache(maxsize=4)
 def preconditioned_step(n: int = 2) -> PreconditionedDerivation:
-    r"""Derive B_noise and ε_max of the preconditioned update :math:`-\epsilon PG_{est}`.
+    r"""Derive B_noise and ε_max of the preconditioned update $-\epsilon PG_{est}$.
 
-    The expected improvement from :func:`expected_step_loss` with ``preconditioned``
-    is a quadratic :math:`a\epsilon - \tfrac12 c(B)\epsilon^2` in explicit entries of
-    n×n symbolic :math:`G, H, \Sigma, P`; it is maximised over ε, the limit
-    :math:`B\to\infty` gives :math:`\epsilon_{max}`, and :math:`B_{noise}` is again the
-    batch size that halves :math:`\epsilon_{opt}`. Tests compare these against
-    :math:`\operatorname{tr}(PHP\Sigma)/G^TPHPG` and :math:`G^TPG/G^TPHPG` computed in
+    The expected improvement from `expected_step_loss` with ``preconditioned``
+    is a quadratic $a\epsilon - \tfrac12 c(B)\epsilon^2$ in explicit entries of
+    n×n symbolic $G, H, \Sigma, P$; it is maximised over ε, the limit
+    $B\to\infty$ gives $\epsilon_{max}$, and $B_{noise}$ is again the
+    batch size that halves $\epsilon_{opt}$. Tests compare these against
+    $\operatorname{tr}(PHP\Sigma)/G^TPHPG$ and $G^TPG/G^TPHPG$ computed in
     numpy.
     """
     expr, syms = expected_step_loss(n, preconditioned=True)
@@ -271,7 +271,7 @@ def preconditioned_step(n: int = 2) -> PreconditionedDerivation:
 
 @dataclass(frozen=True)
 class TradeoffDerivation(_AsDict):
-    r"""The steps/examples law derived from per-step progress :math:`\propto 1/(1 + B_{crit}/B)`."""
+    r"""The steps/examples law derived from per-step progress $\propto 1/(1 + B_{crit}/B)$."""
 
     B: sp.Symbol
     s_min: sp.Symbol
@@ -287,14 +287,14 @@ class TradeoffDerivation(_AsDict):
 
 @lru_cache(maxsize=1)
 def tradeoff_law() -> TradeoffDerivation:
-    r"""Derive :math:`(S/S_{min}-1)(E/E_{min}-1) = 1` (eqs. 2.11–2.12).
+    r"""Derive $(S/S_{min}-1)(E/E_{min}-1) = 1$ (eqs. 2.11–2.12).
 
-    Each step at batch B makes :math:`1/(1+\mathcal{B}/B)` of the progress of an
-    infinite-batch step, so a target reached in :math:`S_{min}` infinite-batch steps
-    needs :math:`S = S_{min}(1+\mathcal{B}/B)` steps and :math:`E = BS` examples.
-    :math:`E_{min}` is the limit :math:`B\to 0` of E, which identifies
-    :math:`B_{crit} = \mathcal{B} = E_{min}/S_{min}`. Eliminating B (solve the S
-    equation for B and substitute) gives ``law`` = :math:`(S/S_{min}-1)(E/E_{min}-1)`,
+    Each step at batch B makes $1/(1+\mathcal{B}/B)$ of the progress of an
+    infinite-batch step, so a target reached in $S_{min}$ infinite-batch steps
+    needs $S = S_{min}(1+\mathcal{B}/B)$ steps and $E = BS$ examples.
+    $E_{min}$ is the limit $B\to 0$ of E, which identifies
+    $B_{crit} = \mathcal{B} = E_{min}/S_{min}$. Eliminating B (solve the S
+    equation for B and substitute) gives ``law`` = $(S/S_{min}-1)(E/E_{min}-1)$,
     which simplifies to 1; ``residual`` is that minus 1 as a function of B (zero).
     """
     b, s_min, noise = sp.symbols("B S_min mathcal_B", positive=True)
@@ -325,8 +325,8 @@ def tradeoff_law() -> TradeoffDerivation:
 @dataclass(frozen=True)
 class AdaptiveDerivation(_AsDict):
     r"""The optimal batch schedule and its gain (App. D), in the integrals
-    :math:`I_0 = \int ds`, :math:`I_{1/2} = \int\sqrt{\mathcal{B}}\,ds`,
-    :math:`I_1 = \int\mathcal{B}\,ds`."""
+    $I_0 = \int ds$, $I_{1/2} = \int\sqrt{\mathcal{B}}\,ds$,
+    $I_1 = \int\mathcal{B}\,ds$."""
 
     noise: sp.Symbol
     r: sp.Symbol
@@ -343,15 +343,15 @@ class AdaptiveDerivation(_AsDict):
 
 @lru_cache(maxsize=1)
 def adaptive_batch() -> AdaptiveDerivation:
-    r"""Derive the schedule :math:`B = \sqrt{r\mathcal{B}}` and the gain γ (App. D).
+    r"""Derive the schedule $B = \sqrt{r\mathcal{B}}$ and the gain γ (App. D).
 
-    With :math:`S = \int(1 + \mathcal{B}/B)\,ds` and :math:`E = \int(\mathcal{B}+B)\,ds`
-    (eq. D.1), minimising :math:`E + rS` pointwise in s gives the schedule (the
-    positive root of :math:`\partial_B[(\mathcal{B}+B) + r(1+\mathcal{B}/B)] = 0`).
-    Substituting it, :math:`S = I_0 + I_{1/2}/\sqrt r`, :math:`E = I_1 + \sqrt r
-    I_{1/2}`; :math:`S_{min} = I_0` and :math:`E_{min} = I_1` (the limits
-    :math:`r\to\infty` and :math:`r\to 0`), and
-    :math:`(S/S_{min}-1)(E/E_{min}-1)` is independent of r: that is γ.
+    With $S = \int(1 + \mathcal{B}/B)\,ds$ and $E = \int(\mathcal{B}+B)\,ds$
+    (eq. D.1), minimising $E + rS$ pointwise in s gives the schedule (the
+    positive root of $\partial_B[(\mathcal{B}+B) + r(1+\mathcal{B}/B)] = 0$).
+    Substituting it, $S = I_0 + I_{1/2}/\sqrt r$, $E = I_1 + \sqrt r
+    I_{1/2}$; $S_{min} = I_0$ and $E_{min} = I_1$ (the limits
+    $r\to\infty$ and $r\to 0$), and
+    $(S/S_{min}-1)(E/E_{min}-1)$ is independent of r: that is γ.
     """
     noise, r, bsym = sp.symbols("mathcal_B r B", positive=True)
     objective = (noise + bsym) + r * (1 + noise / bsym)
@@ -389,10 +389,10 @@ def adaptive_batch() -> AdaptiveDerivation:
 
 
 def adaptive_gain(noise_of_s, s, lower, upper):
-    r"""Exact γ for a symbolic noise-scale trajectory :math:`\mathcal{B}(s)` on [lower, upper].
+    r"""Exact γ for a symbolic noise-scale trajectory $\mathcal{B}(s)$ on [lower, upper].
 
-    Integrates :math:`1`, :math:`\sqrt{\mathcal{B}}` and :math:`\mathcal{B}` with sympy
-    and substitutes them into :func:`adaptive_batch`'s γ.
+    Integrates $1$, $\sqrt{\mathcal{B}}$ and $\mathcal{B}$ with sympy
+    and substitutes them into `adaptive_batch`'s γ.
 
     >>> s = sp.Symbol("s", nonnegative=True)
     >>> adaptive_gain(sp.sqrt(s), s, 0, 1)

@@ -1,33 +1,33 @@
 r"""One SGD step on a quadratic loss (McCandlish et al. 2018, §2.2, App. C).
 
-Per-example gradients have mean :math:`G` and covariance :math:`\Sigma`; a batch of
-:math:`B` of them has mean :math:`G_{est}` with covariance :math:`\Sigma/B`. With
-Hessian :math:`H`, the expected loss after the update :math:`\theta \leftarrow
-\theta - \epsilon G_{est}` is (eq. 2.5)
+Per-example gradients have mean $G$ and covariance $\Sigma$; a batch of
+$B$ of them has mean $G_{est}$ with covariance $\Sigma/B$. With
+Hessian $H$, the expected loss after the update $\theta \leftarrow
+\theta - \epsilon G_{est}$ is (eq. 2.5)
 
-.. math::
+$$
+E[L(\theta - \epsilon G_{est})] = L(\theta) - \epsilon |G|^2 +
+\tfrac12 \epsilon^2 \left(G^T H G + \frac{\operatorname{tr}(H\Sigma)}{B}\right).
+$$
 
-    E[L(\theta - \epsilon G_{est})] = L(\theta) - \epsilon |G|^2
-        + \tfrac12 \epsilon^2 \left(G^T H G + \frac{\operatorname{tr}(H\Sigma)}{B}\right).
-
-Everything the model predicts depends on four scalars, :math:`|G|^2`,
-:math:`G^THG`, :math:`\operatorname{tr}\Sigma` and :math:`\operatorname{tr}(H\Sigma)`;
-:class:`QuadraticModel` computes them once from dense, diagonal or eigenbasis
+Everything the model predicts depends on four scalars, $|G|^2$,
+$G^THG$, $\operatorname{tr}\Sigma$ and $\operatorname{tr}(H\Sigma)$;
+`QuadraticModel` computes them once from dense, diagonal or eigenbasis
 inputs (or takes them directly) and derives the rest.
 
 Variants (see ``docs/concepts.md`` for the derivations):
 
-* **finite dataset** — sampling a batch without replacement from :math:`D` examples
-  gives :math:`\operatorname{cov}(G_{est}) = \Sigma(1/B - 1/D)` with :math:`\Sigma` the
-  Bessel-corrected per-example covariance; ``dataset_size=D`` replaces :math:`1/B`
-  by :math:`1/B - 1/D` everywhere.
-* **preconditioning** — the update :math:`-\epsilon P G_{est}` is plain SGD in the
-  coordinates :math:`\theta = P^{1/2}\phi`; :meth:`QuadraticModel.preconditioned`
-  returns the model in that geometry (:math:`G \to P^{1/2}G`,
-  :math:`H \to P^{1/2}HP^{1/2}`, :math:`\Sigma \to P^{1/2}\Sigma P^{1/2}`).
-* **momentum** — heavy-ball momentum :math:`m` with learning rate :math:`\epsilon`
-  acts, for a gradient that changes slowly over :math:`1/(1-m)` steps, like plain
-  SGD with the effective step :math:`\epsilon/(1-m)` (App. C).
+* **finite dataset** — sampling a batch without replacement from $D$ examples
+  gives $\operatorname{cov}(G_{est}) = \Sigma(1/B - 1/D)$ with $\Sigma$ the
+  Bessel-corrected per-example covariance; ``dataset_size=D`` replaces $1/B$
+  by $1/B - 1/D$ everywhere.
+* **preconditioning** — the update $-\epsilon P G_{est}$ is plain SGD in the
+  coordinates $\theta = P^{1/2}\phi$; `QuadraticModel.preconditioned`
+  returns the model in that geometry ($G \to P^{1/2}G$,
+  $H \to P^{1/2}HP^{1/2}$, $\Sigma \to P^{1/2}\Sigma P^{1/2}$).
+* **momentum** — heavy-ball momentum $m$ with learning rate $\epsilon$
+  acts, for a gradient that changes slowly over $1/(1-m)$ steps, like plain
+  SGD with the effective step $\epsilon/(1-m)$ (App. C).
 """
 
 from __future__ import annotations
@@ -69,13 +69,15 @@ def _momentum(momentum) -> float:
 def effective_learning_rate(eps, momentum=0.0):
     r"""The plain-SGD step that heavy-ball momentum ``m`` at rate ``eps`` amounts to.
 
-    .. math:: \epsilon_{eff} = \frac{\epsilon}{1 - m}
+    $$
+    \epsilon_{eff} = \frac{\epsilon}{1 - m}
+    $$
 
-    With :math:`v \leftarrow m v + G_{est}`, :math:`\theta \leftarrow \theta - \epsilon v`
-    and a gradient that changes little over :math:`1/(1-m)` steps, :math:`v` settles
-    at :math:`G/(1-m)` (App. C of the paper). On a quadratic the slow mode contracts
-    by :math:`1 - \epsilon h/(1-m) - m(\epsilon h)^2/(1-m)^3 + \dots` per step, so the
-    equivalence holds for :math:`\epsilon h \ll (1-m)^2`; it says nothing about the
+    With $v \leftarrow m v + G_{est}$, $\theta \leftarrow \theta - \epsilon v$
+    and a gradient that changes little over $1/(1-m)$ steps, $v$ settles
+    at $G/(1-m)$ (App. C of the paper). On a quadratic the slow mode contracts
+    by $1 - \epsilon h/(1-m) - m(\epsilon h)^2/(1-m)^3 + \dots$ per step, so the
+    equivalence holds for $\epsilon h \ll (1-m)^2$; it says nothing about the
     fast, oscillating modes near the stability edge.
 
     >>> effective_learning_rate(0.05, momentum=0.5)
@@ -88,10 +90,12 @@ def effective_learning_rate(eps, momentum=0.0):
 def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
     r"""Optimal learning rate at batch size B (eq. 2.6).
 
-    .. math:: \epsilon_{opt}(B) = \frac{\epsilon_{max}}{1 + B_{noise}/B}
+    $$
+    \epsilon_{opt}(B) = \frac{\epsilon_{max}}{1 + B_{noise}/B}
+    $$
 
-    With heavy-ball ``momentum`` m the returned rate is :math:`(1-m)\,\epsilon_{opt}(B)`,
-    whose effective step :math:`\epsilon/(1-m)` is optimal. Broadcasts over arrays;
+    With heavy-ball ``momentum`` m the returned rate is $(1-m)\,\epsilon_{opt}(B)$,
+    whose effective step $\epsilon/(1-m)$ is optimal. Broadcasts over arrays;
     returns a float for scalar input.
 
     >>> eps_opt(10.0, eps_max=1.0, b_noise=10.0)
@@ -108,7 +112,9 @@ def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
 def dl_opt(batch_size, dl_max, b_noise):
     r"""Expected loss improvement of one step at the optimal rate (eq. 2.7).
 
-    .. math:: \Delta L_{opt}(B) = \frac{\Delta L_{max}}{1 + B_{noise}/B}
+    $$
+    \Delta L_{opt}(B) = \frac{\Delta L_{max}}{1 + B_{noise}/B}
+    $$
 
     >>> dl_opt(30.0, dl_max=2.0, b_noise=10.0)
     1.5
@@ -149,17 +155,17 @@ class QuadraticModel:
     Parameters
     ----------
     gradient : array (n,)
-        True (full-batch) gradient :math:`G`; must not be zero.
+        True (full-batch) gradient $G$; must not be zero.
     hessian : array (n, n) or (n,)
-        Hessian :math:`H` (symmetric, with :math:`G^THG > 0`), or its diagonal.
-        :math:`H` need not be positive definite; only the curvature along the
+        Hessian $H$ (symmetric, with $G^THG > 0$), or its diagonal.
+        $H$ need not be positive definite; only the curvature along the
         gradient must be positive for a best step to exist.
     noise_cov : array (n, n) or (n,)
-        Per-example gradient covariance :math:`\Sigma` (symmetric PSD), or its diagonal.
+        Per-example gradient covariance $\Sigma$ (symmetric PSD), or its diagonal.
     dataset_size : int, optional
         Sample batches without replacement from this many examples: the batch
-        covariance becomes :math:`\Sigma(1/B - 1/D)` (:math:`\Sigma` with the
-        :math:`1/(D-1)` normalisation).
+        covariance becomes $\Sigma(1/B - 1/D)$ ($\Sigma$ with the
+        $1/(D-1)$ normalisation).
 
     Examples
     --------
@@ -221,10 +227,10 @@ class QuadraticModel:
     ) -> QuadraticModel:
         r"""Build the model from its four summary scalars.
 
-        ``g2`` = :math:`|G|^2`, ``ghg`` = :math:`G^THG`, ``trace_sigma`` =
-        :math:`\operatorname{tr}\Sigma`, ``trace_h_sigma`` =
-        :math:`\operatorname{tr}(H\Sigma)`. Such a model has no matrices, so
-        :meth:`preconditioned` is not available.
+        ``g2`` = $|G|^2$, ``ghg`` = $G^THG$, ``trace_sigma`` =
+        $\operatorname{tr}\Sigma$, ``trace_h_sigma`` =
+        $\operatorname{tr}(H\Sigma)$. Such a model has no matrices, so
+        `preconditioned` is not available.
 
         >>> QuadraticModel.from_scalars(g2=2.0, ghg=4.0, trace_sigma=8.0, trace_h_sigma=16.0)
         QuadraticModel(b_noise=4, b_simple=4, eps_max=0.5, dl_max=0.5)
@@ -248,28 +254,28 @@ class QuadraticModel:
         dataset_size: int | None = None,
         atol: float = 1e-8,
     ) -> QuadraticModel:
-        r"""Build the model from the Hessian's spectrum :math:`H = V\Lambda V^T`.
+        r"""Build the model from the Hessian's spectrum $H = V\Lambda V^T$.
 
         Parameters
         ----------
         eigenvalues : array (n,)
-            :math:`\lambda_i`, the diagonal of :math:`\Lambda`.
+            $\lambda_i$, the diagonal of $\Lambda$.
         eigenvectors : array (n, n)
-            :math:`V`, orthonormal columns (``eigenvectors[:, i]`` belongs to
-            ``eigenvalues[i]``), as returned by :func:`numpy.linalg.eigh`.
+            $V$, orthonormal columns (``eigenvectors[:, i]`` belongs to
+            ``eigenvalues[i]``), as returned by `numpy.linalg.eigh`.
         gradient : array (n,)
-            :math:`G` in the original coordinates.
+            $G$ in the original coordinates.
         noise_cov : array (n, n) or (n,)
-            :math:`\Sigma` in the original coordinates, or the 1-D vector of
-            variances along the eigenvectors, :math:`v_i^T \Sigma v_i`. Only those
-            enter :math:`\operatorname{tr}\Sigma` and
-            :math:`\operatorname{tr}(H\Sigma) = \sum_i \lambda_i v_i^T\Sigma v_i`.
+            $\Sigma$ in the original coordinates, or the 1-D vector of
+            variances along the eigenvectors, $v_i^T \Sigma v_i$. Only those
+            enter $\operatorname{tr}\Sigma$ and
+            $\operatorname{tr}(H\Sigma) = \sum_i \lambda_i v_i^T\Sigma v_i$.
         atol : float
-            Tolerance on :math:`\max|V^TV - I|`.
+            Tolerance on $\max|V^TV - I|$.
 
         The returned model holds everything in the eigenbasis: ``gradient`` is
-        :math:`V^TG`, ``hessian`` the 1-D :math:`\lambda`, ``noise_cov``
-        :math:`V^T\Sigma V` (or the given variances). All scalars are basis-invariant.
+        $V^TG$, ``hessian`` the 1-D $\lambda$, ``noise_cov``
+        $V^T\Sigma V$ (or the given variances). All scalars are basis-invariant.
 
         >>> import numpy as np
         >>> v = np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2)
@@ -301,25 +307,25 @@ class QuadraticModel:
         return cls(v.T @ g, lam, s, dataset_size=dataset_size)
 
     def preconditioned(self, preconditioner) -> QuadraticModel:
-        r"""The model of the update :math:`\theta \leftarrow \theta - \epsilon P G_{est}`.
+        r"""The model of the update $\theta \leftarrow \theta - \epsilon P G_{est}$.
 
-        With :math:`M = P^{1/2}` and :math:`\theta = M\phi`, the update is plain SGD on
-        :math:`\phi` with gradient :math:`MG`, Hessian :math:`MHM` and per-example
-        covariance :math:`M\Sigma M`, so (App. C)
+        With $M = P^{1/2}$ and $\theta = M\phi$, the update is plain SGD on
+        $\phi$ with gradient $MG$, Hessian $MHM$ and per-example
+        covariance $M\Sigma M$, so (App. C)
 
-        .. math::
-
-            B_{noise} = \frac{\operatorname{tr}(PHP\Sigma)}{G^TPHPG},\quad
-            \epsilon_{max} = \frac{G^TPG}{G^TPHPG},\quad
-            B_{simple} = \frac{\operatorname{tr}(P\Sigma)}{G^TPG},
+        $$
+        B_{noise} = \frac{\operatorname{tr}(PHP\Sigma)}{G^TPHPG},\quad
+        \epsilon_{max} = \frac{G^TPG}{G^TPHPG},\quad
+        B_{simple} = \frac{\operatorname{tr}(P\Sigma)}{G^TPG},
+        $$
 
         and ``eps_opt``/``expected_improvement`` of the returned model refer to the
-        learning rate :math:`\epsilon` multiplying :math:`PG_{est}`.
+        learning rate $\epsilon$ multiplying $PG_{est}$.
 
         Parameters
         ----------
         preconditioner : array (n, n) or (n,)
-            Symmetric positive definite :math:`P`, or its (positive) diagonal, as for
+            Symmetric positive definite $P$, or its (positive) diagonal, as for
             Adam/RMSProp with a frozen second-moment estimate.
 
         >>> m = QuadraticModel(gradient=[1.0, 1.0], hessian=[1.0, 4.0], noise_cov=[1.0, 1.0])
@@ -390,22 +396,22 @@ class QuadraticModel:
     # --- the paper's scalars ---------------------------------------------------
     @property
     def b_noise(self) -> float:
-        r""":math:`B_{noise} = \operatorname{tr}(H\Sigma) / G^THG` (eq. 2.8)."""
+        r"""$B_{noise} = \operatorname{tr}(H\Sigma) / G^THG$ (eq. 2.8)."""
         return self.trace_h_sigma / self.ghg
 
     @property
     def b_simple(self) -> float:
-        r""":math:`B_{simple} = \operatorname{tr}\Sigma / |G|^2` (eq. 2.9)."""
+        r"""$B_{simple} = \operatorname{tr}\Sigma / |G|^2$ (eq. 2.9)."""
         return self.trace_sigma / self.g2
 
     @property
     def eps_max(self) -> float:
-        r""":math:`\epsilon_{max} = |G|^2 / G^THG`, the optimal step at infinite batch."""
+        r"""$\epsilon_{max} = |G|^2 / G^THG$, the optimal step at infinite batch."""
         return self.g2 / self.ghg
 
     @property
     def dl_max(self) -> float:
-        r""":math:`\Delta L_{max} = \tfrac12 |G|^4 / G^THG`, the best one-step improvement."""
+        r"""$\Delta L_{max} = \tfrac12 |G|^4 / G^THG$, the best one-step improvement."""
         return 0.5 * self.g2**2 / self.ghg
 
     # --- batch-size dependent predictions -------------------------------------
@@ -414,16 +420,16 @@ class QuadraticModel:
         return self.b_noise * _batch(batch_size, self.dataset_size)
 
     def eps_opt(self, batch_size, *, momentum=0.0):
-        r""":math:`\epsilon_{opt}(B) = \epsilon_{max} / (1 + B_{noise}/B)` (eq. 2.6).
+        r"""$\epsilon_{opt}(B) = \epsilon_{max} / (1 + B_{noise}/B)$ (eq. 2.6).
 
-        With heavy-ball ``momentum`` m, the raw rate :math:`(1-m)\epsilon_{opt}(B)`,
-        whose effective step :math:`\epsilon/(1-m)` is optimal.
+        With heavy-ball ``momentum`` m, the raw rate $(1-m)\epsilon_{opt}(B)$,
+        whose effective step $\epsilon/(1-m)$ is optimal.
         """
         m = _momentum(momentum)
         return _out((1.0 - m) * self.eps_max / (1.0 + self._noise_factor(batch_size)))
 
     def dl_opt(self, batch_size):
-        r""":math:`\Delta L_{opt}(B) = \Delta L_{max} / (1 + B_{noise}/B)` (eq. 2.7).
+        r"""$\Delta L_{opt}(B) = \Delta L_{max} / (1 + B_{noise}/B)$ (eq. 2.7).
 
         Momentum only rescales the rate at which this is reached, not the value.
         """
@@ -432,11 +438,13 @@ class QuadraticModel:
     def expected_improvement(self, eps, batch_size, *, momentum=0.0):
         r"""Expected loss decrease of one SGD step of size ε at batch size B.
 
-        .. math:: \epsilon |G|^2 - \tfrac12 \epsilon^2
-                  \left(G^THG + \operatorname{tr}(H\Sigma)/B\right)
+        $$
+        \epsilon |G|^2 - \tfrac12 \epsilon^2
+        \left(G^THG + \operatorname{tr}(H\Sigma)/B\right)
+        $$
 
-        (eq. 2.5; :math:`1/B \to 1/B - 1/D` with ``dataset_size``; :math:`\epsilon \to
-        \epsilon/(1-m)` with ``momentum``). Negative when the step increases the loss
+        (eq. 2.5; $1/B \to 1/B - 1/D$ with ``dataset_size``; $\epsilon \to
+        \epsilon/(1-m)$ with ``momentum``). Negative when the step increases the loss
         (ε > 2 ε_opt(B)). Broadcasts ``eps`` against ``batch_size``.
         """
         e = as_array(eps, "eps")
@@ -447,7 +455,7 @@ class QuadraticModel:
         return _out(e * self.g2 - 0.5 * e**2 * (self.ghg + self.trace_h_sigma * inv_b))
 
     def gradient_noise_ratio(self, batch_size):
-        r""":math:`E|G_{est} - G|^2 / |G|^2 = B_{simple}/B` (eq. 2.10)."""
+        r"""$E|G_{est} - G|^2 / |G|^2 = B_{simple}/B$ (eq. 2.10)."""
         return _out(self.b_simple * _batch(batch_size, self.dataset_size))
 
     def to_dict(self) -> dict:
@@ -472,14 +480,14 @@ class QuadraticModel:
 
 
 def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0, theta: float = 1.0):
-    r"""The built-in demo problem: spectrum :math:`h_i = 1/i` and noise :math:`\Sigma = cH`.
+    r"""The built-in demo problem: spectrum $h_i = 1/i$ and noise $\Sigma = cH$.
 
-    The loss is :math:`L(\theta) = \tfrac12\sum_i h_i\theta_i^2` with
-    :math:`h_i = 1/i`, :math:`i = 1..n` (the noisy quadratic of Zhang et al. 2019),
-    evaluated at :math:`\theta_i = ` ``theta`` for all i, so :math:`G_i = h_i\theta`;
-    per-example gradient covariance :math:`\Sigma = c\,H` with :math:`c` = ``noise``.
-    Then :math:`B_{noise} = c\sum h_i^2 / (\theta^2\sum h_i^3)` and
-    :math:`B_{simple} = c\sum h_i / (\theta^2\sum h_i^2)`.
+    The loss is $L(\theta) = \tfrac12\sum_i h_i\theta_i^2$ with
+    $h_i = 1/i$, $i = 1..n$ (the noisy quadratic of Zhang et al. 2019),
+    evaluated at $\theta_i = $ ``theta`` for all i, so $G_i = h_i\theta$;
+    per-example gradient covariance $\Sigma = c\,H$ with $c$ = ``noise``.
+    Then $B_{noise} = c\sum h_i^2 / (\theta^2\sum h_i^3)$ and
+    $B_{simple} = c\sum h_i / (\theta^2\sum h_i^2)$.
 
     >>> m = anisotropic_quadratic(3, noise=1.0)
     >>> round(m.b_noise, 6)  # (1 + 1/4 + 1/9) / (1 + 1/8 + 1/27)

@@ -1,18 +1,18 @@
 r"""The steps/examples tradeoff (McCandlish et al. 2018, §2.3).
 
-If each optimizer step makes progress proportional to :math:`1/(1 + B_{noise}/B)`,
+If each optimizer step makes progress proportional to $1/(1 + B_{noise}/B)$,
 the steps S and examples E = BS needed to reach a fixed loss obey
 
-.. math::
+$$
+\left(\frac{S}{S_{min}} - 1\right)\left(\frac{E}{E_{min}} - 1\right) = 1,
+\qquad B_{crit} = \frac{E_{min}}{S_{min}},
+$$
 
-    \left(\frac{S}{S_{min}} - 1\right)\left(\frac{E}{E_{min}} - 1\right) = 1,
-    \qquad B_{crit} = \frac{E_{min}}{S_{min}},
+so $S(B) = S_{min}(1 + B_{crit}/B)$ and $E(B) = E_{min}(1 + B/B_{crit})$.
 
-so :math:`S(B) = S_{min}(1 + B_{crit}/B)` and :math:`E(B) = E_{min}(1 + B/B_{crit})`.
-
-:func:`adaptive_schedule` follows a noise scale :math:`\mathcal{B}(s)` that changes
-during training (App. D): the batch size :math:`B(s) = \sqrt{r\mathcal{B}(s)}` and the
-gain :math:`\gamma = E[\sqrt{\mathcal{B}}]^2/E[\mathcal{B}] \le 1` it brings.
+`adaptive_schedule` follows a noise scale $\mathcal{B}(s)$ that changes
+during training (App. D): the batch size $B(s) = \sqrt{r\mathcal{B}(s)}$ and the
+gain $\gamma = E[\sqrt{\mathcal{B}}]^2/E[\mathcal{B}] \le 1$ it brings.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _out(arr):
 
 @dataclass(frozen=True)
 class Tradeoff:
-    r"""The hyperbola :math:`(S/S_{min} - 1)(E/E_{min} - 1) = 1`.
+    r"""The hyperbola $(S/S_{min} - 1)(E/E_{min} - 1) = 1$.
 
     Parameters
     ----------
@@ -63,23 +63,23 @@ class Tradeoff:
 
     @property
     def b_crit(self) -> float:
-        r""":math:`B_{crit} = E_{min}/S_{min}` (eq. 2.12)."""
+        r"""$B_{crit} = E_{min}/S_{min}$ (eq. 2.12)."""
         return self.e_min / self.s_min
 
     def steps(self, batch_size):
-        r""":math:`S(B) = S_{min}(1 + B_{crit}/B)`."""
+        r"""$S(B) = S_{min}(1 + B_{crit}/B)$."""
         b = check_positive(batch_size, "batch_size")
         return _out(self.s_min * (1.0 + self.b_crit / b))
 
     def examples(self, batch_size):
-        r""":math:`E(B) = E_{min}(1 + B/B_{crit})`."""
+        r"""$E(B) = E_{min}(1 + B/B_{crit})$."""
         b = check_positive(batch_size, "batch_size")
         return _out(self.e_min * (1.0 + b / self.b_crit))
 
     def batch_size_for_steps(self, steps):
         r"""Batch size that reaches the target in ``steps`` steps.
 
-        :math:`B = B_{crit}/(S/S_{min} - 1)`.
+        $B = B_{crit}/(S/S_{min} - 1)$.
 
         Raises ``ValueError`` for ``steps <= s_min``, which no batch size reaches.
         """
@@ -94,7 +94,7 @@ class Tradeoff:
     def batch_size_for_examples(self, examples):
         r"""Batch size that reaches the target with ``examples`` examples.
 
-        :math:`B = B_{crit}(E/E_{min} - 1)`.
+        $B = B_{crit}(E/E_{min} - 1)$.
 
         Raises ``ValueError`` for ``examples <= e_min``, which no batch size reaches.
         """
@@ -107,7 +107,7 @@ class Tradeoff:
         return _out(self.b_crit * (e / self.e_min - 1.0))
 
     def residual(self, steps, examples):
-        r""":math:`(S/S_{min} - 1)(E/E_{min} - 1) - 1`: zero on the tradeoff curve."""
+        r"""$(S/S_{min} - 1)(E/E_{min} - 1) - 1$: zero on the tradeoff curve."""
         s = check_positive(steps, "steps")
         e = check_positive(examples, "examples")
         return _out((s / self.s_min - 1.0) * (e / self.e_min - 1.0) - 1.0)
@@ -124,39 +124,39 @@ def _trapezoid(y: np.ndarray, x: np.ndarray) -> float:
 class AdaptiveSchedule:
     r"""An adaptive batch-size schedule and what it costs (App. D, eqs. D.1–D.5).
 
-    Training progress is measured by :math:`s`, in units of infinite-batch steps, so
-    :math:`S_{min} = \int ds`. With noise scale :math:`\mathcal{B}(s)` and batch size
-    :math:`B(s)`:
+    Training progress is measured by $s$, in units of infinite-batch steps, so
+    $S_{min} = \int ds$. With noise scale $\mathcal{B}(s)$ and batch size
+    $B(s)$:
 
-    .. math::
+    $$
+    S = \int \left(1 + \frac{\mathcal{B}}{B}\right) ds, \qquad
+    E = \int (\mathcal{B} + B)\, ds, \qquad E_{min} = \int \mathcal{B}\, ds.
+    $$
 
-        S = \int \left(1 + \frac{\mathcal{B}}{B}\right) ds, \qquad
-        E = \int (\mathcal{B} + B)\, ds, \qquad E_{min} = \int \mathcal{B}\, ds.
-
-    The schedule :math:`B = \sqrt{r\mathcal{B}}` minimises :math:`E + rS` and gives
-    :math:`(S/S_{min} - 1)(E/E_{min} - 1) = \gamma`, with
-    :math:`\gamma = E_s[\sqrt{\mathcal{B}}]^2 / E_s[\mathcal{B}] \le 1` (averages over
+    The schedule $B = \sqrt{r\mathcal{B}}$ minimises $E + rS$ and gives
+    $(S/S_{min} - 1)(E/E_{min} - 1) = \gamma$, with
+    $\gamma = E_s[\sqrt{\mathcal{B}}]^2 / E_s[\mathcal{B}] \le 1$ (averages over
     s). A fixed batch size obeys the same law with 1 in place of γ, so at equal steps
-    the adaptive schedule needs γ times the *excess* examples :math:`E - E_{min}`
+    the adaptive schedule needs γ times the *excess* examples $E - E_{min}$
     of the best fixed batch (and vice versa at equal examples).
 
     Attributes
     ----------
     s, noise_scale, batch_size : arrays
-        The grid, :math:`\mathcal{B}(s)` on it and the schedule :math:`\sqrt{r\mathcal{B}(s)}`.
+        The grid, $\mathcal{B}(s)$ on it and the schedule $\sqrt{r\mathcal{B}(s)}$.
     r : float
         The exchange rate (examples per step) the schedule is optimal for.
     steps, examples : float
         S and E of the schedule (trapezoidal quadrature of D.1 on the grid).
     s_min, e_min : float
-        :math:`\int ds` and :math:`\int \mathcal{B}\,ds`.
+        $\int ds$ and $\int \mathcal{B}\,ds$.
     gamma : float
-        :math:`E_s[\sqrt{\mathcal{B}}]^2 / E_s[\mathcal{B}]`.
+        $E_s[\sqrt{\mathcal{B}}]^2 / E_s[\mathcal{B}]$.
     fixed_batch_size : float
         The constant batch that needs the same number of steps,
-        :math:`E_s[\mathcal{B}]\,S_{min}/(S - S_{min})`.
+        $E_s[\mathcal{B}]\,S_{min}/(S - S_{min})$.
     fixed_examples : float
-        Its examples :math:`E_{min} + B_{fixed}S_{min}`.
+        Its examples $E_{min} + B_{fixed}S_{min}$.
     fixed_steps_same_examples : float
         Steps of the constant batch that uses the same number of examples.
     """
@@ -176,7 +176,7 @@ class AdaptiveSchedule:
 
     @property
     def tradeoff(self) -> Tradeoff:
-        r"""The fixed-batch tradeoff of this trajectory: :math:`B_{crit} = E_s[\mathcal{B}]`."""
+        r"""The fixed-batch tradeoff of this trajectory: $B_{crit} = E_s[\mathcal{B}]$."""
         return Tradeoff(self.s_min, self.e_min)
 
     @property
@@ -185,7 +185,7 @@ class AdaptiveSchedule:
         return 1.0 - self.examples / self.fixed_examples
 
     def to_dict(self) -> dict:
-        """The scalar results (the arrays are in :meth:`to_frame`)."""
+        """The scalar results (the arrays are in `to_frame`)."""
         keys = ("r", "steps", "examples", "s_min", "e_min", "gamma", "fixed_batch_size",
                 "fixed_examples", "fixed_steps_same_examples")
         return {k: getattr(self, k) for k in keys} | {"examples_saved": self.examples_saved}
@@ -205,21 +205,21 @@ def adaptive_schedule(
     *,
     r: float,
 ) -> AdaptiveSchedule:
-    r"""The optimal adaptive batch size :math:`B(s) = \sqrt{r\,\mathcal{B}(s)}` (App. D).
+    r"""The optimal adaptive batch size $B(s) = \sqrt{r\,\mathcal{B}(s)}$ (App. D).
 
     Parameters
     ----------
     noise_scale : array or callable
-        :math:`\mathcal{B}` on the grid ``s`` (same shape), or a function evaluated
+        $\mathcal{B}$ on the grid ``s`` (same shape), or a function evaluated
         on it. Must be finite, ≥ 0 and not all zero.
     s : array (k,), k ≥ 2
         Strictly increasing grid of training progress in infinite-batch steps;
         the integrals of eq. D.1 are trapezoidal sums on it, so use a grid fine
-        enough for :math:`\sqrt{\mathcal{B}}` (the trapezoid error is
-        :math:`O(h^2)` for smooth :math:`\mathcal{B}`).
+        enough for $\sqrt{\mathcal{B}}$ (the trapezoid error is
+        $O(h^2)$ for smooth $\mathcal{B}$).
     r : float
-        Exchange rate, examples per step: the schedule minimises :math:`E + rS`.
-        :math:`r = E_s[\mathcal{B}]` puts the fixed-batch comparison at its critical
+        Exchange rate, examples per step: the schedule minimises $E + rS$.
+        $r = E_s[\mathcal{B}]$ puts the fixed-batch comparison at its critical
         batch.
 
     Returns

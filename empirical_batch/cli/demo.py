@@ -1,6 +1,6 @@
 """`empirical-batch demo`: the model end to end on a built-in quadratic (no GPU, no data).
 
-The demo is a list of sections, :data:`SECTIONS`; each is a function
+The demo is a list of sections, `SECTIONS`; each is a function
 ``section(ctx: DemoContext) -> None`` that prints its part and may add figure panels
 with ``ctx.panels.append(draw)`` where ``draw(ax)`` draws on one matplotlib Axes.
 Later parts of the library extend the demo by appending a section::
@@ -8,8 +8,8 @@ Later parts of the library extend the demo by appending a section::
     from empirical_batch.cli import demo
     demo.SECTIONS.append(("simulated sweep + fit", my_section))
 
-The built-in problem is :func:`empirical_batch.theory.anisotropic_quadratic`:
-:math:`h_i = 1/i` for i = 1..n, :math:`\\theta_i = 1`, :math:`\\Sigma = cH`.
+The built-in problem is `empirical_batch.theory.anisotropic_quadratic`:
+$h_i = 1/i$ for i = 1..n, $\\theta_i = 1$, $\\Sigma = cH$.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The time/cost frontier of a :func:`empirical_batch.planning.plan` table."""
+"""The time/cost frontier of a `empirical_batch.planning.plan` table."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ def plot_frontier(df, *, tradeoff=None, ax=None, annotate: bool = True):
 
     Grey points are all feasible (batch size, devices) pairs; the line joins the
     Pareto rows (fastest first), labelled with their batch sizes; the star marks
-    :func:`~empirical_batch.planning.frontier_bend` (least time × cost, where the
+    `empirical_batch.planning.frontier_bend` (least time × cost, where the
     frontier's log-log slope is −1) and, when ``tradeoff`` is given, the
-    frontier point whose batch size is nearest :math:`B_{crit}` is ringed.
+    frontier point whose batch size is nearest $B_{crit}$ is ringed.
 
     Returns the matplotlib ``Axes``.
     """

@@ -10,8 +10,8 @@ __all__ = ["plot_step_model", "plot_tradeoff"]
 def plot_step_model(model, batch_sizes=None, *, ax=None):
     r"""ε_opt(B)/ε_max and ΔL_opt(B)/ΔL_max against B, with B_noise and B_simple marked.
 
-    Both curves are :math:`1/(1 + B_{noise}/B)` (eqs. 2.6–2.7); they reach one half
-    at :math:`B = B_{noise}`. Returns the ``Axes``.
+    Both curves are $1/(1 + B_{noise}/B)$ (eqs. 2.6–2.7); they reach one half
+    at $B = B_{noise}$. Returns the ``Axes``.
     """
     import matplotlib.pyplot as plt
 
@@ -37,7 +37,7 @@ def plot_step_model(model, batch_sizes=None, *, ax=None):
 
 
 def plot_tradeoff(tradeoff, batch_sizes=None, *, ax=None):
-    r"""Steps against examples, :math:`(S/S_{min}-1)(E/E_{min}-1)=1`, with B_crit marked."""
+    r"""Steps against examples, $(S/S_{min}-1)(E/E_{min}-1)=1$, with B_crit marked."""
     import matplotlib.pyplot as plt
 
     if batch_sizes is None:
