@@ -61,6 +61,34 @@ class Tradeoff:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
             object.__setattr__(self, name, value)
 
+    @classmethod
+    def from_b_crit(cls, b_crit: float, *, s_min: float | None = None,
+                    e_min: float | None = None) -> Tradeoff:
+        """The tradeoff with critical batch ``b_crit`` and one of ``s_min``, ``e_min``.
+
+        >>> Tradeoff.from_b_crit(64, s_min=1000)
+        Tradeoff(s_min=1000.0, e_min=64000.0)
+        """
+        b = as_float(b_crit, "b_crit")
+        if b <= 0:
+            raise ValueError(f"b_crit must be > 0, got {b!r}")
+        if (s_min is None) == (e_min is None):
+            raise ValueError("give exactly one of s_min and e_min with b_crit")
+        if s_min is not None:
+            return cls(s_min=s_min, e_min=b * as_float(s_min, "s_min"))
+        return cls(s_min=as_float(e_min, "e_min") / b, e_min=e_min)
+
+    def to_frame(self, batch_sizes):
+        """S(B), E(B), S/S_min and E/E_min for the given batch sizes, as a DataFrame."""
+        import pandas as pd
+
+        b = np.atleast_1d(check_positive(batch_sizes, "batch_sizes"))
+        steps, examples = self.s_min * (1.0 + self.b_crit / b), self.e_min * (1.0 + b / self.b_crit)
+        return pd.DataFrame({
+            "batch_size": b, "steps": steps, "examples": examples,
+            "steps/s_min": steps / self.s_min, "examples/e_min": examples / self.e_min,
+        })
+
     @property
     def b_crit(self) -> float:
         r"""$B_{crit} = E_{min}/S_{min}$ (eq. 2.12)."""

@@ -40,6 +40,17 @@ def test_off_the_curve_has_nonzero_residual(t, k):
     assert t.residual(t.steps(b) / k, t.examples(b) / k) < 0
 
 
+@given(tradeoffs)
+def test_from_b_crit_and_frame(t):
+    a = Tradeoff.from_b_crit(t.b_crit, s_min=t.s_min)
+    b = Tradeoff.from_b_crit(t.b_crit, e_min=t.e_min)
+    assert a.e_min == pytest.approx(t.e_min, rel=1e-14)
+    assert b.s_min == pytest.approx(t.s_min, rel=1e-14)
+    df = t.to_frame([t.b_crit])
+    assert df["steps/s_min"].iloc[0] == pytest.approx(2.0, rel=1e-14)
+    assert df["examples/e_min"].iloc[0] == pytest.approx(2.0, rel=1e-14)
+
+
 def test_broadcasting():
     t = Tradeoff(100, 6400)
     b = np.array([[1.0, 64.0], [128.0, 6400.0]])
@@ -59,6 +70,10 @@ def test_tradeoff_bad_input():
         t.batch_size_for_steps(10)
     with pytest.raises(ValueError, match="examples must be > e_min"):
         t.batch_size_for_examples(50)
+    with pytest.raises(ValueError, match="exactly one of s_min and e_min"):
+        Tradeoff.from_b_crit(10.0, s_min=1.0, e_min=10.0)
+    with pytest.raises(ValueError, match="b_crit must be > 0"):
+        Tradeoff.from_b_crit(0.0, s_min=1.0)
 
 
 # --- adaptive batch size ------------------------------------------------------------

@@ -72,9 +72,7 @@ def tradeoff_from_args(s_min=None, e_min=None, b_crit=None):
             raise ValueError(f"{k} must be > 0, got {v!r}")
     if b_crit is None:
         return Tradeoff(s_min=s_min, e_min=e_min)
-    if s_min is None:
-        return Tradeoff(s_min=e_min / b_crit, e_min=e_min)
-    return Tradeoff(s_min=s_min, e_min=b_crit * s_min)
+    return Tradeoff.from_b_crit(b_crit, s_min=s_min, e_min=e_min)
 
 
 def run(args) -> int:
