@@ -138,3 +138,24 @@ def test_plot_frontier_marks_bend_and_b_crit():
     import matplotlib.pyplot as plt
 
     plt.close(ax.figure)
+
+
+def test_theory_plots_mark_the_scales():
+    import matplotlib.pyplot as plt
+
+    from empirical_batch.plot.theory import plot_step_model, plot_tradeoff
+    from empirical_batch.theory import anisotropic_quadratic
+
+    m = anisotropic_quadratic(20, noise=10.0)
+    ax = plot_step_model(m)
+    xs = {round(float(line.get_xdata()[0]), 9) for line in ax.get_lines()[2:]}
+    assert {round(m.b_noise, 9), round(m.b_simple, 9)} <= xs
+    # the curves cross one half at B_noise
+    b = np.asarray(ax.get_lines()[0].get_xdata())
+    y = np.asarray(ax.get_lines()[0].get_ydata())
+    assert np.interp(0.5, y, b) == pytest.approx(m.b_noise, rel=0.05)  # 200-point grid
+    t = Tradeoff(10, 640)
+    ax2 = plot_tradeoff(t)
+    point = ax2.get_lines()[1]
+    assert point.get_xdata()[0] == 2 * t.e_min and point.get_ydata()[0] == 2 * t.s_min
+    plt.close("all")
