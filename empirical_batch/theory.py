@@ -273,10 +273,15 @@ class QuadraticModel:
         atol : float
             Tolerance on $\max|V^TV - I|$.
 
-        The returned model holds everything in the eigenbasis: ``gradient`` is
-        $V^TG$, ``hessian`` the 1-D $\lambda$, ``noise_cov``
-        $V^T\Sigma V$ (or the given variances). All scalars are basis-invariant.
+        Returns
+        -------
+        QuadraticModel
+            The model in the eigenbasis: ``gradient`` is
+            $V^TG$, ``hessian`` the 1-D $\lambda$, ``noise_cov``
+            $V^T\Sigma V$ (or the given variances). All scalars are basis-invariant.
 
+        Examples
+        --------
         >>> import numpy as np
         >>> v = np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2)
         >>> m = QuadraticModel.from_eigenbasis([1.0, 3.0], v, v @ [1.0, 1.0], [4.0, 4.0])
@@ -328,6 +333,8 @@ class QuadraticModel:
             Symmetric positive definite $P$, or its (positive) diagonal, as for
             Adam/RMSProp with a frozen second-moment estimate.
 
+        Examples
+        --------
         >>> m = QuadraticModel(gradient=[1.0, 1.0], hessian=[1.0, 4.0], noise_cov=[1.0, 1.0])
         >>> p = m.preconditioned([1.0, 0.25])   # P = H⁻¹: Newton's direction
         >>> p.eps_max, p.b_noise
