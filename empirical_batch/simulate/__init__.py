@@ -6,6 +6,20 @@
 
 from __future__ import annotations
 
+from .adaptive import AdaptiveResult, greedy_run, simulate_adaptive
+from .montecarlo import MonteCarloResult, log_steps, monte_carlo_sgd
 from .quadratic import BestLR, NoiseScaleTrace, NoisyQuadratic
+from .sweep import simulate_sweep
 
-__all__ = ["BestLR", "NoiseScaleTrace", "NoisyQuadratic"]
+__all__ = [
+    "AdaptiveResult",
+    "BestLR",
+    "MonteCarloResult",
+    "NoiseScaleTrace",
+    "NoisyQuadratic",
+    "greedy_run",
+    "log_steps",
+    "monte_carlo_sgd",
+    "simulate_adaptive",
+    "simulate_sweep",
+]
