@@ -89,21 +89,24 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         m = problem.init[None, :].copy()
         n = 1
     else:
-        bs = np.atleast_1d(as_array(batch, "batch")).astype(float)
-        if np.any(np.isnan(bs)) or np.any(bs <= 0):
+        try:
+            bs = np.atleast_1d(np.asarray(batch, dtype=float))
+        except (TypeError, ValueError):
+            raise TypeError(f"batch must be numeric or callable, got {batch!r}") from None
+        if bs.ndim != 1 or np.any(np.isnan(bs)) or np.any(bs <= 0):
             raise ValueError("batch sizes must be > 0 (inf allowed)")
         n = bs.size
         m = np.repeat(problem.init[None, :], n, axis=0)
     steps = np.full(n, np.inf)
     examples = np.zeros(n)
-    open_ = np.ones(n, bool)
+    live = np.arange(n)  # runs still above the target; m holds their moments only
     trace_b, trace_bn, trace_ds = [], [], []
     for k in range(int(max_steps) + 1):
         loss = 0.5 * (m @ h)
-        hit = open_ & (loss <= t)
-        steps[hit] = k
-        open_ &= ~hit
-        if not open_.any() or k == max_steps:
+        hit = loss <= t
+        steps[live[hit]] = k
+        live, m = live[~hit], m[~hit]
+        if live.size == 0 or k == max_steps:
             break
         g2, ghg, _, trhs = _scalars(problem, m)
         bn = trhs / ghg
@@ -115,10 +118,10 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
             trace_bn.append(bn[0])
             trace_ds.append(1.0 / (1.0 + bn[0] / b_t[0]))
         else:
-            b_t = bs
+            b_t = bs[live]
         inv_b = np.where(np.isinf(b_t), 0.0, 1.0 / b_t)
         a = g2 / (ghg + trhs * inv_b)  # eps_opt(B_t), eq. 2.6
-        examples += np.where(open_, b_t, 0.0)
+        examples[live] += b_t
         m = (1.0 - a[:, None] * hp) ** 2 * m + (a * a * inv_b)[:, None] * cp
     out = {"steps": steps if not adaptive else float(steps[0]),
            "examples": np.where(np.isfinite(steps), examples, np.inf)}
