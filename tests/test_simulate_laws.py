@@ -49,7 +49,7 @@ def fit_hyperbola(bs, steps):
 
 
 def test_tuned_steps_follow_the_tradeoff(iso):
-    nq, target, bs, best = iso
+    _nq, _target, bs, best = iso
     s = best.steps
     fstar, _ = f_star()
     # small-B branch: S = E_min/B; B·S constant to within integer rounding of S (S ≥ 48)
@@ -87,7 +87,7 @@ def test_tuned_steps_follow_the_tradeoff(iso):
 
 def test_best_lr_grows_linearly_then_saturates(iso):
     """ε_opt(B) = ε_max/(1 + B_noise/B): ∝ B at small B, → ε_max = 1/h at large B."""
-    nq, target, bs, best = iso
+    _nq, _target, bs, best = iso
     lr = best.learning_rate
     _, xstar = f_star()
     slope = 2 * xstar / (H * B_NOISE_T)

@@ -140,7 +140,6 @@ def _verify(lw, lr, ly, kc, lp0):
 def _bisect(lw, lr, ly, lp0) -> np.ndarray:
     """Integer bisection with a guaranteed bracket; P(lo) > y, P(hi) <= y."""
     n = ly.shape[0]
-    res = np.zeros(n)
     done = lp0 <= ly
     lo = np.zeros(n)
     # slowest mode bound: P(k) <= P(0) * rho_max**k

@@ -217,41 +217,46 @@ def _run_chunk(problem, bs, lrs, steps, seeds, rec, gen, dev, tdtype, table, bar
         return torch.as_tensor(np.asarray(x, dtype=float), device=dev).to(tdtype)
 
     h = t(problem.curvature)
-    hp = t(problem._hp)
+    hp = t(problem._hp).view(1, 1, 1, d)
     a = t(lrs).view(1, -1, 1, 1)
-    noise_std = (t(problem._cp).view(1, 1, 1, d) / t(bs).view(-1, 1, 1, 1)).sqrt()
-    theta = torch.randn(shape, generator=gen, device=dev, dtype=tdtype) * t(problem.init).sqrt()
     beta = problem.momentum
+    u = 1.0 + beta - a * hp  # (1, n_lr, 1, d): θ' = u θ - β θ_prev - a ξ
+    if table is None:
+        # a·sqrt(c_p/B): scale of the batch-mean noise term, (n_b, n_lr, 1, d)
+        scale = a * (t(problem._cp).view(1, 1, 1, d) / t(bs).view(-1, 1, 1, 1)).sqrt()
+    else:
+        scale = a.expand(bs.size, -1, -1, -1)
+    theta = torch.randn(shape, generator=gen, device=dev, dtype=tdtype) * t(problem.init).sqrt()
     prev = theta.clone() if beta > 0 else None
     gamma = problem.ema
     avg = theta.clone() if gamma is not None else None
+    xi = torch.empty(shape, device=dev, dtype=tdtype)
     rec_set = {int(k): i for i, k in enumerate(rec)}
     res = torch.empty((bs.size, lrs.size, seeds, rec.size), dtype=torch.float64, device=dev)
     bint = [int(b) for b in bs]
+    h64 = h.to(torch.float64)
 
     def record(k):
         i = rec_set.get(k)
         if i is not None:
             x = avg if avg is not None else theta
-            res[..., i] = 0.5 * (x.to(torch.float64).pow(2) @ h.to(torch.float64))
+            res[..., i] = 0.5 * (x.to(torch.float64).pow(2) @ h64)
 
     record(0)
     for k in range(1, steps + 1):
         if table is None:
-            xi = torch.randn(shape, generator=gen, device=dev, dtype=tdtype).mul_(noise_std)
+            xi.normal_(generator=gen)
         else:
-            xi = torch.empty(shape, device=dev, dtype=tdtype)
             for i, b in enumerate(bint):
                 idx = torch.randint(0, table.shape[0], (lrs.size, seeds, b), generator=gen,
                                     device=dev)
                 xi[i] = table[idx].mean(dim=2)
-        g = xi.add_(hp * theta)
         if beta > 0:
-            step = (theta - prev).mul_(beta).sub_(a * g)
-            prev = theta
-            theta = theta + step
+            # prev <- u θ - β prev - scale ξ, then swap: fused, no new tensors
+            prev.mul_(-beta).addcmul_(theta, u).addcmul_(xi, scale, value=-1.0)
+            theta, prev = prev, theta
         else:
-            theta = theta - a * g
+            theta.mul_(u).addcmul_(xi, scale, value=-1.0)
         if avg is not None:
             avg.mul_(gamma).add_(theta, alpha=1.0 - gamma)
         record(k)

@@ -305,7 +305,7 @@ class NoisyQuadratic:
         return rho, logrho, q, one_minus
 
     def _plain_moment(self, a, b, k):
-        rho, logrho, q, one_minus = self._plain_terms(a, b)
+        _rho, logrho, q, one_minus = self._plain_terms(a, b)
         with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
             rk = np.where(k == 0, 1.0, np.exp(k * logrho))
             geo = np.where(one_minus == 0, k, -np.expm1(k * logrho) / one_minus)
@@ -379,13 +379,13 @@ class NoisyQuadratic:
             l_inf, _, _, converges = self._plain_split(af, bf)
             out = np.where(converges, l_inf, np.inf)
         else:
-            out = np.array([self._linear_stationary(x, y) for x, y in zip(af, bf)])
+            out = np.array([self._linear_stationary(x, y) for x, y in zip(af, bf, strict=True)])
         return _out(out.reshape(shape))
 
     # --- steps to target --------------------------------------------------------
     def _plain_split(self, a, b):
         """L_inf, weights w_i, log rho_i and convergence flag for (n, 1) arrays."""
-        rho, logrho, q, one_minus = self._plain_terms(a, b)
+        _rho, logrho, q, one_minus = self._plain_terms(a, b)
         act = self._active
         constant = (one_minus == 0) & (q == 0)  # rho == 1 and no noise: m stays m0
         bad = ((one_minus < 0) | ((one_minus == 0) & (q > 0))) & act
@@ -542,7 +542,7 @@ class NoisyQuadratic:
         m = self.second_moment(float(a), float(b), k)
         g2, ghg, trs, trhs = self._noise_scalars(m)
         bn, bs, em = [], [], []
-        for x, y in zip(g2, ghg):
+        for x, y in zip(g2, ghg, strict=True):
             if not (np.isfinite(x) and np.isfinite(y)) or x <= 0 or y <= 0:
                 bn.append(np.nan)
                 bs.append(np.nan)
@@ -611,7 +611,7 @@ class NoisyQuadratic:
     def _linear_moments(self, a, b, k):
         """vec(S_k) per direction, shape (rows, d, n*n), by repeated squaring."""
         M, n = self._affine(a, b)  # (rows, d, m+1, m+1)
-        k = np.broadcast_to(k, M.shape[:1] + (1,))[:, 0].astype(np.int64)
+        k = np.broadcast_to(k, (*M.shape[:1], 1))[:, 0].astype(np.int64)
         v = np.broadcast_to(self._s0(n), M.shape[:-1]).copy()  # (rows, d, m+1)
         P = M
         kk = k.copy()

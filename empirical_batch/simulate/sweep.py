@@ -105,7 +105,7 @@ def simulate_sweep(
     }
     df = pd.DataFrame(
         {
-            "run": [names[key] for key in zip(ib, il, isd)],
+            "run": [names[key] for key in zip(ib, il, isd, strict=True)],
             "batch_size": b,
             "learning_rate": lrs[il],
             "step": steps[it].astype(np.int64),
