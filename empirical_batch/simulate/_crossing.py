@@ -36,6 +36,22 @@ __all__ = ["first_crossing"]
 
 _NEG_BIG = -1e4  # stands in for log(0) of a rate: rho**k underflows to 0 for k >= 1
 _SCAN = 256  # intervals this short are scanned exactly in branch and bound
+# exp() arguments are clipped below at these floors before exponentiating: it avoids
+# subnormal numbers, which make the following sums ~100x slower. A clipped term is
+# over-counted by at most exp(floor) = 1.8e-35 (float32: the Newton estimate only) or
+# 1e-304 (float64) times its weight, which cannot change a comparison of P(k) with a
+# target above 1e-280·P(0); smaller targets go to the log-domain path.
+# Sums use einsum rather than BLAS (``@``): these products are small and many, and
+# a threaded BLAS is slow on them on a busy machine.
+_FLOOR32 = np.float32(-80.0)
+_FLOOR64 = -700.0
+_TINY = 1e-280
+
+
+def _flush_exp(e: np.ndarray, floor) -> None:
+    """In place: e <- exp(max(e, floor))."""
+    np.maximum(e, floor, out=e)
+    np.exp(e, out=e)
 
 
 def _logsumexp(t: np.ndarray) -> np.ndarray:
@@ -277,6 +293,36 @@ def _search_cap(l_inf, w, logrho, target) -> float:
     return float(np.ceil(np.log(1e-300 / np.sum(np.abs(w))) / np.max(logrho)))
 
 
+def _grid_start(w32, lr32, ly, n_grid: int = 24) -> np.ndarray:
+    """A Newton start left of each root, from P on a k-grid shared by all rows.
+
+    P and P' at the grid points of every row are two small matrix products with
+    exp(k_j logrho) (the rates are shared); from the last grid point still above the
+    target one Newton step is taken (it stays left of the root: log P is convex).
+    """
+    n = ly.shape[0]
+    lrmax = float(np.max(lr32))
+    if not lrmax < 0:
+        return np.zeros(n)
+    # P(k) <= P(0) rho_max^k bounds every root: k <= log(y/P0) / log(rho_max)
+    kmax = max(float(np.min(ly)) / lrmax, 1.0)
+    grid = np.concatenate([[0.0], np.geomspace(1.0, kmax, n_grid - 1)]).astype(np.float32)
+    e = np.multiply.outer(grid, lr32)
+    with np.errstate(under="ignore"):
+        _flush_exp(e, _FLOOR32)
+    pg = np.einsum("nd,kd->nk", w32, e).astype(np.float64)  # (n, K)
+    dpg = np.einsum("nd,kd->nk", w32 * lr32, e).astype(np.float64)
+    above = pg > np.exp(ly)[:, None]
+    j = np.maximum(above.sum(axis=1) - 1, 0)  # last grid point above target (P decreasing)
+    rows = np.arange(n)
+    p, dp = pg[rows, j], dpg[rows, j]
+    k = grid[j].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.log(p) - ly
+        step = np.where((g > 0) & (p > 0) & (dp < 0), -g * p / dp, 0.0)
+    return k + np.where(np.isfinite(step), step, 0.0)
+
+
 def first_crossing_shared(w, logrho, rho, y) -> np.ndarray:
     """Fast path: rows that share decay rates and have weights ``w >= 0``.
 
@@ -298,24 +344,24 @@ def first_crossing_shared(w, logrho, rho, y) -> np.ndarray:
     res = np.full(n, np.nan)
     p0 = w.sum(axis=1)
     res[p0 <= y] = 0.0
-    act = np.flatnonzero(p0 > y)
+    act = np.flatnonzero((p0 > y) & (y > _TINY * p0))  # the rest: log-domain path
     if act.size == 0:
         return res
     # Newton on log P(k) in float32, weights scaled by P(0)
     w32 = (w[act] / p0[act, None]).astype(np.float32)
     lr32 = logrho.astype(np.float32)
     ly = np.log(y[act] / p0[act])
-    k = np.zeros(act.size)
-    live = np.flatnonzero(ly > np.log(1e-30))  # else float32 would underflow
+    k = _grid_start(w32, lr32, ly)
+    live = np.flatnonzero(ly > np.log(1e-25))  # else float32 would underflow
     for _ in range(60):
         if live.size == 0:
             break
         e = np.multiply.outer(k[live].astype(np.float32), lr32)
         with np.errstate(under="ignore"):
-            np.exp(e, out=e)
+            _flush_exp(e, _FLOOR32)
         e *= w32[live]
         s = e.sum(axis=1, dtype=np.float64)
-        ds = (e @ lr32).astype(np.float64)
+        ds = np.einsum("nd,d->n", e, lr32).astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             g = np.log(s) - ly[live]
             step = np.where((g > 0) & (s > 0) & (ds < 0), -g * s / ds, 0.0)
@@ -329,9 +375,9 @@ def first_crossing_shared(w, logrho, rho, y) -> np.ndarray:
     def p_pair(kk):
         e = np.multiply.outer(kk - 1.0, logrho)
         with np.errstate(under="ignore"):
-            np.exp(e, out=e)
+            _flush_exp(e, _FLOOR64)
         e *= wa if kk.size == act.size else wa[sel]
-        return e.sum(axis=1), e @ rho
+        return e.sum(axis=1), np.einsum("nd,d->n", e, rho)
 
     sel = slice(None)
     pm, pk = p_pair(kc)

@@ -363,7 +363,8 @@ class NoisyQuadratic:
                 return self._linear_moments(a, b, k)[..., idx]
 
         with np.errstate(over="ignore", invalid="ignore"):
-            loss = 0.5 * (self._general_scalars(lr, batch_size, steps, fn) @ h)
+            m = self._general_scalars(lr, batch_size, steps, fn)
+            loss = 0.5 * np.einsum("...d,d->...", m, h)
         return _out(loss)
 
     def stationary_loss(self, lr, batch_size):
@@ -394,7 +395,7 @@ class NoisyQuadratic:
             m_inf = np.where(constant, self.init, q / np.where(one_minus > 0, one_minus, 1.0))
         m_inf = np.where(act, m_inf, 0.0)
         h = self.curvature
-        l_inf = 0.5 * (m_inf @ h)
+        l_inf = 0.5 * np.einsum("nd,d->n", m_inf, h)
         w = np.where(constant | ~act, 0.0, 0.5 * h * (self.init - m_inf))
         logrho = np.where(one_minus > 0, logrho, -np.inf)
         return l_inf, w, logrho, converges
@@ -510,8 +511,8 @@ class NoisyQuadratic:
     def _noise_scalars(self, m):
         r"""(|G|², GᵀHG, tr Σ, tr HΣ) in the preconditioned geometry for moments m."""
         h, p, c = self.curvature, self._p, self.noise
-        g2 = m @ (p * h * h)
-        ghg = m @ (p * p * h**3)
+        g2 = np.einsum("...d,d->...", m, p * h * h)
+        ghg = np.einsum("...d,d->...", m, p * p * h**3)
         trs = float(p @ c)
         trhs = float((p * p * h) @ c)
         return g2, ghg, trs, trhs
