@@ -174,7 +174,7 @@ class NoisyQuadratic:
     >>> round(nq.expected_loss(lr=0.5, batch_size=10, steps=0), 6)
     0.55
     >>> nq.steps_to_target(0.1, lr=0.5, batch_size=10)
-    22.0
+    2.0
     """
 
     def __init__(
@@ -351,7 +351,7 @@ class NoisyQuadratic:
 
         >>> nq = NoisyQuadratic([1.0], noise=1.0, init=1.0)
         >>> nq.expected_loss(0.5, 1, [0, 1, 2]).tolist()
-        [0.5, 0.25, 0.15625]
+        [0.5, 0.25, 0.1875]
         """
         h = self.curvature
         if self.is_plain:
@@ -417,7 +417,7 @@ class NoisyQuadratic:
 
         >>> nq = NoisyQuadratic([1.0, 0.01], noise=0.0, init=1.0)
         >>> nq.steps_to_target(0.004, lr=1.0, batch_size=1)
-        23.0
+        12.0
         """
         t = check_positive(target, "target")
         a, b = self._lr_b(lr, batch_size)
