@@ -42,3 +42,17 @@ def test_cli_monte_carlo(capsys):
 def test_cli_bad_input_exits_2(argv, capsys):
     assert main(argv) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_plot_steps_examples():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from empirical_batch.plot.simulate import plot_steps_examples
+    from empirical_batch.simulate import NoisyQuadratic
+
+    nq = NoisyQuadratic.zhang(20)
+    ax = plot_steps_examples(nq, 0.2 * nq.initial_loss(), [1, 4, 16], [0.05, 0.5, 1.5])
+    assert len(ax.lines) == 4
+    with pytest.raises(ValueError, match="reaches"):
+        plot_steps_examples(nq, 1e-12, [1], [0.1])
