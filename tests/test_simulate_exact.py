@@ -242,3 +242,16 @@ def test_bad_problem_raises(kwargs, match):
 def test_bad_arguments_raise(call, match):
     with pytest.raises(ValueError, match=match):
         call(NoisyQuadratic([1.0, 0.5], 1.0))
+
+
+@pytest.mark.parametrize("options", [{"momentum": 0.7}, {"ema": 0.9}, {"momentum": 0.5, "ema": 0.5}])
+def test_momentum_ema_steps_to_target_equals_scan(options):
+    nq = NoisyQuadratic([1.0, 0.1, 0.02], [0.2, 0.5, 0.1], [1.0, 2.0, 1.0], **options)
+    for lr, b in [(0.1, 4.0), (0.5, 32.0)]:
+        losses = iterate_general(nq, lr, b, 3000)
+        for frac in (0.5, 0.1, 0.03):
+            target = frac * losses[0]
+            hit = np.flatnonzero(losses <= target)
+            want = float(hit[0]) if hit.size else np.inf
+            got = nq.steps_to_target(target, lr, b, max_steps=3000)
+            assert got == want
