@@ -244,7 +244,9 @@ def test_bad_arguments_raise(call, match):
         call(NoisyQuadratic([1.0, 0.5], 1.0))
 
 
-@pytest.mark.parametrize("options", [{"momentum": 0.7}, {"ema": 0.9}, {"momentum": 0.5, "ema": 0.5}])
+@pytest.mark.parametrize(
+    "options", [{"momentum": 0.7}, {"ema": 0.9}, {"momentum": 0.5, "ema": 0.5}]
+)
 def test_momentum_ema_steps_to_target_equals_scan(options):
     nq = NoisyQuadratic([1.0, 0.1, 0.02], [0.2, 0.5, 0.1], [1.0, 2.0, 1.0], **options)
     for lr, b in [(0.1, 4.0), (0.5, 32.0)]:
