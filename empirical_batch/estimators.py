@@ -309,14 +309,23 @@ class GNSEstimator:
     # ------------------------------------------------------------------ updates
     def update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> None:
         """Fold one step's pair of squared norms into the averages (scalars only)."""
-        for name, v in (("sq_norm_small", sq_norm_small), ("sq_norm_big", sq_norm_big),
-                        ("b_small", b_small), ("b_big", b_big)):
-            as_float(v, name)
-        g2, s = gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big)
-        self._fold(float(s), float(g2))
+        vals = {}
+        for name, v in (("sq_norm_small", sq_norm_small), ("b_small", b_small),
+                        ("sq_norm_big", sq_norm_big), ("b_big", b_big)):
+            vals[name] = x = as_float(v, name)
+            if x < 0 or (x == 0 and name.startswith("b_")):
+                raise ValueError(f"{name} must be {'> 0' if name[0] == 'b' else '>= 0'}, "
+                                 f"got {x!r}")
+        sq_s, bs, sq_b, bb = vals.values()
+        if bs >= bb:
+            raise ValueError(f"b_small must be < b_big (two different batch sizes are "
+                             f"needed), got b_small={bs!r} and b_big={bb!r}")
+        # the same arithmetic as gns_two_batch, on Python floats
+        g2 = (bb * sq_b - bs * sq_s) / (bb - bs)
+        s = (sq_s - sq_b) / (1.0 / bs - 1.0 / bb)
+        self._fold(s, g2)
         if self.keep_history:
-            row = (self.steps, float(sq_norm_small), float(b_small), float(sq_norm_big),
-                   float(b_big), float(g2), float(s))
+            row = (self.steps, sq_s, bs, sq_b, bb, g2, s)
             for c, v in zip(self._COLUMNS, row, strict=True):
                 self._history[c].append(v)
 
