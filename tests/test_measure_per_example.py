@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"  # raised inside torch.func
+)
 from torch import nn  # noqa: E402
 
 from empirical_batch.estimators import gns_two_batch  # noqa: E402
@@ -108,7 +111,7 @@ def test_bad_input():
         per_example_sq_norms(m, orc.loss_fn, x, y, method="fast")
     with pytest.raises(ValueError, match="batch size"):
         per_example_sq_norms(m, orc.loss_fn, x, y[:3])
-    with pytest.raises(ValueError, match="nn.Linear"):
+    with pytest.raises(ValueError, match=r"nn\.Linear"):
         PerExampleNoiseScale(TinySeq(), params=["emb.weight"])
     frozen = orc.model().requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable parameters"):
