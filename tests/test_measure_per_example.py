@@ -23,9 +23,9 @@ class TinySeq(nn.Module):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
         self.norm = nn.LayerNorm(d)
-        self.up = nn.Linear(d, wide)  # T² = 9 <= 6·40: Gram trick
-        self.down = nn.Linear(wide, 2, bias=False)  # 9 <= 40·2: Gram trick, no bias
-        self.head = nn.Linear(2, 1)  # T² = 9 > 2: materialised per-example weight grad
+        self.up = nn.Linear(d, wide)  # T(din+dout) = 138 <= 240: Gram trick
+        self.down = nn.Linear(wide, 2, bias=False)  # 126 > 80: materialised, no bias
+        self.head = nn.Linear(2, 1)  # 9 > 2: materialised per-example weight grad
 
     def forward(self, tok):
         h = self.down(torch.tanh(self.up(self.norm(self.emb(tok)))))

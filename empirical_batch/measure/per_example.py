@@ -14,8 +14,9 @@ input :math:`a_i` and gradient of the *batch-mean* loss w.r.t. the layer output
 
 for 2-D inputs, and for sequences (positions :math:`t`)
 :math:`|\nabla_W\ell_i|^2 = B^2\sum_{t,s}(\delta_{it}\cdot\delta_{is})(a_{it}\cdot a_{is})`
-(Gram trick, used when :math:`T^2 \le d_{in} d_{out}`; otherwise the per-example
-weight gradient of that one layer is formed), :math:`|\nabla_b\ell_i|^2 =
+(Gram trick, :math:`O(T^2(d_{in}+d_{out}))`, used when :math:`T(d_{in}+d_{out}) \le
+d_{in} d_{out}`; otherwise the per-example weight gradient of that one layer is
+formed, :math:`O(T d_{in} d_{out})`), :math:`|\nabla_b\ell_i|^2 =
 B^2|\sum_t\delta_{it}|^2`.
 """
 
@@ -44,7 +45,7 @@ def _linear_sq(a: torch.Tensor, d: torch.Tensor, weight: bool, bias: bool) -> to
     if weight:
         if t == 1:
             out = out + d.square().sum((1, 2)) * a.square().sum((1, 2))
-        elif t * t <= a.shape[-1] * d.shape[-1]:
+        elif t * (a.shape[-1] + d.shape[-1]) <= a.shape[-1] * d.shape[-1]:
             ga = torch.bmm(a, a.transpose(1, 2))
             gd = torch.bmm(d, d.transpose(1, 2))
             out = out + (ga * gd).sum((1, 2))
