@@ -71,6 +71,11 @@ class GradientNoiseScale(EstimatorMixin):
     for all its micro-batches, or one per backward pass (the estimate then uses the
     harmonic mean size, which is exact for ``loss_convention="mean/k"``).
 
+    Single process only: under DDP the hooks see local gradients while ``.grad``
+    holds the all-reduced one; use :class:`~empirical_batch.measure.DDPNoiseScaleHook`.
+    Cost: one extra read of each micro-batch gradient (a dot product per parameter
+    per backward) and of ``.grad`` once per step; see ``benchmarks/bench_measure.py``.
+
     Examples
     --------
     >>> import torch
