@@ -219,3 +219,15 @@ def test_bad_input_other():
         gns_regression([1.0, 2.0], [4, 8, 16])
     with pytest.raises(ValueError, match="sq_norm_small must be a scalar"):
         GNSEstimator().update(np.ones(2), 4, 1.0, 8)
+
+
+@given(values=st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=40),
+       beta=st.floats(0.0, 0.999))
+def test_online_mean_is_offline_ema(values, beta):
+    """The West-form online mean equals the textbook bias-corrected EMA."""
+    est = GNSEstimator(beta=beta)
+    for v in values:
+        est._fold(v, 1.0)  # the numerator path alone; the denominator is constant
+    ref = ema(values, beta)[-1]
+    scale = max(1.0, max(abs(v) for v in values))
+    assert est.trace_sigma == pytest.approx(ref, rel=1e-9, abs=1e-9 * scale)

@@ -212,3 +212,52 @@ def test_bad_input(setup):
         for _ in range(2):
             orc.loss_fn(m(x[:2]), y[:2]).backward()
         gns.step(loss_scale=-1.0)
+
+
+def _scaler_run(device, dtype_model, autocast):
+    """Train-loop shape with a real torch.amp.GradScaler; returns the estimator frame."""
+    x, y = orc.dataset()
+    m = orc.model().to(device=device, dtype=dtype_model)
+    x, y = x.to(device, dtype_model), y.to(device, dtype_model)
+    scaler = torch.amp.GradScaler(device.type, init_scale=2.0**14)
+    opt = torch.optim.SGD(m.parameters(), lr=0.0)
+    gns = GradientNoiseScale(m, micro_batch_size=B, accumulation_steps=K, scaler=scaler)
+    rng = np.random.default_rng(12)
+    for _ in range(4):
+        idx = rng.integers(0, orc.N, size=(K, B))
+        for j in range(K):
+            with torch.autocast(device.type, enabled=autocast):
+                loss = orc.loss_fn(m(x[idx[j]]), y[idx[j]]) / K
+            scaler.scale(loss).backward()
+        gns.step()  # before unscale_/step: .grad still scaled
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    return gns.to_frame()
+
+
+def test_real_grad_scaler_cpu():
+    scaled = _scaler_run(torch.device("cpu"), torch.float32, autocast=False)
+    x, y = orc.dataset()
+    m = orc.model().float()
+    ref = GradientNoiseScale(m, micro_batch_size=B, accumulation_steps=K)
+    rng = np.random.default_rng(12)
+    for _ in range(4):
+        idx = rng.integers(0, orc.N, size=(K, B))
+        for j in range(K):
+            (orc.loss_fn(m(x[idx[j]].float()), y[idx[j]].float()) / K).backward()
+        ref.step()
+        m.zero_grad()
+    # power-of-two scale in float32: unscaling is exact up to float32 rounding of the
+    # scaled backward (~1e-6 relative)
+    for col in ("sq_norm_small", "sq_norm_big"):
+        np.testing.assert_allclose(scaled[col], ref.to_frame()[col], rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_autocast_fp16_cuda_matches_fp32():
+    amp = _scaler_run(torch.device("cuda"), torch.float32, autocast=True)
+    full = _scaler_run(torch.device("cuda"), torch.float32, autocast=False)
+    # fp16 matmuls: ~1e-3 relative error per gradient entry
+    for col in ("sq_norm_small", "sq_norm_big"):
+        np.testing.assert_allclose(amp[col], full[col], rtol=1e-2)
