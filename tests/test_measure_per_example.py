@@ -119,3 +119,13 @@ def test_bad_input():
     col = PerExampleNoiseScale(m)
     with pytest.raises(RuntimeError, match="before any backward"):
         col.step()
+
+
+def test_collector_refuses_two_passes():
+    x, y = orc.dataset()
+    m = orc.model()
+    col = PerExampleNoiseScale(m)
+    for _ in range(2):
+        orc.loss_fn(m(x[:8]), y[:8]).backward()
+    with pytest.raises(RuntimeError, match="more than once"):
+        col.step()

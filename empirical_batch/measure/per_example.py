@@ -206,6 +206,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         self.skipped = {"non_finite": 0}
         self._acc: torch.Tensor | None = None
         self._calls = 0
+        self._fwd_calls: dict[int, int] = {}
         self._handles = []
         for m in mods:
             self._handles.append(m.register_forward_hook(self._fwd))
@@ -213,6 +214,7 @@ class PerExampleNoiseScale(EstimatorMixin):
     def _fwd(self, m, inp, out):
         if not out.requires_grad or not torch.is_grad_enabled():
             return
+        self._fwd_calls[id(m)] = self._fwd_calls.get(id(m), 0) + 1
         a = inp[0].detach()
         w = m.weight.requires_grad
         b = m.bias is not None and m.bias.requires_grad
@@ -235,6 +237,14 @@ class PerExampleNoiseScale(EstimatorMixin):
             raise RuntimeError("step() called before any backward pass through the tracked "
                                "Linear layers (call it after loss.backward())")
         acc, self._acc, self._calls = self._acc, None, 0
+        calls, self._fwd_calls = self._fwd_calls, {}
+        if max(calls.values()) > 1:
+            raise RuntimeError(
+                "a tracked nn.Linear ran more than once since the last step() (several "
+                "forward/backward passes, or weight sharing): PerExampleNoiseScale needs "
+                "one forward and one backward per step; use GradientNoiseScale for "
+                "accumulation"
+            )
         bsz = acc.shape[0]
         if bsz < 2:
             raise ValueError("the batch must hold >= 2 examples")
