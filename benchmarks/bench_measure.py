@@ -219,21 +219,26 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=3, help="steps per timed repetition")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process (CPU)")
     p.add_argument("--no-ddp", action="store_true")
+    p.add_argument("--models", default="mlp,transformer", help="comma-separated subset")
+    p.add_argument("--mlp-batch", type=int, default=256, help=f"examples per step (k={K})")
+    p.add_argument("--transformer-batch", type=int, default=16)
     p.add_argument("--quick", action="store_true")
     a = p.parse_args(argv)
     if a.quick:
         a.reps, a.steps = 2, 1
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
-    batches = {"mlp": 256, "transformer": 16}
+    batches = {"mlp": a.mlp_batch, "transformer": a.transformer_batch}
+    batches = {m: batches[m] for m in a.models.split(",")}
     rows = []
     for name, batch in batches.items():
         rows += single_process(name, batch, a.reps, a.steps, device)
         if not a.no_ddp and device.type == "cpu":
             rows += ddp(name, batch, a.reps, a.steps, a.threads)
+    sizes = ", ".join(f"{m}={b}" + ("x64 tokens" if m == "transformer" else "")
+                      for m, b in batches.items())
     print(f"device={device} torch={torch.__version__} threads={a.threads} reps={a.reps} "
-          f"steps/rep={a.steps} batch: mlp={batches['mlp']} transformer={batches['transformer']}"
-          f"x64 tokens, k={K}")
+          f"steps/rep={a.steps} batch: {sizes}, k={K}")
     print("| model | collector | plain step (ms) | with collector (ms) | overhead |")
     print("| --- | --- | ---: | ---: | ---: |")
     for model, key, ref, t in rows:
