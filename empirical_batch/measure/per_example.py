@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..estimators import GNSEstimator, gns_two_batch
@@ -56,16 +57,62 @@ def _linear_sq(a: torch.Tensor, d: torch.Tensor, weight: bool, bias: bool) -> to
     return out
 
 
-def _linear_modules(model: nn.Module, chosen_ids: set[int]):
-    """Linear modules whose parameters are all chosen, and the ids they cover."""
+def _is_fast(m: nn.Module) -> bool:
+    t = type(m)
+    if t is nn.Linear:
+        return True
+    if t is nn.Embedding:
+        return m.max_norm is None and not m.scale_grad_by_freq
+    if t is nn.LayerNorm:
+        return m.elementwise_affine and len(m.normalized_shape) == 1
+    return False
+
+
+def _fast_modules(model: nn.Module, chosen_ids: set[int]):
+    """Linear/Embedding/LayerNorm modules whose parameters are all chosen, and their ids."""
     mods, covered = [], set()
     for m in model.modules():
-        if type(m) is nn.Linear:
+        if _is_fast(m):
             ids = {id(p) for p in m.parameters(recurse=False) if p.requires_grad}
             if ids and ids <= chosen_ids:
                 mods.append(m)
                 covered |= ids
     return mods, covered
+
+
+def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
+    """Per-example Σ|grad|² of one module's parameters, without the B² factor.
+
+    ``inputs``/``grads``: the module's input and output gradient for each call in
+    this pass (several calls = weight sharing: one longer "sequence").
+    """
+    bsz = inputs[0].shape[0]
+
+    def seq(ts):
+        return torch.cat([t.detach().float().reshape(bsz, -1, t.shape[-1]) for t in ts], 1)
+
+    d = seq(grads)
+    wgrad = m.weight.requires_grad
+    bias = getattr(m, "bias", None)
+    bgrad = bias is not None and bias.requires_grad
+    if type(m) is nn.Linear:
+        return _linear_sq(seq(inputs), d, wgrad, bgrad)
+    if type(m) is nn.Embedding:
+        # grad_i[v] = Σ_{t: x_t = v} δ_t  =>  |grad_i|² = Σ_{t,s} [x_t = x_s] δ_t·δ_s
+        idx = torch.cat([x.reshape(bsz, -1) for x in inputs], 1)
+        if m.padding_idx is not None:
+            d = d * (idx != m.padding_idx).unsqueeze(-1)
+        same = idx.unsqueeze(2) == idx.unsqueeze(1)
+        return (torch.bmm(d, d.transpose(1, 2)) * same).sum((1, 2))
+    # LayerNorm: out = x̂ ⊙ w + b  =>  grad_w = Σ_t δ_t ⊙ x̂_t, grad_b = Σ_t δ_t
+    xhat = torch.cat([F.layer_norm(x.detach().float(), m.normalized_shape, eps=m.eps)
+                      .reshape(bsz, -1, x.shape[-1]) for x in inputs], 1)
+    out = torch.zeros(bsz, dtype=torch.float32, device=d.device)
+    if wgrad:
+        out = out + (d * xhat).sum(1).square().sum(1)
+    if bgrad:
+        out = out + d.sum(1).square().sum(1)
+    return out
 
 
 def _check_batch(inputs, targets):
@@ -123,16 +170,16 @@ def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
     total = torch.zeros(bsz, dtype=torch.float32, device=inputs.device)
     rest = chosen
     if method == "auto":
-        mods, covered = _linear_modules(model, {id(p) for _, p in chosen})
+        mods, covered = _fast_modules(model, {id(p) for _, p in chosen})
         rest = [(n, p) for n, p in chosen if id(p) not in covered]
         if mods:
-            total = total + bsz * bsz * _linear_fast(model, mods, loss_fn, inputs, targets)
+            total = total + bsz * bsz * _fast_path(model, mods, loss_fn, inputs, targets)
     if rest:
         total = total + _vmap_sq(model, loss_fn, inputs, targets, rest).to(total.dtype)
     return total.detach()
 
 
-def _linear_fast(model, mods, loss_fn, inputs, targets):
+def _fast_path(model, mods, loss_fn, inputs, targets):
     acts: dict[nn.Module, list] = {m: [] for m in mods}
 
     def fwd(m, inp, out):
@@ -148,16 +195,13 @@ def _linear_fast(model, mods, loss_fn, inputs, targets):
     grads = iter(torch.autograd.grad(loss, outs, allow_unused=True))
     total = 0.0
     for m in mods:
-        pairs = [(a, next(grads)) for a, _ in acts[m]]
-        pairs = [(a, d if d is not None else torch.zeros_like(o))
-                 for (a, d), (_, o) in zip(pairs, acts[m], strict=True)]
-        bsz = pairs[0][0].shape[0]
-        # one module called several times (weight sharing): its per-example gradient is
-        # the sum over calls, i.e. one longer "sequence"
-        a = torch.cat([a.reshape(bsz, -1, a.shape[-1]) for a, _ in pairs], 1)
-        d = torch.cat([d.reshape(bsz, -1, d.shape[-1]) for _, d in pairs], 1)
-        total = total + _linear_sq(a, d, m.weight.requires_grad,
-                                   m.bias is not None and m.bias.requires_grad)
+        ins, ds = [], []
+        for a, o in acts[m]:
+            d = next(grads)
+            ins.append(a)
+            ds.append(d if d is not None else torch.zeros_like(o))
+        if ins:
+            total = total + _module_sq(m, ins, ds)
     return total
 
 
@@ -193,14 +237,18 @@ class PerExampleNoiseScale(EstimatorMixin):
 
     def __init__(self, model: nn.Module, *, beta: float = 0.99, params=None, scaler=None):
         if params is None:
-            params = [p for m in model.modules() if type(m) is nn.Linear
+            params = [p for m in model.modules() if _is_fast(m)
                       for p in m.parameters(recurse=False) if p.requires_grad]
+            if not params:
+                raise ValueError("model has no trainable nn.Linear, nn.Embedding or "
+                                 "nn.LayerNorm parameters for PerExampleNoiseScale")
         self.params = select_params(model, params)
         ids = {id(p) for _, p in self.params}
-        mods, covered = _linear_modules(model, ids)
+        mods, covered = _fast_modules(model, ids)
         if covered != ids:
-            raise ValueError("PerExampleNoiseScale tracks only parameters of nn.Linear "
-                             "layers (whole layers); pass params= accordingly")
+            raise ValueError("PerExampleNoiseScale tracks only parameters of nn.Linear, "
+                             "nn.Embedding and nn.LayerNorm layers (whole layers); pass "
+                             "params= accordingly")
         self.scaler = scaler
         self.estimator = GNSEstimator(beta)
         self.skipped = {"non_finite": 0}
@@ -216,11 +264,9 @@ class PerExampleNoiseScale(EstimatorMixin):
             return
         self._fwd_calls[id(m)] = self._fwd_calls.get(id(m), 0) + 1
         a = inp[0].detach()
-        w = m.weight.requires_grad
-        b = m.bias is not None and m.bias.requires_grad
 
         def on_grad(d):
-            sq = _linear_sq(a, d, w, b)
+            sq = _module_sq(m, [a], [d])
             self._acc = sq if self._acc is None else self._acc + sq
             self._calls += 1
 
