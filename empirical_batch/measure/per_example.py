@@ -18,6 +18,12 @@ for 2-D inputs, and for sequences (positions :math:`t`)
 d_{in} d_{out}`; otherwise the per-example weight gradient of that one layer is
 formed, :math:`O(T d_{in} d_{out})`), :math:`|\nabla_b\ell_i|^2 =
 B^2|\sum_t\delta_{it}|^2`.
+
+``nn.Embedding`` (tokens :math:`x_{it}`): :math:`|\nabla_E\ell_i|^2 = B^2\sum_{t,s}
+[x_{it}=x_{is}]\,\delta_{it}\cdot\delta_{is}` (padding tokens excluded);
+``nn.LayerNorm`` (normalised input :math:`\hat x`): :math:`|\nabla_w\ell_i|^2 =
+B^2|\sum_t\delta_{it}\odot\hat x_{it}|^2`, :math:`|\nabla_b\ell_i|^2 =
+B^2|\sum_t\delta_{it}|^2`. Any other parameter goes through ``torch.func``.
 """
 
 from __future__ import annotations
@@ -137,10 +143,11 @@ def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
     Parameters
     ----------
     method : {"auto", "vmap", "loop"}
-        ``"auto"``: the ``nn.Linear`` fast path (one ordinary forward/backward) for
-        the parameters of Linear layers and ``torch.func.vmap(grad)`` for any other
-        chosen parameters. ``"vmap"``: ``torch.func`` for all. ``"loop"``: one
-        backward per example (the reference).
+        ``"auto"``: the fast paths (one ordinary forward/backward) for the
+        parameters of ``nn.Linear``, ``nn.Embedding`` and ``nn.LayerNorm`` layers
+        and ``torch.func.vmap(grad)`` for any other chosen parameters.
+        ``"vmap"``: ``torch.func`` for all. ``"loop"``: one backward per example
+        (the reference).
     params : iterable of parameters or names, optional
         Restrict to these parameters (default: all trainable).
 
@@ -223,16 +230,18 @@ def _vmap_sq(model, loss_fn, inputs, targets, chosen):
 class PerExampleNoiseScale(EstimatorMixin):
     r"""Per-example noise scale collected during the training step itself.
 
-    Hooks on the ``nn.Linear`` layers record each layer input and output gradient
+    Hooks on the ``nn.Linear``, ``nn.Embedding`` and ``nn.LayerNorm`` layers record
+    each layer input and output gradient
     during the ordinary forward/backward and add the per-example squared norms
     with the fast path above (no second pass, no per-example gradients); at
     :meth:`step` the batch gradient's squared norm is read from ``.grad``, and
     ``b_small = 1``, ``b_big = B`` feed the estimator.
 
-    Only parameters of ``nn.Linear`` layers can be tracked (``params`` defaults to
-    all of them; others — embeddings, norms — are left out, and the result is then
-    the noise scale of the Linear parameters' gradient). One backward pass per
-    step; ``loss`` must be the mean over the ``B`` examples of the batch.
+    Only parameters of those layer types can be tracked (``params`` defaults to all
+    of them; any other parameter, e.g. a raw positional-embedding tensor, is left
+    out, and the result is then the noise scale of the tracked parameters'
+    gradient). One forward and one backward per step, no weight sharing (both are
+    detected and refused); ``loss`` must be the mean over the ``B`` examples.
     """
 
     def __init__(self, model: nn.Module, *, beta: float = 0.99, params=None, scaler=None):
