@@ -105,7 +105,7 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big):
     return _out(g2), _out(trace_sigma)
 
 
-def gns_many(sq_norms, sq_norm_mean, batch_size, *, axis: int = -1):
+def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1):
     r"""Unbiased :math:`|G|^2`, :math:`\operatorname{tr}\Sigma` from ``n`` equal batches.
 
     ``n`` micro-batches (or data-parallel replicas) of ``batch_size`` examples each
@@ -124,7 +124,8 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, axis: int = -1):
     Parameters
     ----------
     sq_norms : array
-        :math:`|g_j|^2` with the ``n >= 2`` batches along ``axis``.
+        :math:`|g_j|^2` with the ``n >= 2`` batches along ``axis``; or, when ``n`` is
+        given, their mean :math:`\overline{|g|^2}` already taken (broadcasts).
     sq_norm_mean : float or array
         :math:`|\bar g|^2`, broadcasting against ``sq_norms`` with ``axis`` removed.
     batch_size : float or array
@@ -134,7 +135,16 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, axis: int = -1):
     --------
     >>> gns_many([12.0, 12.0, 12.0, 12.0], 4.5, 4)  # |G|^2 = 2, tr Σ = 40
     (2.0, 40.0)
+    >>> gns_many(12.0, 4.5, 4, n=4)  # the same from the mean of the |g_j|^2
+    (2.0, 40.0)
     """
+    b = check_positive(batch_size, "batch_size")
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int | np.integer):
+            raise TypeError(f"n must be an integer, got {n!r}")
+        if n < 2:
+            raise ValueError(f"n must be >= 2 micro-batches, got {n}")
+        return gns_two_batch(sq_norms, b, sq_norm_mean, n * b)
     sq = as_array(sq_norms, "sq_norms")
     if sq.ndim == 0:
         raise ValueError("sq_norms must have an axis of micro-batches, got a scalar")
@@ -142,7 +152,6 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, axis: int = -1):
     if n < 2:
         raise ValueError(f"sq_norms needs >= 2 micro-batches along axis {axis}, got {n}")
     check_nonnegative(sq, "sq_norms")
-    b = check_positive(batch_size, "batch_size")
     return gns_two_batch(np.mean(sq, axis=axis), b, sq_norm_mean, n * b)
 
 

@@ -59,6 +59,9 @@ def test_many_equals_two_batch():
     sq = rng.uniform(5, 10, size=(3, 6))
     mean = rng.uniform(1, 2, size=3)
     np.testing.assert_allclose(gns_many(sq, mean, 8), gns_two_batch(sq.mean(-1), 8, mean, 48))
+    np.testing.assert_allclose(gns_many(sq.mean(-1), mean, 8, n=6), gns_many(sq, mean, 8))
+    with pytest.raises(ValueError, match="n must be >= 2"):
+        gns_many(1.0, 1.0, 8, n=1)
 
 
 # ----------------------------------------------------- bias on synthetic data
