@@ -86,7 +86,7 @@ def lm_loss(logits, tok):
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tok[:, 1:].reshape(-1))
 
 
-def make(name, batch, device):
+def make(name, batch, device, d_model=128):
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     if name == "mlp":
@@ -96,7 +96,7 @@ def make(name, batch, device):
         y = torch.randint(0, 10, (batch,), generator=g)
         return model.to(device), x.to(device), y.to(device), F.cross_entropy
     tok = torch.randint(0, 256, (batch, 64), generator=g)
-    return TinyTransformer().to(device), tok.to(device), tok.to(device), lm_loss
+    return TinyTransformer(d=d_model).to(device), tok.to(device), tok.to(device), lm_loss
 
 
 # ---------------------------------------------------------------- timing
@@ -121,8 +121,8 @@ def interleaved(fns: dict, reps: int, steps: int, device) -> dict:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def single_process(name, batch, reps, steps, device):
-    base, x, y, loss_fn = make(name, batch, device)
+def single_process(name, batch, reps, steps, device, d_model=128):
+    base, x, y, loss_fn = make(name, batch, device, d_model)
     mb = batch // K
     variants = {}
 
@@ -168,7 +168,7 @@ def single_process(name, batch, reps, steps, device):
 
 
 # ------------------------------------------------------------------- DDP
-def _ddp_worker(rank, port, name, batch, reps, steps, threads, out):
+def _ddp_worker(rank, port, name, batch, reps, steps, threads, out, d_model=128):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -176,7 +176,7 @@ def _ddp_worker(rank, port, name, batch, reps, steps, threads, out):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2)
     try:
-        base, x, y, loss_fn = make(name, batch, torch.device("cpu"))
+        base, x, y, loss_fn = make(name, batch, torch.device("cpu"), d_model)
         fns = {}
         for key, hooked in (("DDP plain", False), ("DDP + DDPNoiseScaleHook", True)):
             m = DDP(copy.deepcopy(base))
@@ -197,7 +197,7 @@ def _ddp_worker(rank, port, name, batch, reps, steps, threads, out):
         dist.destroy_process_group()
 
 
-def ddp(name, batch, reps, steps, threads):
+def ddp(name, batch, reps, steps, threads, d_model=128):
     import tempfile
 
     import torch.multiprocessing as mp
@@ -207,7 +207,8 @@ def ddp(name, batch, reps, steps, threads):
         port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "t.pt")
-        mp.spawn(_ddp_worker, args=(port, name, batch, reps, steps, threads, out), nprocs=2)
+        mp.spawn(_ddp_worker, args=(port, name, batch, reps, steps, threads, out, d_model),
+                 nprocs=2)
         t = torch.load(out)
     return [(name, "DDP hook (2 ranks, gloo)", t["DDP plain"], t["DDP + DDPNoiseScaleHook"])]
 
@@ -222,6 +223,7 @@ def main(argv=None):
     p.add_argument("--models", default="mlp,transformer", help="comma-separated subset")
     p.add_argument("--mlp-batch", type=int, default=256, help=f"examples per step (k={K})")
     p.add_argument("--transformer-batch", type=int, default=16)
+    p.add_argument("--d-model", type=int, default=128, help="transformer width")
     p.add_argument("--quick", action="store_true")
     a = p.parse_args(argv)
     if a.quick:
@@ -232,10 +234,10 @@ def main(argv=None):
     batches = {m: batches[m] for m in a.models.split(",")}
     rows = []
     for name, batch in batches.items():
-        rows += single_process(name, batch, a.reps, a.steps, device)
+        rows += single_process(name, batch, a.reps, a.steps, device, a.d_model)
         if not a.no_ddp and device.type == "cpu":
-            rows += ddp(name, batch, a.reps, a.steps, a.threads)
-    sizes = ", ".join(f"{m}={b}" + ("x64 tokens" if m == "transformer" else "")
+            rows += ddp(name, batch, a.reps, a.steps, a.threads, a.d_model)
+    sizes = ", ".join(f"{m}={b}" + (f"x64 tokens d={a.d_model}" if m == "transformer" else "")
                       for m, b in batches.items())
     print(f"device={device} torch={torch.__version__} threads={a.threads} reps={a.reps} "
           f"steps/rep={a.steps} batch: {sizes}, k={K}")
