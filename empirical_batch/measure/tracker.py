@@ -71,6 +71,11 @@ class GradientNoiseScale(EstimatorMixin):
     for all its micro-batches, or one per backward pass (the estimate then uses the
     harmonic mean size, which is exact for ``loss_convention="mean/k"``).
 
+    Every backward pass (or ``torch.autograd.grad`` call) that reaches the tracked
+    parameters between two :meth:`step` calls counts as a micro-batch: run other
+    gradient computations (penalties, probes) on other parameters, under
+    :meth:`remove`, or before the first micro-batch's hooks matter.
+
     Single process only: under DDP the hooks see local gradients while ``.grad``
     holds the all-reduced one; use :class:`~empirical_batch.measure.DDPNoiseScaleHook`.
     Cost: one extra read of each micro-batch gradient (a dot product per parameter
