@@ -32,7 +32,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ._validate import as_array, as_float, check_nonnegative, check_positive
+from ._validate import (
+    as_array,
+    as_float,
+    check_nonnegative,
+    check_positive,
+    check_unit_interval,
+    scalar_or_array,
+)
 
 __all__ = [
     "GNSEstimate",
@@ -43,9 +50,6 @@ __all__ = [
     "gns_two_batch",
 ]
 
-
-def _out(arr):
-    return float(arr) if np.ndim(arr) == 0 else arr
 
 
 def _sizes(b_small, b_big):
@@ -102,7 +106,7 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big):
     bs, bb = _sizes(b_small, b_big)
     g2 = (bb * g - bs * s) / (bb - bs)
     trace_sigma = (s - g) / (1.0 / bs - 1.0 / bb)
-    return _out(g2), _out(trace_sigma)
+    return scalar_or_array(g2), scalar_or_array(trace_sigma)
 
 
 def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1):
@@ -195,7 +199,7 @@ def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
     y = np.moveaxis(y, axis, -1)
     slope = (y @ xc) / (xc @ xc)
     intercept = y.mean(axis=-1) - slope * x.mean()
-    return _out(intercept), _out(slope)
+    return scalar_or_array(intercept), scalar_or_array(slope)
 
 
 def ema(values, beta: float):
@@ -220,10 +224,7 @@ def ema(values, beta: float):
 
 
 def _beta(beta) -> float:
-    beta = as_float(beta, "beta")
-    if not 0.0 <= beta < 1.0:
-        raise ValueError(f"beta must be in [0, 1), got {beta!r}")
-    return beta
+    return check_unit_interval(beta, "beta")
 
 
 def _ratio(num: float, den: float) -> float:

@@ -34,7 +34,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_array, as_float, check_nonnegative, check_positive, check_psd
+from ._validate import (
+    as_array,
+    as_float,
+    check_nonnegative,
+    check_positive,
+    check_psd,
+    check_unit_interval,
+    scalar_or_array,
+)
 
 __all__ = [
     "QuadraticModel",
@@ -60,10 +68,7 @@ def _batch(batch_size, dataset_size=None) -> np.ndarray:
 
 
 def _momentum(momentum) -> float:
-    m = as_float(momentum, "momentum")
-    if not 0.0 <= m < 1.0:
-        raise ValueError(f"momentum must be in [0, 1), got {m!r}")
-    return m
+    return check_unit_interval(momentum, "momentum")
 
 
 def effective_learning_rate(eps, momentum=0.0):
@@ -84,7 +89,7 @@ def effective_learning_rate(eps, momentum=0.0):
     0.1
     """
     e = check_nonnegative(eps, "eps")
-    return _out(e / (1.0 - _momentum(momentum)))
+    return scalar_or_array(e / (1.0 - _momentum(momentum)))
 
 
 def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
@@ -106,7 +111,7 @@ def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
     b = check_positive(batch_size, "batch_size")
     e = check_positive(eps_max, "eps_max")
     n = _nonneg(b_noise, "b_noise")
-    return _out((1.0 - _momentum(momentum)) * e / (1.0 + n / b))
+    return scalar_or_array((1.0 - _momentum(momentum)) * e / (1.0 + n / b))
 
 
 def dl_opt(batch_size, dl_max, b_noise):
@@ -122,7 +127,7 @@ def dl_opt(batch_size, dl_max, b_noise):
     b = check_positive(batch_size, "batch_size")
     d = check_positive(dl_max, "dl_max")
     n = _nonneg(b_noise, "b_noise")
-    return _out(d / (1.0 + n / b))
+    return scalar_or_array(d / (1.0 + n / b))
 
 
 def _nonneg(x, name):
@@ -131,9 +136,6 @@ def _nonneg(x, name):
         raise ValueError(f"{name} must be >= 0, got {arr.min()!r}")
     return arr
 
-
-def _out(arr: np.ndarray):
-    return float(arr) if np.ndim(arr) == 0 else arr
 
 
 def _square_or_diag(arr: np.ndarray, name: str, n: int) -> None:
@@ -433,14 +435,14 @@ class QuadraticModel:
         whose effective step $\epsilon/(1-m)$ is optimal.
         """
         m = _momentum(momentum)
-        return _out((1.0 - m) * self.eps_max / (1.0 + self._noise_factor(batch_size)))
+        return scalar_or_array((1.0 - m) * self.eps_max / (1.0 + self._noise_factor(batch_size)))
 
     def dl_opt(self, batch_size):
         r"""$\Delta L_{opt}(B) = \Delta L_{max} / (1 + B_{noise}/B)$ (eq. 2.7).
 
         Momentum only rescales the rate at which this is reached, not the value.
         """
-        return _out(self.dl_max / (1.0 + self._noise_factor(batch_size)))
+        return scalar_or_array(self.dl_max / (1.0 + self._noise_factor(batch_size)))
 
     def expected_improvement(self, eps, batch_size, *, momentum=0.0):
         r"""Expected loss decrease of one SGD step of size ε at batch size B.
@@ -459,11 +461,11 @@ class QuadraticModel:
             raise ValueError(f"eps must be >= 0, got {e.min()!r}")
         e = e / (1.0 - _momentum(momentum))
         inv_b = _batch(batch_size, self.dataset_size)
-        return _out(e * self.g2 - 0.5 * e**2 * (self.ghg + self.trace_h_sigma * inv_b))
+        return scalar_or_array(e * self.g2 - 0.5 * e**2 * (self.ghg + self.trace_h_sigma * inv_b))
 
     def gradient_noise_ratio(self, batch_size):
         r"""$E|G_{est} - G|^2 / |G|^2 = B_{simple}/B$ (eq. 2.10)."""
-        return _out(self.b_simple * _batch(batch_size, self.dataset_size))
+        return scalar_or_array(self.b_simple * _batch(batch_size, self.dataset_size))
 
     def to_dict(self) -> dict:
         """The four input scalars and the derived ones, as plain floats."""

@@ -22,13 +22,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ._validate import as_array, as_float, check_positive
+from ._validate import as_array, as_float, check_positive, scalar_or_array
 
 __all__ = ["AdaptiveSchedule", "Tradeoff", "adaptive_schedule"]
 
-
-def _out(arr):
-    return float(arr) if np.ndim(arr) == 0 else arr
 
 
 @dataclass(frozen=True)
@@ -97,12 +94,12 @@ class Tradeoff:
     def steps(self, batch_size):
         r"""$S(B) = S_{min}(1 + B_{crit}/B)$."""
         b = check_positive(batch_size, "batch_size")
-        return _out(self.s_min * (1.0 + self.b_crit / b))
+        return scalar_or_array(self.s_min * (1.0 + self.b_crit / b))
 
     def examples(self, batch_size):
         r"""$E(B) = E_{min}(1 + B/B_{crit})$."""
         b = check_positive(batch_size, "batch_size")
-        return _out(self.e_min * (1.0 + b / self.b_crit))
+        return scalar_or_array(self.e_min * (1.0 + b / self.b_crit))
 
     def batch_size_for_steps(self, steps):
         r"""Batch size that reaches the target in ``steps`` steps.
@@ -117,7 +114,7 @@ class Tradeoff:
                 f"steps must be > s_min={self.s_min:.6g} (no batch size reaches the "
                 f"target in fewer steps), got {s.min()!r}"
             )
-        return _out(self.b_crit / (s / self.s_min - 1.0))
+        return scalar_or_array(self.b_crit / (s / self.s_min - 1.0))
 
     def batch_size_for_examples(self, examples):
         r"""Batch size that reaches the target with ``examples`` examples.
@@ -132,13 +129,13 @@ class Tradeoff:
                 f"examples must be > e_min={self.e_min:.6g} (no batch size reaches the "
                 f"target with fewer examples), got {e.min()!r}"
             )
-        return _out(self.b_crit * (e / self.e_min - 1.0))
+        return scalar_or_array(self.b_crit * (e / self.e_min - 1.0))
 
     def residual(self, steps, examples):
         r"""$(S/S_{min} - 1)(E/E_{min} - 1) - 1$: zero on the tradeoff curve."""
         s = check_positive(steps, "steps")
         e = check_positive(examples, "examples")
-        return _out((s / self.s_min - 1.0) * (e / self.e_min - 1.0) - 1.0)
+        return scalar_or_array((s / self.s_min - 1.0) * (e / self.e_min - 1.0) - 1.0)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "b_crit": self.b_crit}

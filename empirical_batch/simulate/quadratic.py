@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._validate import as_array, as_float, check_nonnegative, check_positive
+from .._validate import as_array, as_float, check_nonnegative, check_positive, scalar_or_array
 from ..theory import QuadraticModel
 from ._crossing import _NEG_BIG, first_crossing, first_crossing_shared
 
@@ -52,10 +52,6 @@ __all__ = ["BestLR", "NoiseScaleTrace", "NoisyQuadratic"]
 
 _CHUNK = 1 << 19  # elements (configs x dims) handled at once: bounded memory
 
-
-def _out(arr):
-    arr = np.asarray(arr)
-    return float(arr) if arr.ndim == 0 else arr
 
 
 def _check_steps(steps, name="steps") -> np.ndarray:
@@ -365,7 +361,7 @@ class NoisyQuadratic:
         with np.errstate(over="ignore", invalid="ignore"):
             m = self._general_scalars(lr, batch_size, steps, fn)
             loss = 0.5 * np.einsum("...d,d->...", m, h)
-        return _out(loss)
+        return scalar_or_array(loss)
 
     def stationary_loss(self, lr, batch_size):
         r"""Limit of the expected loss as :math:`k\to\infty` (``inf`` if it diverges).
@@ -381,7 +377,7 @@ class NoisyQuadratic:
             out = np.where(converges, l_inf, np.inf)
         else:
             out = np.array([self._linear_stationary(x, y) for x, y in zip(af, bf, strict=True)])
-        return _out(out.reshape(shape))
+        return scalar_or_array(out.reshape(shape))
 
     # --- steps to target --------------------------------------------------------
     def _plain_split(self, a, b):
@@ -432,7 +428,7 @@ class NoisyQuadratic:
         else:
             limit = 100_000 if max_steps is None else int(max_steps)
             out = self._scan_steps(tf, af, bf, limit)
-        return _out(out.reshape(shape))
+        return scalar_or_array(out.reshape(shape))
 
     def _plain_steps(self, t, a, b) -> np.ndarray:
         """Exact first crossings for plain SGD; runs grouped by learning rate.
