@@ -9,9 +9,26 @@ from __future__ import annotations
 
 import sys
 
+_EPILOG = """\
+The sweep log has one row per logged point: columns run, batch_size, learning_rate,
+step and a metric (common names such as bs, lr, _step, loss, val_loss are recognised;
+map others with --column). Each run is one batch size, one learning rate and one seed.
+For each target it finds the steps at which every run first reaches it, keeps the
+best learning rate per batch size, and fits S(B) = S_min (1 + B_crit/B).
+
+examples:
+  empirical-batch fit sweep.csv --target 3.5
+  empirical-batch fit sweep.csv --target 4.0 3.5 3.2 --out b_crit.png
+  empirical-batch fit runs.csv --metric val_acc --higher-is-better --target 0.9 \\
+      --column batch_size=bsz
+"""
+
 
 def add_parser(subparsers, name: str, help_text: str) -> None:
-    p = subparsers.add_parser(name, help=help_text, description=help_text)
+    import argparse
+
+    p = subparsers.add_parser(name, help=help_text, description=help_text, epilog=_EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sweep", help="sweep log: CSV or Parquet, one row per logged point")
     p.add_argument("--target", type=float, nargs="+", required=True,
                    help="metric value(s) to reach; several give the B_crit curve")

@@ -22,11 +22,31 @@ def _int_list(text: str) -> list[int]:
         ) from None
 
 
+_DESCRIPTION = """\
+Choose a global batch size and a device count from a fitted tradeoff.
+Give two of --s-min, --e-min, --b-crit (the third follows from B_crit = E_min/S_min;
+`empirical-batch fit` prints them), describe the hardware, and get the Pareto frontier
+of wall time against cost (every candidate with --all), with an optional figure.
+
+example:
+  empirical-batch plan --b-crit 1200 --s-min 10000 --throughput 800 \\
+      --max-device-batch 128 --allreduce 0.03 --price 2.5 --out frontier.png
+"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Show defaults, except the uninformative None/False ones."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def add_parser(subparsers, name: str, help_text: str) -> None:
     d = Hardware()
     parser = subparsers.add_parser(
-        name, help=help_text, description=__doc__,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        name, help=help_text, description=_DESCRIPTION, formatter_class=_Formatter,
     )
     g = parser.add_argument_group("tradeoff (give two)")
     g.add_argument("--s-min", type=float, help="fewest steps to the target (infinite batch)")

@@ -22,7 +22,17 @@ def _floats(text: str, name: str) -> np.ndarray:
 
 
 def add_parser(subparsers, name: str, help_text: str) -> None:
-    p = subparsers.add_parser(name, help=help_text, description=help_text)
+    import argparse
+
+    p = subparsers.add_parser(
+        name, help=help_text, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=help_text + " Every (batch size, learning rate) pair is one run; the "
+        "table it writes (--out) is in the sweep schema that `empirical-batch fit` reads.",
+        epilog="examples:\n"
+        "  empirical-batch simulate --dims 1000 --steps 100000 --out sweep.csv\n"
+        "  empirical-batch fit sweep.csv --target 0.37\n"
+        "  empirical-batch simulate --method monte_carlo --seeds 8 --device cuda",
+    )
     g = p.add_argument_group("problem (h_i = i^-exponent; c_i = noise·h_i or noise)")
     g.add_argument("--dims", type=int, default=1000, help="directions (default 1000)")
     g.add_argument("--exponent", type=float, default=1.0, help="spectrum exponent (default 1)")
@@ -40,11 +50,13 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="learning rates: comma list or 'geom:LO:HI:N' (default geom:1e-3:1.9:24)")
     s.add_argument("--steps", type=int, default=10_000, help="steps per run (default 10000)")
     s.add_argument("--n-points", type=int, default=50, help="logged steps per run (default 50)")
-    s.add_argument("--method", choices=["exact", "monte_carlo"], default="exact")
+    s.add_argument("--method", choices=["exact", "monte_carlo"], default="exact",
+                   help="exact expected loss (default) or Monte Carlo SGD (torch)")
     s.add_argument("--seeds", type=int, default=4, help="Monte Carlo replicas (default 4)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="Monte Carlo random seed (default 0)")
     s.add_argument("--device", default="cpu", help="torch device for Monte Carlo")
-    s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    s.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="Monte Carlo precision (default float32)")
     s.add_argument("--dataset-size", type=int, default=None,
                    help="Monte Carlo: finite table of per-example noises")
     s.add_argument("--target", type=float, default=0.1,
