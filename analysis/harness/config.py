@@ -1,4 +1,4 @@
-"""Configuration presets of the harness: ``tiny`` (CI), ``cpu`` (committed CPU results), ``full`` (GPU).
+"""Presets of the harness: ``tiny`` (CI), ``cpu`` (committed CPU results), ``full`` (GPU).
 
 A :class:`HarnessConfig` holds one :class:`TaskPlan` per task: the task's options,
 its sweep (batch sizes, a learning-rate grid per optimizer, seeds and the step
@@ -74,16 +74,24 @@ class NoiseSpec:
 
     batch_size: int
     n_examples: int = 512
+    n_checkpoints: int = 12
 
 
 @dataclass(frozen=True)
 class OneStepSpec:
-    """The one-step experiment at ``n_checkpoints`` checkpoints of the SGD reference run."""
+    """The one-step experiment at ``n_checkpoints`` checkpoints of the SGD reference run.
+
+    At each checkpoint and batch size, ``n_batches`` batches, ``n_eps`` step sizes, the
+    loss change measured on ``n_examples`` objective examples; ``n_boot`` bootstrap
+    resamples of the batches give the intervals.
+    """
 
     batch_sizes: tuple[int, ...]
     n_batches: int = 64
     n_eps: int = 24
     n_checkpoints: int = 3
+    n_examples: int = 1024
+    n_boot: int = 200
 
 
 @dataclass(frozen=True)
@@ -125,8 +133,9 @@ def _tiny() -> HarnessConfig:
     # one seed and a few dozen steps per run; numbers from it check plumbing, not theory
     budget = StepBudget(examples=192, min_steps=24, max_steps=64, n_log=8)
     bs = (4, 16, 64)
-    one = OneStepSpec(batch_sizes=(1, 4, 16, 64), n_batches=8, n_eps=10, n_checkpoints=2)
-    noise = NoiseSpec(batch_size=16, n_examples=64)
+    one = OneStepSpec(batch_sizes=(1, 4, 16, 64), n_batches=8, n_eps=10, n_checkpoints=2,
+                      n_examples=128, n_boot=50)
+    noise = NoiseSpec(batch_size=16, n_examples=64, n_checkpoints=5)
     return HarnessConfig(
         "tiny",
         (
@@ -141,8 +150,9 @@ def _tiny() -> HarnessConfig:
             TaskPlan("sequence",
                      SweepSpec(bs, {"sgd": pow2(-2, 2, 2), "adam": pow2(-8, -4, 2)}, (0,),
                                StepBudget(examples=96, min_steps=12, max_steps=24, n_log=6)),
-                     NoiseSpec(batch_size=16, n_examples=16),
-                     OneStepSpec(batch_sizes=(1, 4, 16), n_batches=4, n_eps=8, n_checkpoints=2),
+                     NoiseSpec(batch_size=16, n_examples=16, n_checkpoints=4),
+                     OneStepSpec(batch_sizes=(1, 4, 16), n_batches=4, n_eps=8, n_checkpoints=2,
+                                 n_examples=32, n_boot=50),
                      {"context": 8, "d_model": 8, "corpus_chars": 8_000, "eval_windows": 16,
                       "objective_windows": 32}),
         ),
@@ -152,21 +162,22 @@ def _tiny() -> HarnessConfig:
 def _cpu() -> HarnessConfig:
     bs = tuple(2**k for k in range(0, 8))  # 1 … 128: 8 powers of two
     budget = StepBudget(examples=4096, min_steps=192, max_steps=2048, n_log=24)
-    one = OneStepSpec(batch_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256), n_batches=64, n_eps=24)
+    one = OneStepSpec(batch_sizes=(1, 4, 16, 64, 256), n_batches=48, n_eps=16, n_examples=512)
     return HarnessConfig(
         "cpu",
         (
             TaskPlan("teacher_student",
                      SweepSpec(bs, {"sgd": pow2(-9, -1), "adam": pow2(-12, -4)}, (0, 1), budget),
-                     NoiseSpec(batch_size=8, n_examples=1024), one, {}),
+                     NoiseSpec(batch_size=8, n_examples=512, n_checkpoints=10), one, {}),
             TaskPlan("digits",
                      SweepSpec(bs, {"sgd": pow2(-7, 1), "adam": pow2(-11, -5)}, (0, 1), budget),
-                     NoiseSpec(batch_size=8, n_examples=1024), one, {}),
+                     NoiseSpec(batch_size=8, n_examples=512, n_checkpoints=10), one, {}),
             TaskPlan("sequence",
                      SweepSpec(bs, {"sgd": pow2(-4, 2), "adam": pow2(-10, -4)}, (0,),
                                StepBudget(examples=1024, min_steps=64, max_steps=512, n_log=16)),
-                     NoiseSpec(batch_size=8, n_examples=256),
-                     OneStepSpec(batch_sizes=(1, 4, 16, 64, 256), n_batches=32, n_eps=20),
+                     NoiseSpec(batch_size=8, n_examples=256, n_checkpoints=10),
+                     OneStepSpec(batch_sizes=(1, 4, 16, 64, 256), n_batches=32, n_eps=16,
+                                 n_examples=256),
                      {"context": 16, "d_model": 16, "eval_windows": 128,
                       "objective_windows": 256}),
         ),

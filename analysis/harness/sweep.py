@@ -77,17 +77,20 @@ def write_sweep(frame: pd.DataFrame, path: str | Path) -> Path:
 
 
 def sweep_files(out_dir: str | Path, task: str) -> list[Path]:
-    """The unsharded file of ``task`` if present, else all its shard files (complete set)."""
+    """The unsharded file of ``task`` if present, else all its shard files (complete set).
+
+    ``.csv`` or gzip-compressed ``.csv.gz`` (as committed under ``data/harness``).
+    """
     folder = Path(out_dir) / "sweeps"
-    whole = folder / f"{task}.csv"
-    if whole.exists():
-        return [whole]
-    shards = sorted(folder.glob(f"{task}.shard-*-of-*.csv"))
+    for whole in (folder / f"{task}.csv", folder / f"{task}.csv.gz"):
+        if whole.exists():
+            return [whole]
+    shards = sorted(folder.glob(f"{task}.shard-*-of-*.csv*"))
     if not shards:
         raise FileNotFoundError(f"no sweep for task {task!r} under {folder}")
     found = {}
     for p in shards:
-        m = re.search(r"shard-(\d+)-of-(\d+)\.csv$", p.name)
+        m = re.search(r"shard-(\d+)-of-(\d+)\.csv(\.gz)?$", p.name)
         found[(int(m[1]), int(m[2]))] = p
     counts = {n for _, n in found}
     if len(counts) != 1:

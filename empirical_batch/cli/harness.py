@@ -60,9 +60,17 @@ def run(args) -> int:
     shard = sweep.parse_shard(args.shard)
     stage = args.stage or ("sweep" if args.shard else "all")
     config = config_mod.get_config(args.config, args.tasks)
+    command = f"empirical-batch harness --config {args.config}"
+    if args.tasks:
+        command += " --tasks " + " ".join(args.tasks)
+    if args.shard:
+        command += f" --shard {args.shard}"
+    command += f" --stage {stage} --out {args.out} --device {args.device}"
+    if args.threads:
+        command += f" --threads {args.threads}"
     result = pipeline.run_harness(
         config, args.out, stage=stage, shard=shard, device=args.device,
-        progress=not args.no_progress, threads=args.threads, command="empirical-batch " + " ".join(sys.argv[1:]),
+        progress=not args.no_progress, threads=args.threads, command=command,
     )
     for f in result.files:
         print(f)

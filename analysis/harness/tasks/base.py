@@ -75,7 +75,8 @@ class Task(ABC):
 
     # -- configuration -------------------------------------------------------------
     @classmethod
-    def validate(cls, options) -> None:  # pragma: no cover - overridden
+    @abstractmethod
+    def validate(cls, options) -> None:
         """Raise :class:`TaskConfigError` for an unusable option value."""
 
     def to(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Task:
