@@ -189,6 +189,6 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float) -> floa
     end = int(hit[0]) + 1 if hit.size else len(s)
     steps = s["step"].to_numpy(float)[:end]
     vals = s[column].to_numpy(float)[:end]
-    if not np.all(np.isfinite(vals)) or end < 2:
+    if not np.all(np.isfinite(vals) & (vals > 0)) or end < 2:
         return float("nan")
     return float(np.trapezoid(vals, steps) / (steps[-1] - steps[0]))
