@@ -1,0 +1,290 @@
+"""Fit the critical batch size to published sweeps and write docs/published.md.
+
+Run from the repository root (needs ../shared/data, or EMPIRICAL_BATCH_SHARED_DATA):
+
+    python analysis/published_sweeps.py            # writes docs/published.md
+    python analysis/published_sweeps.py --stdout   # prints it instead
+
+Every number on docs/published.md comes from this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from empirical_batch.fit import (
+    critical_batch_curve,
+    fit_lr_scaling,
+    fit_power_law,
+    fit_tradeoff,
+)
+from empirical_batch.loaders import load_mlperf_curves, load_mlperf_rcp
+from empirical_batch.sweeps import load_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("EMPIRICAL_BATCH_SHARED_DATA", ROOT.parent / "shared" / "data"))
+N_BOOT = 2000
+SEED = 0
+BERT_TARGETS = [0.50, 0.60, 0.65, 0.70, 0.71, 0.715, 0.72]
+BERT_ROUNDS = ["v3.0", "v3.1", "v4.0", "v4.1", "v5.0"]
+
+
+def _g(x, digits=3):
+    """Three significant figures; thousands separators between 100 and 10^6."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    x = float(f"{x:.{digits}g}")
+    if abs(x) >= 1e6:
+        return f"{x:.{digits}g}".replace("e+0", "e").replace("e+", "e")
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def _table(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def zhang2024() -> tuple[str, dict]:
+    z = pd.read_csv(DATA / "zhang2024_critical_batch_size" / "steps_to_target.csv")
+    rows, b, n = [], [], []
+    lr_rows = []
+    for model, g in z.groupby("model", sort=False):
+        f = fit_tradeoff(g[["batch_size"]].assign(steps=g["steps_to_target"]),
+                         n_boot=N_BOOT, seed=SEED)
+        fr = fit_tradeoff(g[["batch_size"]].assign(steps=g["steps_to_target_revised"]),
+                          n_boot=N_BOOT, seed=SEED)
+        rows.append({
+            "model": model, "target loss": g["target_loss"].iloc[0],
+            "B_crit (seq)": _g(f.b_crit), "95% interval": f"{_g(f.b_crit_lo)}–{_g(f.b_crit_hi)}",
+            "B_crit (tokens)": _g(f.b_crit * 512), "S_min": _g(f.s_min),
+            "E_min (seq)": _g(f.e_min), "log-RMSE": f"{f.log_rmse:.3f}",
+            "below/above": f"{f.n_below}/{f.n_above}",
+            "B_crit, revised steps": _g(fr.b_crit),
+        })
+        b.append(f.b_crit)
+        n.append(g["n_params"].iloc[0])
+        lrs = g[["batch_size"]].assign(learning_rate=g["best_run_lr"])
+        distinct = lrs["learning_rate"].nunique()
+        if distinct > 1:
+            lf = fit_lr_scaling(lrs, n_boot=N_BOOT, seed=SEED)
+            lr_rows.append({"model": model, "distinct best lrs": distinct,
+                            "alpha": f"{lf.alpha:.2f}",
+                            "alpha 95%": f"{_g(lf.alpha_ci[0], 2)}–{_g(lf.alpha_ci[1], 2)}",
+                            "B* (seq)": _g(lf.b_star),
+                            "B* 95%": f"{_g(lf.b_star_ci[0])}–{_g(lf.b_star_ci[1])}"})
+        else:
+            lr_rows.append({"model": model, "distinct best lrs": distinct,
+                            "alpha": "not identified", "alpha 95%": "–", "B* (seq)": "–",
+                            "B* 95%": "–"})
+    law = fit_power_law(np.array(n, float), np.array(b))
+    text = _table(pd.DataFrame(rows))
+    text += (
+        f"\n\nGrowth with model size: B_crit ∝ N^k with k = {law.exponent:.3f} "
+        f"(95% t-interval {law.exponent_ci[0]:.3f}–{law.exponent_ci[1]:.3f}, 5 models), "
+        f"i.e. ×{2 ** law.exponent:.2f} per doubling of parameters. The target loss also "
+        "falls with model size (Chinchilla-optimal loss per model), so this growth mixes "
+        "model size and target.\n\n"
+        "Learning-rate law ε(B) = ε*/(1 + B*/B)^α fitted to the best run's learning rate:\n\n"
+        + _table(pd.DataFrame(lr_rows))
+    )
+    return text, {"exponent": law.exponent}
+
+
+def mlperf_rcp() -> str:
+    t = load_mlperf_rcp(DATA / "mlperf_rcp" / "raw")
+    t = t[t["ruleset"].str.startswith("training")]
+    latest = t.groupby("benchmark")["ruleset"].max()
+    rows = []
+    for bench, ruleset in sorted(latest.items()):
+        sub = t[(t["benchmark"] == bench) & (t["ruleset"] == ruleset)]
+        nb = sub["batch_size"].nunique()
+        if nb < 4:
+            continue
+        rel = sub["steps"].isna().any()
+        col = "steps_rel" if rel else "steps"
+        f = fit_tradeoff(sub[["batch_size"]].assign(steps=sub[col]), combine="median",
+                         n_boot=N_BOOT, seed=SEED)
+        rows.append({
+            "benchmark": bench, "ruleset": ruleset, "batch sizes": nb,
+            "range": f"{_g(sub['batch_size'].min())}–{_g(sub['batch_size'].max())}",
+            "seeds": len(sub), "unit": sub["value_unit"].iloc[0],
+            "B_crit": _g(f.b_crit), "95% interval": f"{_g(f.b_crit_lo)}–{_g(f.b_crit_hi)}",
+            "S_min": "(rel.)" if rel else _g(f.s_min),
+            "log-RMSE": f"{f.log_rmse:.3f}", "below/above": f"{f.n_below}/{f.n_above}",
+            "extrapolated": "yes" if f.extrapolation else "",
+        })
+    return _table(pd.DataFrame(rows))
+
+
+def mlperf_curves() -> str:
+    d = DATA / "mlperf_training_results_curves"
+    out = []
+    for rounds, label in ((BERT_ROUNDS, "v3.0–v5.0"), (None, "all rounds v1.0–v5.0")):
+        sweep = load_mlperf_curves(d, "bert", rounds=rounds)
+        for combine in ("min", "median"):
+            c = critical_batch_curve(sweep, BERT_TARGETS, config="submission",
+                                     combine=combine, n_boot=N_BOOT, seed=SEED,
+                                     errors="report")
+            rows = [{
+                "target accuracy": r["target"], "B_crit (seq)": _g(r["b_crit"]),
+                "95% interval": f"{_g(r['b_crit_lo'])}–{_g(r['b_crit_hi'])}",
+                "S_min": _g(r["s_min"]), "batch sizes": int(r["n_batch_sizes"]),
+                "log-RMSE": _g(r["log_rmse"], 2),
+                "extrapolated": "yes" if r["extrapolation"] else "",
+            } for _, r in c.iterrows()]
+            grows = bool(np.all(np.diff(c["b_crit"].to_numpy()) > 0))
+            ok = c.dropna(subset=["b_crit"])
+            law = fit_power_law(1 - ok["target"].to_numpy(), ok["b_crit"].to_numpy())
+            out.append(
+                f"**{label}, seeds combined by {combine}** ({sweep.data['run'].nunique()} runs, "
+                f"{len(sweep.metadata['excluded_runs'])} excluded: progress not logged or not "
+                f"increasing; {sweep.data['submission'].nunique()} submissions):\n\n"
+                + _table(pd.DataFrame(rows))
+                + f"\n\nB_crit grows monotonically with the target: **{'yes' if grows else 'no'}**;"
+                f" from {_g(ok['b_crit'].iloc[0])} at {ok['target'].iloc[0]} to "
+                f"{_g(ok['b_crit'].iloc[-1])} at {ok['target'].iloc[-1]} "
+                f"(×{ok['b_crit'].iloc[-1] / ok['b_crit'].iloc[0]:.1f}). As a power law in the "
+                f"error 1 − accuracy: exponent {law.exponent:.2f} (t-interval "
+                f"{law.exponent_ci[0]:.2f}–{law.exponent_ci[1]:.2f}, which assumes independent "
+                "errors; the targets share runs, so read it as indicative).\n"
+            )
+    return "\n".join(out)
+
+
+W2V2_SECONDS = {"87.5 sec": 87.5, "150 sec": 150.0, "5 min": 300.0, "10 min": 600.0,
+                "20 min": 1200.0, "40 min": 2400.0, "80 min": 4800.0}
+W2V2_TARGETS = [0.25, 0.30, 0.35, 0.38]
+
+
+def vaessen2024() -> str:
+    d = pd.read_csv(DATA / "vaessen2024_w2v2_batch_size" / "ssl_curves" / "val_acc.csv")
+    unknown = set(d["batch size"]) - set(W2V2_SECONDS)
+    if unknown:
+        raise ValueError(f"unknown batch-size labels {sorted(unknown)}")
+    d = d.assign(run=d["batch size"], batch_size=d["batch size"].map(W2V2_SECONDS))
+    sweep = load_sweep(d[["run", "batch_size", "step", "value"]], metric="value",
+                       metric_name="val_acc", higher_is_better=True)
+    c = critical_batch_curve(sweep, W2V2_TARGETS, n_boot=N_BOOT, seed=SEED, errors="report")
+    rows = [{
+        "target val_acc": r["target"], "B_crit (s of audio)": _g(r["b_crit"]),
+        "95% interval": f"{_g(r['b_crit_lo'])}–{_g(r['b_crit_hi'])}",
+        "S_min (steps)": _g(r["s_min"]), "batch sizes": int(r["n_batch_sizes"]),
+        "log-RMSE": _g(r["log_rmse"], 2), "extrapolated": "yes" if r["extrapolation"] else "",
+    } for _, r in c.iterrows()]
+    grows = bool(np.all(np.diff(c["b_crit"].to_numpy()) > 0))
+    return (_table(pd.DataFrame(rows))
+            + f"\n\nB_crit grows monotonically with the target: **{'yes' if grows else 'no'}**.")
+
+
+PAGE = """# Critical batch size of published sweeps
+
+All numbers on this page are produced by
+
+    python analysis/published_sweeps.py
+
+which reads the published data from `../shared/data/` (origin, licence and
+caveats of each source in its `SOURCE.md`; the data are not part of this
+repository), fits `S(B) = S_min (1 + B_crit/B)` in log space with
+`empirical_batch.fit_tradeoff` ({n_boot} bootstrap draws, seed {seed},
+bootstrap-calibrated profile-likelihood intervals at 95 %) and writes this page.
+"below/above" counts the measured batch sizes below and above the fitted B_crit;
+"extrapolated" marks a B_crit outside the measured range.
+
+## Zhang et al. 2024 — steps to the Chinchilla loss, 5 model sizes (C4, OLMo)
+
+Steps to target per batch size (sequences of 512 tokens) with hyper-parameters
+tuned at each batch size (min over a sweep; one value per batch size, so the
+interval comes from the residual bootstrap). Column `steps_to_target`; the last
+column refits with the notebook's revised list.
+
+{zhang}
+
+Caveats: step counts are quantised to the evaluation interval; at B ≥ 8192 the
+small models plateau (S_min regime, possibly warm-up-limited); the best learning
+rate is constant (0.00316) for four of the five models — the sweep's learning-rate
+grid is coarse (half-decade steps), so the learning-rate law is not identified there.
+
+## MLPerf reference convergence points
+
+Benchmarks with ≥ 4 batch sizes in the latest training ruleset that contains them;
+all seeds of each reference point (seed bootstrap), combined by the **median**
+(robust to the documented outliers, e.g. one GPT-3 run at ~2,192 steps vs ~192).
+Units: where the published unit is epochs of a data set whose size is not recorded
+(`epochs`, `S_min (rel.)`), steps are in units of an unknown constant; B_crit does
+not depend on it.
+
+{rcp}
+
+`gnn`/`rgat` and `ssd`/`retinanet` are the same reference points under an old and a
+new name (the latest ruleset of `ssd` is RetinaNet on OpenImages, not SSD-ResNet34).
+
+Caveats: hyper-parameters are tuned per batch size by the benchmark owners in the
+practical MLPerf sense (schedules change with batch size), not an exhaustive grid;
+values are quantised to the evaluation interval.
+
+## MLPerf Training submissions — BERT, B_crit vs accuracy target
+
+Each submission (round/org/system) counts as one configuration at its batch size;
+its seeds are combined, and the best submission per batch size is kept. Steps to
+a target are interpolated between evaluations (linear in log step).
+
+{curves}
+
+Caveats of these data (see `mlperf_training_results_curves/SOURCE.md`):
+different hardware, software and submitters — "best submission per batch size" is
+a crude stand-in for "tuned learning rate"; evaluations are ≈150–200k samples apart,
+which quantises small step counts; runs stop as soon as the official target 0.720
+is reached, so the hardest target has the fewest points beyond it and is the most
+affected by quantisation; early targets (0.50) can be met at the first evaluation of
+a run (the crossing is then the first logged point); pre-v3.0 BERT logs often lack a
+usable progress counter (excluded and counted above).
+
+## Vaessen & van Leeuwen 2024 — wav2vec 2.0 pre-training, 7 batch sizes
+
+Contrastive validation accuracy (higher is better) every 5,000 steps; batch size in
+seconds of audio per step (87.5 s … 80 min); one curve per batch size (the
+retained run of a 3-value learning-rate sweep), so the interval is a residual
+bootstrap. Targets up to 0.38 are reached by all seven batch sizes.
+
+{w2v2}
+
+Caveats (`vaessen2024_w2v2_batch_size/SOURCE.md`): the schedule is fixed in steps
+(400k, cyclic triangular learning rate with 50k-step cycles), not rescaled per batch
+size, so curves are non-monotone between cycle minima and the first crossing of a
+target can fall on a cycle peak; only three learning rates per batch size (one at
+80 min); the evaluation interval (5k steps) quantises S.
+"""
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stdout", action="store_true")
+    args = p.parse_args()
+    if not DATA.is_dir():
+        raise SystemExit(f"published data not found at {DATA}")
+    zhang, _ = zhang2024()
+    page = PAGE.format(n_boot=N_BOOT, seed=SEED, zhang=zhang, rcp=mlperf_rcp(),
+                       curves=mlperf_curves(), w2v2=vaessen2024())
+    if args.stdout:
+        print(page)
+    else:
+        out = ROOT / "docs" / "published.md"
+        out.write_text(page)
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Benchmark: B_crit curve for 20 targets with 1,000 bootstrap draws on a 10^6-row sweep.
+
+Run: ``python benchmarks/bench_fit.py [--rows 1000000] [--targets 20] [--n-boot 1000]``.
+Prints one table: time to build, load/validate, and fit the curve (target: < 5 s for
+the curve on a 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+import pandas as pd
+
+from empirical_batch.fit import critical_batch_curve
+from empirical_batch.sweeps import load_sweep
+from empirical_batch.tradeoff import Tradeoff
+
+
+def make_sweep(n_rows: int, seed: int = 0) -> pd.DataFrame:
+    """16 batch sizes × 5 learning rates × 5 seeds = 400 runs of n_rows/400 points;
+    metric = 1 − log(step/S_run), S_run = S(B)·lr-penalty·lognormal noise."""
+    rng = np.random.default_rng(seed)
+    t = Tradeoff(1000.0, 256_000.0)
+    bs = 2.0 ** np.arange(2, 18)
+    lr_f = np.array([0.25, 0.5, 1.0, 2.0, 4.0])
+    n_seed = 5
+    b, f, _ = (a.ravel() for a in np.meshgrid(bs, lr_f, np.arange(n_seed), indexing="ij"))
+    n_runs = b.size
+    pts = n_rows // n_runs
+    s_run = t.steps(b) * (1 + 0.3 * np.log(f) ** 2) * np.exp(0.1 * rng.standard_normal(n_runs))
+    frac = np.geomspace(0.05, 20, pts)
+    step = np.round(s_run[:, None] * frac[None, :])
+    k = np.arange(pts)[None, :]
+    step = np.maximum.accumulate(np.maximum(step, 1) - k, axis=1) + k  # strictly increasing
+    metric = 1.0 - np.log(step / s_run[:, None])
+    return pd.DataFrame({
+        "run": np.repeat(np.arange(n_runs), pts).astype(str),
+        "batch_size": np.repeat(b, pts),
+        "learning_rate": np.repeat(0.01 * f * np.sqrt(b), pts),
+        "step": step.ravel(),
+        "loss": metric.ravel(),
+    })
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--targets", type=int, default=20)
+    p.add_argument("--n-boot", type=int, default=1000)
+    args = p.parse_args()
+    rows = []
+    t0 = time.perf_counter()
+    df = make_sweep(args.rows)
+    rows.append(("build synthetic sweep", time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    sweep = load_sweep(df)
+    rows.append(("load_sweep (validate)", time.perf_counter() - t0))
+    targets = np.linspace(2.0, -1.0, args.targets)
+    t0 = time.perf_counter()
+    curve = critical_batch_curve(sweep, targets, n_boot=args.n_boot, seed=0)
+    t_curve = time.perf_counter() - t0
+    rows.append((f"critical_batch_curve ({args.targets} targets × {args.n_boot} draws)",
+                 t_curve))
+    print(f"sweep: {len(df):,} rows, {df['run'].nunique()} runs, "
+          f"{df['batch_size'].nunique()} batch sizes; CPU: {platform.processor() or '?'}, "
+          f"{os.cpu_count()} cores visible")
+    width = max(len(r[0]) for r in rows)
+    print(f"{'stage':<{width}}  seconds")
+    for name, sec in rows:
+        print(f"{name:<{width}}  {sec:7.2f}")
+    print(f"B_crit (true 256; one noisy sweep): {curve['b_crit'].iloc[0]:.1f} "
+          f"[{curve['b_crit_lo'].iloc[0]:.1f}, {curve['b_crit_hi'].iloc[0]:.1f}] at the first "
+          f"target; range over targets {curve['b_crit'].min():.1f}–{curve['b_crit'].max():.1f}")
+    print(f"curve under 5 s: {'yes' if t_curve < 5 else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Plots of tradeoff fits (McCandlish et al. 2018, Fig. 1 and §3 style).
+
+* :func:`plot_tradeoff` — steps vs examples: the hyperbola
+  :math:`(S/S_{min} - 1)(E/E_{min} - 1) = 1`, the measured points and the
+  :math:`S_{min}`/:math:`E_{min}` asymptotes, :math:`B_{crit}` marked.
+* :func:`plot_steps_vs_batch` — steps vs batch size with the fitted
+  :math:`S(B) = S_{min}(1 + B_{crit}/B)`.
+* :func:`plot_critical_batch_curve` — :math:`B_{crit}` vs target with its interval band.
+
+pyplot is imported inside the functions; each returns the Axes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["plot_critical_batch_curve", "plot_steps_vs_batch", "plot_tradeoff"]
+
+
+def _axes(ax):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(5, 4))
+    return ax
+
+
+def plot_tradeoff(fit, ax=None, *, label: str | None = None):
+    """Steps vs examples (log-log): measured points, fitted hyperbola and asymptotes."""
+    ax = _axes(ax)
+    t = fit.tradeoff
+    b = np.asarray(fit.batch_sizes)
+    s = np.asarray(fit.steps)
+    bb = np.geomspace(min(b.min(), fit.b_crit) / 10, max(b.max(), fit.b_crit) * 10, 200)
+    line = ax.plot(t.examples(bb), t.steps(bb), label=label or "fit")[0]
+    ax.scatter(s * b, s, color=line.get_color(), zorder=3, label="measured")
+    ax.axhline(t.s_min, ls="--", color="grey", lw=1)
+    ax.axvline(t.e_min, ls=":", color="grey", lw=1)
+    ax.scatter([2 * t.e_min], [2 * t.s_min], marker="x", color="k", zorder=4,
+               label=f"B_crit = {fit.b_crit:.3g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("examples to target E")
+    ax.set_ylabel("steps to target S")
+    ax.annotate("S_min", (ax.get_xlim()[1], t.s_min), ha="right", va="bottom", fontsize=8)
+    ax.annotate("E_min", (t.e_min, ax.get_ylim()[1]), ha="left", va="top", fontsize=8,
+                rotation=90)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_steps_vs_batch(fit, ax=None, *, label: str | None = None):
+    """Steps vs batch size (log-log) with the fitted S(B) and B_crit's interval shaded."""
+    ax = _axes(ax)
+    b = np.asarray(fit.batch_sizes)
+    bb = np.geomspace(b.min() / 2, b.max() * 2, 200)
+    line = ax.plot(bb, fit.tradeoff.steps(bb), label=label or "S(B) fit")[0]
+    ax.scatter(b, fit.steps, color=line.get_color(), zorder=3)
+    lo, hi = fit.b_crit_ci
+    if np.isfinite(lo) and np.isfinite(hi):
+        ax.axvspan(max(lo, bb[0]), min(hi, bb[-1]), color=line.get_color(), alpha=0.15)
+    ax.axvline(fit.b_crit, color=line.get_color(), ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size B")
+    ax.set_ylabel("steps to target S")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_critical_batch_curve(curve, ax=None, *, power_law=None, label: str | None = None):
+    """B_crit vs target with the interval band; optional fitted power law overlaid."""
+    ax = _axes(ax)
+    c = curve.dropna(subset=["b_crit"]).sort_values("target")
+    x = c["target"].to_numpy()
+    line = ax.plot(x, c["b_crit"], marker="o", label=label or "B_crit")[0]
+    lo = c["b_crit_lo"].to_numpy(dtype=float)
+    hi = c["b_crit_hi"].to_numpy(dtype=float)
+    ok = np.isfinite(lo) & np.isfinite(hi) & (lo > 0)
+    ax.fill_between(x[ok], lo[ok], hi[ok], color=line.get_color(), alpha=0.2)
+    if power_law is not None:
+        xx = np.linspace(x.min(), x.max(), 100)
+        ax.plot(xx, power_law(xx), ls="--", color="k",
+                label=f"{power_law.coefficient:.3g}·x^{power_law.exponent:.3g}")
+    ax.set_yscale("log")
+    ax.set_xlabel(curve.attrs.get("metric_name", "target"))
+    ax.set_ylabel("critical batch size B_crit")
+    ax.legend(fontsize=8)
+    return ax

@@ -1,0 +1,409 @@
+r"""Sweep logs: load, recognise columns, validate (DESIGN.md, "The sweep schema").
+
+A *sweep* is a set of training runs at several batch sizes (and learning rates,
+and seeds), each logging a metric against optimizer steps. Every source — a CSV
+or Parquet file, a DataFrame, the loaders of :mod:`empirical_batch.loaders`, the
+simulator — lands in one long table, one row per logged point:
+
+=================  =====  ==========================================================
+column             type   meaning
+=================  =====  ==========================================================
+``run``            str    one training run (one batch size, one learning rate, one seed)
+``batch_size``     float  examples (or tokens) per optimizer step, > 0
+``learning_rate``  float  peak learning rate (> 0, or NaN when the source has none)
+``step``           float  optimizer steps taken, ≥ 0
+``examples``       float  examples processed; ``step × batch_size`` when absent
+``metric``         float  the logged quantity; NaN/±inf mark a diverged run
+=================  =====  ==========================================================
+
+Extra columns (seed, optimizer, task, …) pass through untouched.
+
+Design choice: :class:`Sweep` is a small frozen container holding the validated
+DataFrame (``sweep.data``) and its metadata — the metric's name and whether
+higher is better — rather than a DataFrame subclass, so the metadata cannot be
+lost by a pandas operation. ``sweep.data`` is sorted by ``(run, step)``.
+
+Diverged runs: non-finite metric values are what diverging runs log. They are
+kept, the run is marked ``diverged`` (see :attr:`Sweep.runs`), and
+:func:`empirical_batch.fit.steps_to_target` never lets a diverged run reach a
+target (its hyper-parameters are unstable, so its earlier progress is not
+counted either).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["COLUMN_ALIASES", "SCHEMA", "Sweep", "load_sweep"]
+
+SCHEMA = ("run", "batch_size", "learning_rate", "step", "examples", "metric")
+
+#: Source column names recognised for each schema column (compared case-insensitively,
+#: after stripping W&B's ``config.``/``config/`` prefixes).
+COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
+    "run": ("run", "run_id", "run_name", "runid", "name", "trial", "trial_id", "id"),
+    "batch_size": (
+        "batch_size", "batchsize", "bs", "global_batch_size", "train_batch_size",
+        "total_batch_size", "effective_batch_size", "batch",
+    ),
+    "learning_rate": (
+        "learning_rate", "lr", "opt_base_learning_rate", "base_lr", "peak_lr", "max_lr",
+        "learningrate",
+    ),
+    "step": ("step", "steps", "_step", "global_step", "iteration", "iter", "optimizer_step",
+             "train_step", "trainer/global_step"),
+    "examples": ("examples", "samples", "examples_seen", "samples_seen", "num_examples",
+                 "train_samples", "samples_count"),
+    "metric": ("metric", "loss", "val_loss", "eval_loss", "valid_loss", "validation_loss",
+               "test_loss", "train_loss", "value"),
+}
+
+# names that suggest a quantity where higher is better: the direction must then be stated
+_HIGHER_HINTS = ("acc", "auc", "map", "bleu", "f1", "score", "top1", "top5", "precision",
+                 "recall", "rouge", "reward")
+
+
+@dataclass(frozen=True, eq=False)
+class Sweep:
+    """A validated sweep: the long table plus the metric's name and direction.
+
+    Build one with :func:`load_sweep` (which validates); the constructor trusts
+    its input.
+
+    Attributes
+    ----------
+    data : pandas.DataFrame
+        Columns of :data:`SCHEMA` (plus pass-through extras), sorted by run and step.
+    metric_name : str
+        Name of the logged quantity (e.g. ``"val_loss"``).
+    higher_is_better : bool
+        ``False`` for losses/errors, ``True`` for accuracies/scores.
+    source : str
+        Where the sweep came from (file path or ``"<DataFrame>"``), used in messages.
+    """
+
+    data: pd.DataFrame
+    metric_name: str = "metric"
+    higher_is_better: bool = False
+    source: str = "<DataFrame>"
+    metadata: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        r = self.runs
+        return (
+            f"Sweep({len(r)} runs, {r['batch_size'].nunique()} batch sizes, "
+            f"{len(self.data)} points, metric={self.metric_name!r} "
+            f"({'higher' if self.higher_is_better else 'lower'} is better), "
+            f"{int(r['diverged'].sum())} diverged, source={self.source!r})"
+        )
+
+    @property
+    def direction(self) -> str:
+        """``"higher"`` or ``"lower"`` (is better)."""
+        return "higher" if self.higher_is_better else "lower"
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        """One row per run: batch size, learning rate, points, last step, best metric, diverged."""
+        d = self.data
+        finite = np.isfinite(d["metric"].to_numpy())
+        g = d.assign(_bad=~finite).groupby("run", sort=False)
+        out = g.agg(
+            batch_size=("batch_size", "first"),
+            learning_rate=("learning_rate", "first"),
+            n_points=("step", "size"),
+            last_step=("step", "max"),
+            diverged=("_bad", "any"),
+        )
+        best = d.loc[finite].groupby("run", sort=False)["metric"]
+        out["best_metric"] = best.max() if self.higher_is_better else best.min()
+        return out.reset_index()
+
+    @property
+    def batch_sizes(self) -> np.ndarray:
+        """Sorted distinct batch sizes."""
+        return np.sort(self.data["batch_size"].unique())
+
+    @property
+    def diverged_runs(self) -> list[str]:
+        """Runs that logged a NaN or infinite metric."""
+        r = self.runs
+        return r.loc[r["diverged"], "run"].tolist()
+
+    def to_frame(self) -> pd.DataFrame:
+        """A copy of the long table."""
+        return self.data.copy()
+
+    def to_dict(self) -> dict:
+        return {
+            "metric_name": self.metric_name,
+            "higher_is_better": self.higher_is_better,
+            "source": self.source,
+            "n_rows": len(self.data),
+            "n_runs": int(self.data["run"].nunique()),
+            "batch_sizes": self.batch_sizes.tolist(),
+            "diverged_runs": self.diverged_runs,
+            **self.metadata,
+        }
+
+
+def _read(source) -> tuple[pd.DataFrame, str, int]:
+    """Return (frame, label, line offset) where ``line = index + offset`` for files."""
+    if isinstance(source, Sweep):
+        return source.data.copy(), source.source, 0
+    if isinstance(source, pd.DataFrame):
+        return source.copy(), "<DataFrame>", 0
+    if not isinstance(source, str | os.PathLike):
+        raise TypeError(
+            f"source must be a path, a pandas DataFrame or a Sweep, got {type(source).__name__}"
+        )
+    path = Path(source)
+    if not path.exists():
+        raise FileNotFoundError(f"sweep file not found: {path}")
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path), str(path), 0
+    if suffix in (".csv", ".txt", ".tsv", ".gz"):
+        sep = "\t" if ".tsv" in path.name.lower() else ","
+        return pd.read_csv(path, sep=sep), str(path), 2  # header is line 1
+    raise ValueError(f"{path}: unknown sweep file type {suffix!r} (expected .csv or .parquet)")
+
+
+def _where(label: str, offset: int, index) -> str:
+    if isinstance(index, np.integer):
+        index = int(index)
+    if offset:
+        return f"{label}, line {int(index) + offset}"
+    return f"{label}, row {index!r}"
+
+
+def _strip_prefix(name: str) -> str:
+    low = str(name).lower()
+    for prefix in ("config.", "config/", "summary.", "summary/"):
+        if low.startswith(prefix):
+            return low[len(prefix):]
+    return low
+
+
+def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]:
+    """Map schema column -> source column."""
+    mapping: dict[str, str] = {}
+    for key, src in column_map.items():
+        if key not in SCHEMA:
+            raise ValueError(
+                f"unknown schema column {key!r} in column_map; expected one of {SCHEMA}"
+            )
+        if src not in df.columns:
+            raise ValueError(
+                f"{label}: column {src!r} (given for {key!r}) not found; "
+                f"columns are {list(map(str, df.columns))}"
+            )
+        mapping[key] = src
+    used = set(mapping.values())
+    lowered: dict[str, list[str]] = {}
+    for col in df.columns:
+        lowered.setdefault(_strip_prefix(col), []).append(col)
+    for key in SCHEMA:
+        if key in mapping:
+            continue
+        for alias in COLUMN_ALIASES[key]:
+            cands = [c for c in lowered.get(alias, []) if c not in used]
+            if len(cands) > 1:
+                raise ValueError(
+                    f"{label}: several columns could be {key!r}: {cands}; pass {key}=NAME"
+                )
+            if cands:
+                mapping[key] = cands[0]
+                used.add(cands[0])
+                break
+    missing = [k for k in ("run", "batch_size", "step", "metric") if k not in mapping]
+    if missing:
+        hints = {k: COLUMN_ALIASES[k][:4] for k in missing}
+        raise ValueError(
+            f"{label}: missing column(s) {missing}; recognised names include {hints}; "
+            f"columns are {list(map(str, df.columns))}; map them with "
+            + ", ".join(f"{k}=NAME" for k in missing)
+        )
+    return mapping
+
+
+def _numeric(df, col, src, label, offset, *, allow_nonfinite=False, allow_nan=False):
+    raw = df[col]
+    num = pd.to_numeric(raw, errors="coerce")
+    bad = num.isna() & raw.notna()
+    if allow_nan is False and not allow_nonfinite:
+        bad = bad | raw.isna()
+    if bad.any():
+        idx = bad.idxmax()
+        raise ValueError(
+            f"{_where(label, offset, idx)}, column {src!r}: not a number: {raw.loc[idx]!r}"
+        )
+    values = num.to_numpy(dtype=float)
+    if not allow_nonfinite:
+        finite = np.isfinite(values) | (allow_nan & np.isnan(values))
+        if not finite.all():
+            idx = df.index[int(np.argmin(finite))]
+            raise ValueError(
+                f"{_where(label, offset, idx)}, column {src!r}: must be finite, got "
+                f"{raw.loc[idx]!r}"
+            )
+    return values
+
+
+def load_sweep(
+    source,
+    *,
+    metric_name: str | None = None,
+    higher_is_better: bool | None = None,
+    **column_map: str,
+) -> Sweep:
+    """Load and validate a sweep log into the sweep schema.
+
+    Parameters
+    ----------
+    source : str, path, pandas.DataFrame or Sweep
+        A ``.csv``/``.parquet`` file or a table, one row per logged point.
+    metric_name : str, optional
+        Name recorded for the metric; defaults to the source column's name.
+    higher_is_better : bool, optional
+        Direction of the metric. Defaults to ``False`` (a loss); when the metric's
+        name looks like an accuracy/score (``acc``, ``auc``, ``map``, ``bleu``…)
+        the direction must be given explicitly — it is not guessed.
+    **column_map : str
+        ``schema_column=source_column`` for columns whose names are not recognised,
+        e.g. ``load_sweep(df, batch_size="bsz", metric="val/ce")``. Recognised names
+        are in :data:`COLUMN_ALIASES` (case-insensitive; W&B ``config.`` prefixes
+        are stripped).
+
+    Returns
+    -------
+    Sweep
+        ``examples`` is ``step × batch_size`` when the source has no such column;
+        ``learning_rate`` is NaN when absent.
+
+    Raises
+    ------
+    ValueError
+        Naming file, line/row and column: missing columns, non-numeric values,
+        batch sizes ≤ 0, negative steps/examples, learning rates ≤ 0, duplicated
+        (run, step), a run with several batch sizes or learning rates.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"run": ["a", "a", "b", "b"], "bs": [8, 8, 16, 16],
+    ...                    "lr": [0.1, 0.1, 0.2, 0.2], "step": [0, 10, 0, 10],
+    ...                    "loss": [2.0, 1.0, 2.0, 0.8]})
+    >>> s = load_sweep(df)
+    >>> s.metric_name, s.higher_is_better, s.data["examples"].tolist()
+    ('loss', False, [0.0, 80.0, 0.0, 160.0])
+    """
+    df, label, offset = _read(source)
+    if isinstance(source, Sweep):
+        metric_name = metric_name or source.metric_name
+        if higher_is_better is None:
+            higher_is_better = source.higher_is_better
+    if len(df) == 0:
+        raise ValueError(f"{label}: the sweep has no rows")
+    mapping = _recognise(df, column_map, label)
+    src_metric = mapping["metric"]
+    name = metric_name or ("metric" if src_metric == "metric" else str(src_metric))
+    if higher_is_better is None:
+        low = name.lower()
+        if any(h in low for h in _HIGHER_HINTS) and "loss" not in low and "err" not in low:
+            raise ValueError(
+                f"{label}: metric {name!r} looks like a quantity where higher is better; "
+                "state the direction with higher_is_better=True or False"
+            )
+        higher_is_better = False
+    if not isinstance(higher_is_better, bool | np.bool_):
+        raise TypeError(f"higher_is_better must be a bool, got {type(higher_is_better).__name__}")
+
+    out = pd.DataFrame(index=df.index)
+    out["run"] = df[mapping["run"]].astype(str)
+    bs = _numeric(df, mapping["batch_size"], mapping["batch_size"], label, offset)
+    if np.any(bs <= 0):
+        idx = df.index[int(np.argmax(bs <= 0))]
+        raise ValueError(
+            f"{_where(label, offset, idx)}, column {mapping['batch_size']!r}: batch size must "
+            f"be > 0, got {df.loc[idx, mapping['batch_size']]!r}"
+        )
+    out["batch_size"] = bs
+    if "learning_rate" in mapping:
+        lr = _numeric(df, mapping["learning_rate"], mapping["learning_rate"], label, offset,
+                      allow_nan=True)
+        if np.any(lr <= 0):
+            idx = df.index[int(np.argmax(lr <= 0))]
+            raise ValueError(
+                f"{_where(label, offset, idx)}, column {mapping['learning_rate']!r}: learning "
+                f"rate must be > 0, got {df.loc[idx, mapping['learning_rate']]!r}"
+            )
+        out["learning_rate"] = lr
+    else:
+        out["learning_rate"] = np.nan
+    step = _numeric(df, mapping["step"], mapping["step"], label, offset)
+    if np.any(step < 0):
+        idx = df.index[int(np.argmax(step < 0))]
+        raise ValueError(
+            f"{_where(label, offset, idx)}, column {mapping['step']!r}: step must be >= 0, "
+            f"got {df.loc[idx, mapping['step']]!r}"
+        )
+    out["step"] = step
+    if "examples" in mapping:
+        ex = _numeric(df, mapping["examples"], mapping["examples"], label, offset)
+        if np.any(ex < 0):
+            idx = df.index[int(np.argmax(ex < 0))]
+            raise ValueError(
+                f"{_where(label, offset, idx)}, column {mapping['examples']!r}: examples must "
+                f"be >= 0, got {df.loc[idx, mapping['examples']]!r}"
+            )
+        out["examples"] = ex
+    else:
+        out["examples"] = step * bs
+    out["metric"] = _numeric(df, src_metric, src_metric, label, offset, allow_nonfinite=True)
+
+    dup = out.duplicated(["run", "step"], keep=False)
+    if dup.any():
+        rows = out.index[dup.to_numpy()][:2]
+        r0 = out.loc[rows[0]]
+        raise ValueError(
+            f"{label}: duplicated (run, step) = ({r0['run']!r}, {r0['step']:g}) at "
+            f"{_where(label, offset, rows[0]).split(', ', 1)[1]} and "
+            f"{_where(label, offset, rows[1]).split(', ', 1)[1]} "
+            f"(columns {mapping['run']!r}, {mapping['step']!r})"
+        )
+    for key in ("batch_size", "learning_rate"):
+        vals = out[key].fillna(-1.0)
+        nun = vals.groupby(out["run"]).nunique()
+        if (nun > 1).any():
+            run = nun.index[int(np.argmax((nun > 1).to_numpy()))]
+            rows = out.index[(out["run"] == run).to_numpy()]
+            first = vals.loc[rows[0]]
+            other = rows[int(np.argmax((vals.loc[rows] != first).to_numpy()))]
+            raise ValueError(
+                f"{label}: run {run!r} has several values of {key!r} "
+                f"({vals.loc[rows].unique().tolist()}), e.g. at "
+                f"{_where(label, offset, rows[0]).split(', ', 1)[1]} and "
+                f"{_where(label, offset, other).split(', ', 1)[1]}, column {mapping[key]!r}; "
+                "a run must have one batch size and one learning rate"
+            )
+
+    extras = [c for c in df.columns if c not in set(mapping.values()) and c not in SCHEMA]
+    for c in extras:
+        out[c] = df[c]
+    out = out.sort_values(["run", "step"], kind="stable").reset_index(drop=True)
+    return Sweep(
+        data=out,
+        metric_name=str(name),
+        higher_is_better=bool(higher_is_better),
+        source=label,
+        metadata={"columns": {k: str(v) for k, v in mapping.items()}},
+    )
