@@ -128,11 +128,15 @@ def test_averaged_scale_weights_by_steps():
 def test_choose_targets_rule():
     rows = []
     for b, best in ((1, 0.5), (2, 0.3), (4, 0.2), (8, 0.4)):
-        rows += [{"batch_size": b, "step": 0, "metric": 2.0},
-                 {"batch_size": b, "step": 5, "metric": best}]
+        for lr, extra in ((0.1, 0.0), (0.2, 0.05)):
+            for seed, lucky in ((0, 0.0), (1, -0.15)):  # seed 1 luckier: not what all reach
+                rows += [{"batch_size": b, "learning_rate": lr, "seed": seed, "step": 0,
+                          "metric": 2.0},
+                         {"batch_size": b, "learning_rate": lr, "seed": seed, "step": 5,
+                          "metric": best + extra + lucky}]
     frame = pd.DataFrame(rows)
     t = choose_targets(frame, (0.5, 0.0))
-    l_hard = 0.35  # median of the per-batch-size best losses
+    l_hard = 0.35  # median over B of the best (over lr) loss that every seed reaches
     np.testing.assert_allclose(t, [l_hard + 0.5 * (2.0 - l_hard), l_hard])
     with pytest.raises(ValueError, match="no training progress"):
         choose_targets(frame.assign(metric=2.0), (0.5,))
