@@ -87,6 +87,6 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
 
 
 def _save(fig, path: Path, plt) -> Path:
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

@@ -160,6 +160,8 @@ def _table1_row(task: str, opt: str, curve: pd.DataFrame, scales: pd.DataFrame) 
     row.update({
         "target_start": first["target"], "b_crit_start": first["b_crit"],
         "target_averaged": last["target"], "b_crit_averaged": last["b_crit"],
+        "b_crit_averaged_lo": last["b_crit_lo"], "b_crit_averaged_hi": last["b_crit_hi"],
+        "n_batch_sizes_averaged": last["n_batch_sizes"],
         "b_simple_start": s0["b_simple_collector"], "b_noise_start": s0["b_noise_pop"],
         "b_simple_averaged": averaged_scale(scales, "b_simple_collector", last["target"]),
         "b_noise_averaged": averaged_scale(scales, "b_noise_pop", last["target"]),
@@ -203,7 +205,9 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise) -> str:
     parts.append("\n## Table-1-style summary (start / averaged)\n")
     parts.append(_md(t1, {
         "task": "task", "optimizer": "opt", "b_crit_start": "B_crit start",
-        "b_crit_averaged": "B_crit averaged", "b_simple_start": "B_simple start",
+        "b_crit_averaged": "B_crit averaged", "b_crit_averaged_lo": "lo",
+        "b_crit_averaged_hi": "hi", "n_batch_sizes_averaged": "n_B",
+        "b_simple_start": "B_simple start",
         "b_simple_averaged": "B_simple averaged", "b_noise_start": "B_noise start",
         "b_noise_averaged": "B_noise averaged", "b_crit_growth": "B_crit growth",
         "b_crit_loss_exponent": "B_crit ∝ L^k: k"}))
