@@ -103,3 +103,19 @@ def test_presets_have_the_required_grids():
         for plan in get_config(name).plans:
             assert plan.noise.batch_size in plan.sweep.batch_sizes
     assert get_config("tiny", ["digits"]).tasks == ("digits",)
+
+
+def test_cli_without_checkout_says_so(tmp_path, monkeypatch, capsys):
+    from empirical_batch.cli import harness as cli_harness
+
+    monkeypatch.setattr(cli_harness, "_checkout_root", lambda: tmp_path)
+    assert main(["harness", "--config", "tiny", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "the validation harness is not installed" in err and str(tmp_path) in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without CUDA")
+def test_cli_cuda_without_cuda_is_a_clear_error(tmp_path, capsys):
+    assert main(["harness", "--config", "tiny", "--tasks", "digits", "--device", "cuda",
+                 "--out", str(tmp_path)]) == 2
+    assert "torch.cuda.is_available() is False" in capsys.readouterr().err

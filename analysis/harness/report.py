@@ -84,11 +84,19 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
     timings = {} if timings is None else timings
     crit_rows, table1, noise_tabs, steps_tabs, os_tabs, os_sums, refs = [], [], [], [], [], [], []
     curves: dict = {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(len(p.sweep.optimizers) for p in config.plans), unit="task·opt",
+                   desc="noise scales, one-step, fits", leave=False)
     for plan in config.plans:
         task = plan.make_task().to(device)
         sweep = library.load_sweeps(sweep_files(out, plan.task))
         frame = sweep.to_frame()
         for opt in plan.sweep.optimizers:
+            if bar is not None:
+                bar.set_postfix_str(f"{plan.task}/{opt}")
             t0 = time.perf_counter()
             sub = library.select(sweep, optimizer=opt)
             targets = choose_targets(sub.to_frame(), config.target_fractions)
@@ -124,6 +132,10 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
                 os_tabs.append(res.table)
                 os_sums += res.summary["checkpoints"]
                 timings[f"one_step/{plan.task}"] = round(time.perf_counter() - t0, 2)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
     files = []
 
     def save(frame, name):
