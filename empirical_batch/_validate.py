@@ -19,6 +19,8 @@ __all__ = [
     "check_positive",
     "check_psd",
     "check_symmetric",
+    "check_unit_interval",
+    "scalar_or_array",
 ]
 
 
@@ -48,6 +50,20 @@ def as_float(value, name: str) -> float:
         raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
     check_finite(arr, name)
     return float(arr)
+
+
+def scalar_or_array(arr):
+    """A 0-d result as a Python float, anything else as the array (scalars stay scalars)."""
+    arr = np.asarray(arr)
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def check_unit_interval(value, name: str) -> float:
+    """A finite scalar in [0, 1), e.g. an EMA decay or a momentum coefficient."""
+    x = as_float(value, name)
+    if not 0.0 <= x < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {x!r}")
+    return x
 
 
 def check_finite(arr: np.ndarray, name: str) -> None:

@@ -1,28 +1,56 @@
-r"""One SGD step on a quadratic loss (McCandlish et al. 2018, §2.2).
+r"""One SGD step on a quadratic loss (McCandlish et al. 2018, §2.2, App. C).
 
-Per-example gradients have mean :math:`G` and covariance :math:`\Sigma`; a batch of
-:math:`B` of them has mean :math:`G_{est}` with covariance :math:`\Sigma/B`. With
-Hessian :math:`H`, the expected loss after the update :math:`\theta \leftarrow
-\theta - \epsilon G_{est}` is (eq. 2.5)
+Per-example gradients have mean $G$ and covariance $\Sigma$; a batch of
+$B$ of them has mean $G_{est}$ with covariance $\Sigma/B$. With
+Hessian $H$, the expected loss after the update $\theta \leftarrow
+\theta - \epsilon G_{est}$ is (eq. 2.5)
 
-.. math::
+$$
+E[L(\theta - \epsilon G_{est})] = L(\theta) - \epsilon |G|^2 +
+\tfrac12 \epsilon^2 \left(G^T H G + \frac{\operatorname{tr}(H\Sigma)}{B}\right).
+$$
 
-    E[L(\theta - \epsilon G_{est})] = L(\theta) - \epsilon |G|^2
-        + \tfrac12 \epsilon^2 \left(G^T H G + \frac{\operatorname{tr}(H\Sigma)}{B}\right).
-
-Everything the model predicts depends on four scalars, :math:`|G|^2`,
-:math:`G^THG`, :math:`\operatorname{tr}\Sigma` and :math:`\operatorname{tr}(H\Sigma)`;
-:class:`QuadraticModel` computes them once from dense, diagonal or eigenbasis
+Everything the model predicts depends on four scalars, $|G|^2$,
+$G^THG$, $\operatorname{tr}\Sigma$ and $\operatorname{tr}(H\Sigma)$;
+`QuadraticModel` computes them once from dense, diagonal or eigenbasis
 inputs (or takes them directly) and derives the rest.
+
+Variants (see ``docs/concepts.md`` for the derivations):
+
+* **finite dataset** — sampling a batch without replacement from $D$ examples
+  gives $\operatorname{cov}(G_{est}) = \Sigma(1/B - 1/D)$ with $\Sigma$ the
+  Bessel-corrected per-example covariance; ``dataset_size=D`` replaces $1/B$
+  by $1/B - 1/D$ everywhere.
+* **preconditioning** — the update $-\epsilon P G_{est}$ is plain SGD in the
+  coordinates $\theta = P^{1/2}\phi$; `QuadraticModel.preconditioned`
+  returns the model in that geometry ($G \to P^{1/2}G$,
+  $H \to P^{1/2}HP^{1/2}$, $\Sigma \to P^{1/2}\Sigma P^{1/2}$).
+* **momentum** — heavy-ball momentum $m$ with learning rate $\epsilon$
+  acts, for a gradient that changes slowly over $1/(1-m)$ steps, like plain
+  SGD with the effective step $\epsilon/(1-m)$ (App. C).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_array, check_positive
+from ._validate import (
+    as_array,
+    as_float,
+    check_nonnegative,
+    check_positive,
+    check_psd,
+    check_unit_interval,
+    scalar_or_array,
+)
 
-__all__ = ["QuadraticModel", "dl_opt", "eps_opt"]
+__all__ = [
+    "QuadraticModel",
+    "anisotropic_quadratic",
+    "dl_opt",
+    "effective_learning_rate",
+    "eps_opt",
+]
 
 
 def _batch(batch_size, dataset_size=None) -> np.ndarray:
@@ -39,26 +67,59 @@ def _batch(batch_size, dataset_size=None) -> np.ndarray:
     return inv
 
 
-def eps_opt(batch_size, eps_max, b_noise):
+def _momentum(momentum) -> float:
+    return check_unit_interval(momentum, "momentum")
+
+
+def effective_learning_rate(eps, momentum=0.0):
+    r"""The plain-SGD step that heavy-ball momentum ``m`` at rate ``eps`` amounts to.
+
+    $$
+    \epsilon_{eff} = \frac{\epsilon}{1 - m}
+    $$
+
+    With $v \leftarrow m v + G_{est}$, $\theta \leftarrow \theta - \epsilon v$
+    and a gradient that changes little over $1/(1-m)$ steps, $v$ settles
+    at $G/(1-m)$ (App. C of the paper). On a quadratic the slow mode contracts
+    by $1 - \epsilon h/(1-m) - m(\epsilon h)^2/(1-m)^3 + \dots$ per step, so the
+    equivalence holds for $\epsilon h \ll (1-m)^2$; it says nothing about the
+    fast, oscillating modes near the stability edge.
+
+    >>> effective_learning_rate(0.05, momentum=0.5)
+    0.1
+    """
+    e = check_nonnegative(eps, "eps")
+    return scalar_or_array(e / (1.0 - _momentum(momentum)))
+
+
+def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
     r"""Optimal learning rate at batch size B (eq. 2.6).
 
-    .. math:: \epsilon_{opt}(B) = \frac{\epsilon_{max}}{1 + B_{noise}/B}
+    $$
+    \epsilon_{opt}(B) = \frac{\epsilon_{max}}{1 + B_{noise}/B}
+    $$
 
-    Broadcasts over arrays; returns a float for scalar input.
+    With heavy-ball ``momentum`` m the returned rate is $(1-m)\,\epsilon_{opt}(B)$,
+    whose effective step $\epsilon/(1-m)$ is optimal. Broadcasts over arrays;
+    returns a float for scalar input.
 
     >>> eps_opt(10.0, eps_max=1.0, b_noise=10.0)
     0.5
+    >>> eps_opt([10.0, 30.0], eps_max=1.0, b_noise=10.0)
+    array([0.5 , 0.75])
     """
     b = check_positive(batch_size, "batch_size")
     e = check_positive(eps_max, "eps_max")
     n = _nonneg(b_noise, "b_noise")
-    return _out(e / (1.0 + n / b))
+    return scalar_or_array((1.0 - _momentum(momentum)) * e / (1.0 + n / b))
 
 
 def dl_opt(batch_size, dl_max, b_noise):
     r"""Expected loss improvement of one step at the optimal rate (eq. 2.7).
 
-    .. math:: \Delta L_{opt}(B) = \frac{\Delta L_{max}}{1 + B_{noise}/B}
+    $$
+    \Delta L_{opt}(B) = \frac{\Delta L_{max}}{1 + B_{noise}/B}
+    $$
 
     >>> dl_opt(30.0, dl_max=2.0, b_noise=10.0)
     1.5
@@ -66,7 +127,7 @@ def dl_opt(batch_size, dl_max, b_noise):
     b = check_positive(batch_size, "batch_size")
     d = check_positive(dl_max, "dl_max")
     n = _nonneg(b_noise, "b_noise")
-    return _out(d / (1.0 + n / b))
+    return scalar_or_array(d / (1.0 + n / b))
 
 
 def _nonneg(x, name):
@@ -76,8 +137,18 @@ def _nonneg(x, name):
     return arr
 
 
-def _out(arr: np.ndarray):
-    return float(arr) if np.ndim(arr) == 0 else arr
+
+def _square_or_diag(arr: np.ndarray, name: str, n: int) -> None:
+    if arr.ndim == 2 and arr.shape[0] != arr.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {arr.shape}")
+    if arr.shape[0] != n:
+        raise ValueError(
+            f"{name} has shape {arr.shape}, which does not match gradient of length {n}"
+        )
+
+
+def _dense(arr: np.ndarray) -> np.ndarray:
+    return np.diag(arr) if arr.ndim == 1 else arr
 
 
 class QuadraticModel:
@@ -86,14 +157,17 @@ class QuadraticModel:
     Parameters
     ----------
     gradient : array (n,)
-        True (full-batch) gradient :math:`G`; must not be zero.
+        True (full-batch) gradient $G$; must not be zero.
     hessian : array (n, n) or (n,)
-        Hessian :math:`H` (symmetric, with :math:`G^THG > 0`), or its diagonal.
+        Hessian $H$ (symmetric, with $G^THG > 0$), or its diagonal.
+        $H$ need not be positive definite; only the curvature along the
+        gradient must be positive for a best step to exist.
     noise_cov : array (n, n) or (n,)
-        Per-example gradient covariance :math:`\Sigma` (symmetric PSD), or its diagonal.
+        Per-example gradient covariance $\Sigma$ (symmetric PSD), or its diagonal.
     dataset_size : int, optional
         Sample batches without replacement from this many examples: the batch
-        covariance becomes :math:`\Sigma(1/B - 1/D)`.
+        covariance becomes $\Sigma(1/B - 1/D)$ ($\Sigma$ with the
+        $1/(D-1)$ normalisation).
 
     Examples
     --------
@@ -102,20 +176,19 @@ class QuadraticModel:
     (4.0, 4.0)
     >>> m.eps_opt(4.0)
     0.25
+    >>> m.eps_opt(4.0, momentum=0.5)  # the raw rate whose effective step is optimal
+    0.125
     """
 
     def __init__(self, gradient, hessian, noise_cov, *, dataset_size: int | None = None):
-        from ._validate import check_nonnegative, check_psd, check_symmetric
+        from ._validate import check_symmetric
 
         g = as_array(gradient, "gradient", ndim=1)
         n = g.shape[0]
         h = as_array(hessian, "hessian", ndim=(1, 2))
         s = as_array(noise_cov, "noise_cov", ndim=(1, 2))
-        for name, arr in (("hessian", h), ("noise_cov", s)):
-            if arr.shape[0] != n or (arr.ndim == 2 and arr.shape[1] != n):
-                raise ValueError(
-                    f"{name} has shape {arr.shape}, which does not match gradient of length {n}"
-                )
+        _square_or_diag(h, "hessian", n)
+        _square_or_diag(s, "noise_cov", n)
         if h.ndim == 2:
             check_symmetric(h, "hessian")
         if s.ndim == 2:
@@ -128,10 +201,12 @@ class QuadraticModel:
         hg = h * g if h.ndim == 1 else h @ g
         if s.ndim == 1 and h.ndim == 1:
             tr_hs = float(h @ s)
+        elif s.ndim == 1:
+            tr_hs = float(np.diagonal(h) @ s)
+        elif h.ndim == 1:
+            tr_hs = float(h @ np.diagonal(s))
         else:
-            hm = np.diag(h) if h.ndim == 1 else h
-            sm = np.diag(s) if s.ndim == 1 else s
-            tr_hs = float(np.sum(hm * sm.T))
+            tr_hs = float(np.sum(h * s.T))
         self.gradient, self.hessian, self.noise_cov = g, h, s
         self._init_scalars(
             g2=g2,
@@ -141,6 +216,7 @@ class QuadraticModel:
             dataset_size=dataset_size,
         )
 
+    # --- alternative constructors ------------------------------------------------
     @classmethod
     def from_scalars(
         cls,
@@ -153,9 +229,13 @@ class QuadraticModel:
     ) -> QuadraticModel:
         r"""Build the model from its four summary scalars.
 
-        ``g2`` = :math:`|G|^2`, ``ghg`` = :math:`G^THG`, ``trace_sigma`` =
-        :math:`\operatorname{tr}\Sigma`, ``trace_h_sigma`` =
-        :math:`\operatorname{tr}(H\Sigma)`.
+        ``g2`` = $|G|^2$, ``ghg`` = $G^THG$, ``trace_sigma`` =
+        $\operatorname{tr}\Sigma$, ``trace_h_sigma`` =
+        $\operatorname{tr}(H\Sigma)$. Such a model has no matrices, so
+        `preconditioned` is not available.
+
+        >>> QuadraticModel.from_scalars(g2=2.0, ghg=4.0, trace_sigma=8.0, trace_h_sigma=16.0)
+        QuadraticModel(b_noise=4, b_simple=4, eps_max=0.5, dl_max=0.5)
         """
         self = cls.__new__(cls)
         self.gradient = self.hessian = self.noise_cov = None
@@ -165,9 +245,130 @@ class QuadraticModel:
         )
         return self
 
-    def _init_scalars(self, *, g2, ghg, trace_sigma, trace_h_sigma, dataset_size):
-        from ._validate import as_float
+    @classmethod
+    def from_eigenbasis(
+        cls,
+        eigenvalues,
+        eigenvectors,
+        gradient,
+        noise_cov,
+        *,
+        dataset_size: int | None = None,
+        atol: float = 1e-8,
+    ) -> QuadraticModel:
+        r"""Build the model from the Hessian's spectrum $H = V\Lambda V^T$.
 
+        Parameters
+        ----------
+        eigenvalues : array (n,)
+            $\lambda_i$, the diagonal of $\Lambda$.
+        eigenvectors : array (n, n)
+            $V$, orthonormal columns (``eigenvectors[:, i]`` belongs to
+            ``eigenvalues[i]``), as returned by `numpy.linalg.eigh`.
+        gradient : array (n,)
+            $G$ in the original coordinates.
+        noise_cov : array (n, n) or (n,)
+            $\Sigma$ in the original coordinates, or the 1-D vector of
+            variances along the eigenvectors, $v_i^T \Sigma v_i$. Only those
+            enter $\operatorname{tr}\Sigma$ and
+            $\operatorname{tr}(H\Sigma) = \sum_i \lambda_i v_i^T\Sigma v_i$.
+        atol : float
+            Tolerance on $\max|V^TV - I|$.
+
+        The returned model holds everything in the eigenbasis: ``gradient`` is
+        $V^TG$, ``hessian`` the 1-D $\lambda$, ``noise_cov``
+        $V^T\Sigma V$ (or the given variances). All scalars are basis-invariant.
+
+        >>> import numpy as np
+        >>> v = np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2)
+        >>> m = QuadraticModel.from_eigenbasis([1.0, 3.0], v, v @ [1.0, 1.0], [4.0, 4.0])
+        >>> round(m.b_noise, 12), round(m.eps_opt(4.0), 12)
+        (4.0, 0.25)
+        """
+        lam = as_array(eigenvalues, "eigenvalues", ndim=1)
+        v = as_array(eigenvectors, "eigenvectors", ndim=2)
+        n = lam.shape[0]
+        if v.shape != (n, n):
+            raise ValueError(
+                f"eigenvectors must have shape ({n}, {n}) to match eigenvalues, got {v.shape}"
+            )
+        err = float(np.max(np.abs(v.T @ v - np.eye(n))))
+        if err > atol:
+            raise ValueError(
+                f"eigenvectors must be orthonormal columns; max |VᵀV - I| = {err:.3g}"
+            )
+        g = as_array(gradient, "gradient", ndim=1)
+        if g.shape[0] != n:
+            raise ValueError(f"gradient has length {g.shape[0]}, expected {n}")
+        s = as_array(noise_cov, "noise_cov", ndim=(1, 2))
+        _square_or_diag(s, "noise_cov", n)
+        if s.ndim == 2:
+            check_psd(s, "noise_cov")
+            s = v.T @ s @ v
+            s = 0.5 * (s + s.T)
+        return cls(v.T @ g, lam, s, dataset_size=dataset_size)
+
+    def preconditioned(self, preconditioner) -> QuadraticModel:
+        r"""The model of the update $\theta \leftarrow \theta - \epsilon P G_{est}$.
+
+        With $M = P^{1/2}$ and $\theta = M\phi$, the update is plain SGD on
+        $\phi$ with gradient $MG$, Hessian $MHM$ and per-example
+        covariance $M\Sigma M$, so (App. C)
+
+        $$
+        B_{noise} = \frac{\operatorname{tr}(PHP\Sigma)}{G^TPHPG},\quad
+        \epsilon_{max} = \frac{G^TPG}{G^TPHPG},\quad
+        B_{simple} = \frac{\operatorname{tr}(P\Sigma)}{G^TPG},
+        $$
+
+        and ``eps_opt``/``expected_improvement`` of the returned model refer to the
+        learning rate $\epsilon$ multiplying $PG_{est}$.
+
+        Parameters
+        ----------
+        preconditioner : array (n, n) or (n,)
+            Symmetric positive definite $P$, or its (positive) diagonal, as for
+            Adam/RMSProp with a frozen second-moment estimate.
+
+        >>> m = QuadraticModel(gradient=[1.0, 1.0], hessian=[1.0, 4.0], noise_cov=[1.0, 1.0])
+        >>> p = m.preconditioned([1.0, 0.25])   # P = H⁻¹: Newton's direction
+        >>> p.eps_max, p.b_noise
+        (1.0, 1.0)
+        """
+        if self.gradient is None:
+            raise ValueError(
+                "preconditioned() needs gradient, hessian and noise_cov; this model was "
+                "built from scalars"
+            )
+        n = self.gradient.shape[0]
+        p = as_array(preconditioner, "preconditioner", ndim=(1, 2))
+        _square_or_diag(p, "preconditioner", n)
+        if p.ndim == 1:
+            if np.any(p <= 0):
+                raise ValueError(
+                    f"preconditioner must be positive definite; smallest diagonal entry "
+                    f"is {p.min():.3g}"
+                )
+            m = np.sqrt(p)
+            g = m * self.gradient
+            h = m * self.hessian * m if self.hessian.ndim == 1 else m[:, None] * self.hessian * m
+            s = (
+                m * self.noise_cov * m
+                if self.noise_cov.ndim == 1
+                else m[:, None] * self.noise_cov * m
+            )
+        else:
+            check_psd(p, "preconditioner", strict=True)
+            w, u = np.linalg.eigh(p)
+            m = (u * np.sqrt(w)) @ u.T
+            m = 0.5 * (m + m.T)
+            g = m @ self.gradient
+            h = m @ _dense(self.hessian) @ m
+            s = m @ _dense(self.noise_cov) @ m
+            h, s = 0.5 * (h + h.T), 0.5 * (s + s.T)
+        return QuadraticModel(g, h, s, dataset_size=self.dataset_size)
+
+    def _init_scalars(self, *, g2, ghg, trace_sigma, trace_h_sigma, dataset_size):
         self.g2 = as_float(g2, "g2")
         self.ghg = as_float(ghg, "ghg")
         self.trace_sigma = as_float(trace_sigma, "trace_sigma")
@@ -197,22 +398,22 @@ class QuadraticModel:
     # --- the paper's scalars ---------------------------------------------------
     @property
     def b_noise(self) -> float:
-        r""":math:`B_{noise} = \operatorname{tr}(H\Sigma) / G^THG` (eq. 2.8)."""
+        r"""$B_{noise} = \operatorname{tr}(H\Sigma) / G^THG$ (eq. 2.8)."""
         return self.trace_h_sigma / self.ghg
 
     @property
     def b_simple(self) -> float:
-        r""":math:`B_{simple} = \operatorname{tr}\Sigma / |G|^2` (eq. 2.9)."""
+        r"""$B_{simple} = \operatorname{tr}\Sigma / |G|^2$ (eq. 2.9)."""
         return self.trace_sigma / self.g2
 
     @property
     def eps_max(self) -> float:
-        r""":math:`\epsilon_{max} = |G|^2 / G^THG`, the optimal step at infinite batch."""
+        r"""$\epsilon_{max} = |G|^2 / G^THG$, the optimal step at infinite batch."""
         return self.g2 / self.ghg
 
     @property
     def dl_max(self) -> float:
-        r""":math:`\Delta L_{max} = \tfrac12 |G|^4 / G^THG`, the best one-step improvement."""
+        r"""$\Delta L_{max} = \tfrac12 |G|^4 / G^THG$, the best one-step improvement."""
         return 0.5 * self.g2**2 / self.ghg
 
     # --- batch-size dependent predictions -------------------------------------
@@ -220,30 +421,87 @@ class QuadraticModel:
         """B_noise/B (with the finite-dataset correction when dataset_size is set)."""
         return self.b_noise * _batch(batch_size, self.dataset_size)
 
-    def eps_opt(self, batch_size):
-        r""":math:`\epsilon_{opt}(B) = \epsilon_{max} / (1 + B_{noise}/B)` (eq. 2.6)."""
-        return _out(self.eps_max / (1.0 + self._noise_factor(batch_size)))
+    def eps_opt(self, batch_size, *, momentum=0.0):
+        r"""$\epsilon_{opt}(B) = \epsilon_{max} / (1 + B_{noise}/B)$ (eq. 2.6).
+
+        With heavy-ball ``momentum`` m, the raw rate $(1-m)\epsilon_{opt}(B)$,
+        whose effective step $\epsilon/(1-m)$ is optimal.
+        """
+        m = _momentum(momentum)
+        return scalar_or_array((1.0 - m) * self.eps_max / (1.0 + self._noise_factor(batch_size)))
 
     def dl_opt(self, batch_size):
-        r""":math:`\Delta L_{opt}(B) = \Delta L_{max} / (1 + B_{noise}/B)` (eq. 2.7)."""
-        return _out(self.dl_max / (1.0 + self._noise_factor(batch_size)))
+        r"""$\Delta L_{opt}(B) = \Delta L_{max} / (1 + B_{noise}/B)$ (eq. 2.7).
 
-    def expected_improvement(self, eps, batch_size):
+        Momentum only rescales the rate at which this is reached, not the value.
+        """
+        return scalar_or_array(self.dl_max / (1.0 + self._noise_factor(batch_size)))
+
+    def expected_improvement(self, eps, batch_size, *, momentum=0.0):
         r"""Expected loss decrease of one SGD step of size ε at batch size B.
 
-        .. math:: \epsilon |G|^2 - \tfrac12 \epsilon^2
-                  \left(G^THG + \operatorname{tr}(H\Sigma)/B\right)
+        $$
+        \epsilon |G|^2 - \tfrac12 \epsilon^2
+        \left(G^THG + \operatorname{tr}(H\Sigma)/B\right)
+        $$
 
-        Negative when the step increases the loss (ε > 2 ε_opt(B)).
+        (eq. 2.5; $1/B \to 1/B - 1/D$ with ``dataset_size``; $\epsilon \to
+        \epsilon/(1-m)$ with ``momentum``). Negative when the step increases the loss
+        (ε > 2 ε_opt(B)). Broadcasts ``eps`` against ``batch_size``.
         """
         e = as_array(eps, "eps")
         if np.any(e < 0):
             raise ValueError(f"eps must be >= 0, got {e.min()!r}")
+        e = e / (1.0 - _momentum(momentum))
         inv_b = _batch(batch_size, self.dataset_size)
-        return _out(e * self.g2 - 0.5 * e**2 * (self.ghg + self.trace_h_sigma * inv_b))
+        return scalar_or_array(e * self.g2 - 0.5 * e**2 * (self.ghg + self.trace_h_sigma * inv_b))
+
+    def gradient_noise_ratio(self, batch_size):
+        r"""$E|G_{est} - G|^2 / |G|^2 = B_{simple}/B$ (eq. 2.10)."""
+        return scalar_or_array(self.b_simple * _batch(batch_size, self.dataset_size))
+
+    def to_dict(self) -> dict:
+        """The four input scalars and the derived ones, as plain floats."""
+        return {
+            "g2": self.g2,
+            "ghg": self.ghg,
+            "trace_sigma": self.trace_sigma,
+            "trace_h_sigma": self.trace_h_sigma,
+            "dataset_size": self.dataset_size,
+            "b_noise": self.b_noise,
+            "b_simple": self.b_simple,
+            "eps_max": self.eps_max,
+            "dl_max": self.dl_max,
+        }
 
     def __repr__(self) -> str:
         return (
             f"QuadraticModel(b_noise={self.b_noise:.4g}, b_simple={self.b_simple:.4g}, "
             f"eps_max={self.eps_max:.4g}, dl_max={self.dl_max:.4g})"
         )
+
+
+def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0, theta: float = 1.0):
+    r"""The built-in demo problem: spectrum $h_i = 1/i$ and noise $\Sigma = cH$.
+
+    The loss is $L(\theta) = \tfrac12\sum_i h_i\theta_i^2$ with
+    $h_i = 1/i$, $i = 1..n$ (the noisy quadratic of Zhang et al. 2019),
+    evaluated at $\theta_i = $ ``theta`` for all i, so $G_i = h_i\theta$;
+    per-example gradient covariance $\Sigma = c\,H$ with $c$ = ``noise``.
+    Then $B_{noise} = c\sum h_i^2 / (\theta^2\sum h_i^3)$ and
+    $B_{simple} = c\sum h_i / (\theta^2\sum h_i^2)$.
+
+    >>> m = anisotropic_quadratic(3, noise=1.0)
+    >>> round(m.b_noise, 6)  # (1 + 1/4 + 1/9) / (1 + 1/8 + 1/27)
+    1.171315
+    """
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    c = as_float(noise, "noise")
+    if c < 0:
+        raise ValueError(f"noise must be >= 0, got {c!r}")
+    t = as_float(theta, "theta")
+    if t == 0:
+        raise ValueError("theta must not be 0: the gradient would vanish")
+    h = 1.0 / np.arange(1, int(n) + 1)
+    return QuadraticModel(gradient=h * t, hessian=h, noise_cov=c * h)

@@ -1,34 +1,36 @@
 r"""The steps/examples tradeoff (McCandlish et al. 2018, §2.3).
 
-If each optimizer step makes progress proportional to :math:`1/(1 + B_{noise}/B)`,
+If each optimizer step makes progress proportional to $1/(1 + B_{noise}/B)$,
 the steps S and examples E = BS needed to reach a fixed loss obey
 
-.. math::
+$$
+\left(\frac{S}{S_{min}} - 1\right)\left(\frac{E}{E_{min}} - 1\right) = 1,
+\qquad B_{crit} = \frac{E_{min}}{S_{min}},
+$$
 
-    \left(\frac{S}{S_{min}} - 1\right)\left(\frac{E}{E_{min}} - 1\right) = 1,
-    \qquad B_{crit} = \frac{E_{min}}{S_{min}},
+so $S(B) = S_{min}(1 + B_{crit}/B)$ and $E(B) = E_{min}(1 + B/B_{crit})$.
 
-so :math:`S(B) = S_{min}(1 + B_{crit}/B)` and :math:`E(B) = E_{min}(1 + B/B_{crit})`.
+`adaptive_schedule` follows a noise scale $\mathcal{B}(s)$ that changes
+during training (App. D): the batch size $B(s) = \sqrt{r\mathcal{B}(s)}$ and the
+gain $\gamma = E[\sqrt{\mathcal{B}}]^2/E[\mathcal{B}] \le 1$ it brings.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ._validate import as_float, check_positive
+from ._validate import as_array, as_float, check_positive, scalar_or_array
 
-__all__ = ["Tradeoff"]
+__all__ = ["AdaptiveSchedule", "Tradeoff", "adaptive_schedule"]
 
-
-def _out(arr):
-    return float(arr) if np.ndim(arr) == 0 else arr
 
 
 @dataclass(frozen=True)
 class Tradeoff:
-    r"""The hyperbola :math:`(S/S_{min} - 1)(E/E_{min} - 1) = 1`.
+    r"""The hyperbola $(S/S_{min} - 1)(E/E_{min} - 1) = 1$.
 
     Parameters
     ----------
@@ -56,25 +58,53 @@ class Tradeoff:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
             object.__setattr__(self, name, value)
 
+    @classmethod
+    def from_b_crit(cls, b_crit: float, *, s_min: float | None = None,
+                    e_min: float | None = None) -> Tradeoff:
+        """The tradeoff with critical batch ``b_crit`` and one of ``s_min``, ``e_min``.
+
+        >>> Tradeoff.from_b_crit(64, s_min=1000)
+        Tradeoff(s_min=1000.0, e_min=64000.0)
+        """
+        b = as_float(b_crit, "b_crit")
+        if b <= 0:
+            raise ValueError(f"b_crit must be > 0, got {b!r}")
+        if (s_min is None) == (e_min is None):
+            raise ValueError("give exactly one of s_min and e_min with b_crit")
+        if s_min is not None:
+            return cls(s_min=s_min, e_min=b * as_float(s_min, "s_min"))
+        return cls(s_min=as_float(e_min, "e_min") / b, e_min=e_min)
+
+    def to_frame(self, batch_sizes):
+        """S(B), E(B), S/S_min and E/E_min for the given batch sizes, as a DataFrame."""
+        import pandas as pd
+
+        b = np.atleast_1d(check_positive(batch_sizes, "batch_sizes"))
+        steps, examples = self.s_min * (1.0 + self.b_crit / b), self.e_min * (1.0 + b / self.b_crit)
+        return pd.DataFrame({
+            "batch_size": b, "steps": steps, "examples": examples,
+            "steps/s_min": steps / self.s_min, "examples/e_min": examples / self.e_min,
+        })
+
     @property
     def b_crit(self) -> float:
-        r""":math:`B_{crit} = E_{min}/S_{min}` (eq. 2.12)."""
+        r"""$B_{crit} = E_{min}/S_{min}$ (eq. 2.12)."""
         return self.e_min / self.s_min
 
     def steps(self, batch_size):
-        r""":math:`S(B) = S_{min}(1 + B_{crit}/B)`."""
+        r"""$S(B) = S_{min}(1 + B_{crit}/B)$."""
         b = check_positive(batch_size, "batch_size")
-        return _out(self.s_min * (1.0 + self.b_crit / b))
+        return scalar_or_array(self.s_min * (1.0 + self.b_crit / b))
 
     def examples(self, batch_size):
-        r""":math:`E(B) = E_{min}(1 + B/B_{crit})`."""
+        r"""$E(B) = E_{min}(1 + B/B_{crit})$."""
         b = check_positive(batch_size, "batch_size")
-        return _out(self.e_min * (1.0 + b / self.b_crit))
+        return scalar_or_array(self.e_min * (1.0 + b / self.b_crit))
 
     def batch_size_for_steps(self, steps):
         r"""Batch size that reaches the target in ``steps`` steps.
 
-        :math:`B = B_{crit}/(S/S_{min} - 1)`.
+        $B = B_{crit}/(S/S_{min} - 1)$.
 
         Raises ``ValueError`` for ``steps <= s_min``, which no batch size reaches.
         """
@@ -84,12 +114,12 @@ class Tradeoff:
                 f"steps must be > s_min={self.s_min:.6g} (no batch size reaches the "
                 f"target in fewer steps), got {s.min()!r}"
             )
-        return _out(self.b_crit / (s / self.s_min - 1.0))
+        return scalar_or_array(self.b_crit / (s / self.s_min - 1.0))
 
     def batch_size_for_examples(self, examples):
         r"""Batch size that reaches the target with ``examples`` examples.
 
-        :math:`B = B_{crit}(E/E_{min} - 1)`.
+        $B = B_{crit}(E/E_{min} - 1)$.
 
         Raises ``ValueError`` for ``examples <= e_min``, which no batch size reaches.
         """
@@ -99,13 +129,173 @@ class Tradeoff:
                 f"examples must be > e_min={self.e_min:.6g} (no batch size reaches the "
                 f"target with fewer examples), got {e.min()!r}"
             )
-        return _out(self.b_crit * (e / self.e_min - 1.0))
+        return scalar_or_array(self.b_crit * (e / self.e_min - 1.0))
 
     def residual(self, steps, examples):
-        r""":math:`(S/S_{min} - 1)(E/E_{min} - 1) - 1`: zero on the tradeoff curve."""
+        r"""$(S/S_{min} - 1)(E/E_{min} - 1) - 1$: zero on the tradeoff curve."""
         s = check_positive(steps, "steps")
         e = check_positive(examples, "examples")
-        return _out((s / self.s_min - 1.0) * (e / self.e_min - 1.0) - 1.0)
+        return scalar_or_array((s / self.s_min - 1.0) * (e / self.e_min - 1.0) - 1.0)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "b_crit": self.b_crit}
+
+
+def _trapezoid(y: np.ndarray, x: np.ndarray) -> float:
+    return float(np.sum(0.5 * (y[1:] + y[:-1]) * np.diff(x)))
+
+
+@dataclass(frozen=True, eq=False)
+class AdaptiveSchedule:
+    r"""An adaptive batch-size schedule and what it costs (App. D, eqs. D.1–D.5).
+
+    Training progress is measured by $s$, in units of infinite-batch steps, so
+    $S_{min} = \int ds$. With noise scale $\mathcal{B}(s)$ and batch size
+    $B(s)$:
+
+    $$
+    S = \int \left(1 + \frac{\mathcal{B}}{B}\right) ds, \qquad
+    E = \int (\mathcal{B} + B)\, ds, \qquad E_{min} = \int \mathcal{B}\, ds.
+    $$
+
+    The schedule $B = \sqrt{r\mathcal{B}}$ minimises $E + rS$ and gives
+    $(S/S_{min} - 1)(E/E_{min} - 1) = \gamma$, with
+    $\gamma = E_s[\sqrt{\mathcal{B}}]^2 / E_s[\mathcal{B}] \le 1$ (averages over
+    s). A fixed batch size obeys the same law with 1 in place of γ, so at equal steps
+    the adaptive schedule needs γ times the *excess* examples $E - E_{min}$
+    of the best fixed batch (and vice versa at equal examples).
+
+    Attributes
+    ----------
+    s, noise_scale, batch_size : arrays
+        The grid, $\mathcal{B}(s)$ on it and the schedule $\sqrt{r\mathcal{B}(s)}$.
+    r : float
+        The exchange rate (examples per step) the schedule is optimal for.
+    steps, examples : float
+        S and E of the schedule (trapezoidal quadrature of D.1 on the grid).
+    s_min, e_min : float
+        $\int ds$ and $\int \mathcal{B}\,ds$.
+    gamma : float
+        $E_s[\sqrt{\mathcal{B}}]^2 / E_s[\mathcal{B}]$.
+    fixed_batch_size : float
+        The constant batch that needs the same number of steps,
+        $E_s[\mathcal{B}]\,S_{min}/(S - S_{min})$.
+    fixed_examples : float
+        Its examples $E_{min} + B_{fixed}S_{min}$.
+    fixed_steps_same_examples : float
+        Steps of the constant batch that uses the same number of examples.
+    """
+
+    s: np.ndarray = field(repr=False)
+    noise_scale: np.ndarray = field(repr=False)
+    batch_size: np.ndarray = field(repr=False)
+    r: float
+    steps: float
+    examples: float
+    s_min: float
+    e_min: float
+    gamma: float
+    fixed_batch_size: float
+    fixed_examples: float
+    fixed_steps_same_examples: float
+
+    @property
+    def tradeoff(self) -> Tradeoff:
+        r"""The fixed-batch tradeoff of this trajectory: $B_{crit} = E_s[\mathcal{B}]$."""
+        return Tradeoff(self.s_min, self.e_min)
+
+    @property
+    def examples_saved(self) -> float:
+        """Fraction of the fixed batch's examples saved at equal steps."""
+        return 1.0 - self.examples / self.fixed_examples
+
+    def to_dict(self) -> dict:
+        """The scalar results (the arrays are in `to_frame`)."""
+        keys = ("r", "steps", "examples", "s_min", "e_min", "gamma", "fixed_batch_size",
+                "fixed_examples", "fixed_steps_same_examples")
+        return {k: getattr(self, k) for k in keys} | {"examples_saved": self.examples_saved}
+
+    def to_frame(self):
+        """The schedule as a DataFrame with columns ``s, noise_scale, batch_size``."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {"s": self.s, "noise_scale": self.noise_scale, "batch_size": self.batch_size}
+        )
+
+
+def adaptive_schedule(
+    noise_scale: np.ndarray | Callable[[np.ndarray], np.ndarray],
+    s,
+    *,
+    r: float,
+) -> AdaptiveSchedule:
+    r"""The optimal adaptive batch size $B(s) = \sqrt{r\,\mathcal{B}(s)}$ (App. D).
+
+    Parameters
+    ----------
+    noise_scale : array or callable
+        $\mathcal{B}$ on the grid ``s`` (same shape), or a function evaluated
+        on it. Must be finite, ≥ 0 and not all zero.
+    s : array (k,), k ≥ 2
+        Strictly increasing grid of training progress in infinite-batch steps;
+        the integrals of eq. D.1 are trapezoidal sums on it, so use a grid fine
+        enough for $\sqrt{\mathcal{B}}$ (the trapezoid error is
+        $O(h^2)$ for smooth $\mathcal{B}$).
+    r : float
+        Exchange rate, examples per step: the schedule minimises $E + rS$.
+        $r = E_s[\mathcal{B}]$ puts the fixed-batch comparison at its critical
+        batch.
+
+    Returns
+    -------
+    AdaptiveSchedule
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = np.linspace(0.0, 1.0, 20001)
+    >>> a = adaptive_schedule(np.sqrt, s, r=1.0)
+    >>> round(a.gamma, 4)    # E[s^(1/4)]^2 / E[s^(1/2)] = (4/5)^2 / (2/3) = 24/25
+    0.96
+    """
+    grid = _as_1d(s, "s")
+    if grid.shape[0] < 2:
+        raise ValueError(f"s must have at least 2 points, got {grid.shape[0]}")
+    if np.any(np.diff(grid) <= 0):
+        raise ValueError("s must be strictly increasing")
+    values = noise_scale(grid) if callable(noise_scale) else noise_scale
+    b = _as_1d(values, "noise_scale")
+    if b.shape != grid.shape:
+        raise ValueError(
+            f"noise_scale has shape {b.shape}, which does not match s of shape {grid.shape}"
+        )
+    if np.any(b < 0):
+        raise ValueError(f"noise_scale must be >= 0, got {b.min()!r}")
+    if not np.any(b > 0):
+        raise ValueError("noise_scale must not be zero everywhere")
+    rate = as_float(r, "r")
+    if rate <= 0:
+        raise ValueError(f"r must be > 0, got {rate!r}")
+    root = np.sqrt(b)
+    batch = np.sqrt(rate) * root
+    s_min = float(grid[-1] - grid[0])
+    e_min = _trapezoid(b, grid)
+    i_half = _trapezoid(root, grid)
+    # B/B(s) = sqrt(B/r): written without the division so B = 0 points are exact
+    steps = s_min + i_half / np.sqrt(rate)
+    examples = e_min + np.sqrt(rate) * i_half
+    gamma = i_half**2 / (s_min * e_min)
+    fixed_b = e_min / (steps - s_min)  # E_s[B] S_min / (S - S_min), E_s[B] = e_min/s_min
+    fixed_b_same_e = (examples - e_min) / s_min  # E = E_min + B S_min for constant B
+    fixed_steps = s_min + e_min / fixed_b_same_e
+    return AdaptiveSchedule(
+        s=grid, noise_scale=b, batch_size=batch, r=rate, steps=float(steps),
+        examples=float(examples), s_min=s_min, e_min=e_min, gamma=float(gamma),
+        fixed_batch_size=float(fixed_b), fixed_examples=float(e_min + fixed_b * s_min),
+        fixed_steps_same_examples=float(fixed_steps),
+    )
+
+
+def _as_1d(value, name):
+    return as_array(value, name, ndim=1)

@@ -1,12 +1,113 @@
-"""`empirical-batch plan`."""
+"""`empirical-batch plan`: batch size and device count from a fitted tradeoff.
+
+Give two of ``--s-min``, ``--e-min``, ``--b-crit`` (the third follows from
+B_crit = E_min/S_min), describe the hardware, and get the Pareto frontier of
+wall time against cost (or every candidate with ``--all``), with an optional figure.
+"""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
+from ..planning import Hardware
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+
 
 def add_parser(subparsers, name: str, help_text: str) -> None:
-    parser = subparsers.add_parser(name, help=help_text, description=help_text)
+    d = Hardware()
+    parser = subparsers.add_parser(
+        name, help=help_text, description=__doc__,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g = parser.add_argument_group("tradeoff (give two)")
+    g.add_argument("--s-min", type=float, help="fewest steps to the target (infinite batch)")
+    g.add_argument("--e-min", type=float, help="fewest examples to the target (batch 1 limit)")
+    g.add_argument("--b-crit", type=float, help="critical batch size E_min/S_min")
+    h = parser.add_argument_group("hardware")
+    h.add_argument("--throughput", type=float, default=d.throughput,
+                   help="examples per second per device")
+    h.add_argument("--max-device-batch", type=int, default=d.max_device_batch,
+                   help="largest per-device batch that fits")
+    h.add_argument("--step-overhead", type=float, default=d.step_overhead_s,
+                   help="fixed seconds per step")
+    h.add_argument("--allreduce", type=float, default=d.allreduce_s,
+                   help="all-reduce bandwidth seconds per step (many-device limit)")
+    h.add_argument("--latency", type=float, default=d.latency_s,
+                   help="all-reduce seconds per log2(devices) hop")
+    h.add_argument("--price", type=float, default=d.price_per_device_hour,
+                   help="price per device-hour")
+    h.add_argument("--max-devices", type=int, default=d.max_devices, help="devices available")
+    parser.add_argument("--batch-sizes", type=_int_list,
+                        help="comma-separated global batch sizes (default: powers of two "
+                             "around B_crit)")
+    parser.add_argument("--devices", type=_int_list,
+                        help="comma-separated device counts (default: powers of two)")
+    parser.add_argument("--all", action="store_true", help="print every candidate, not only "
+                        "the Pareto frontier")
+    parser.add_argument("--out", type=Path, help="write the frontier figure here")
     parser.set_defaults(run=run)
 
 
+def tradeoff_from_args(s_min=None, e_min=None, b_crit=None):
+    """The Tradeoff from exactly two of S_min, E_min and B_crit."""
+    from ..tradeoff import Tradeoff
+
+    given = {k: v for k, v in (("--s-min", s_min), ("--e-min", e_min), ("--b-crit", b_crit))
+             if v is not None}
+    if len(given) != 2:
+        raise ValueError(
+            f"give exactly two of --s-min, --e-min, --b-crit; got {sorted(given) or 'none'}"
+        )
+    for k, v in given.items():
+        if not v > 0:
+            raise ValueError(f"{k} must be > 0, got {v!r}")
+    if b_crit is None:
+        return Tradeoff(s_min=s_min, e_min=e_min)
+    return Tradeoff.from_b_crit(b_crit, s_min=s_min, e_min=e_min)
+
+
 def run(args) -> int:
-    raise NotImplementedError("'empirical-batch plan' is not built yet")
+    from ..planning import frontier, frontier_bend, plan
+    from .demo import format_table
+
+    t = tradeoff_from_args(args.s_min, args.e_min, args.b_crit)
+    hw = Hardware(
+        throughput=args.throughput, max_device_batch=args.max_device_batch,
+        step_overhead_s=args.step_overhead, allreduce_s=args.allreduce,
+        latency_s=args.latency, price_per_device_hour=args.price,
+        max_devices=args.max_devices,
+    )
+    df = plan(t, hw, batch_sizes=args.batch_sizes, devices=args.devices)
+    print(f"S_min = {t.s_min:.6g}, E_min = {t.e_min:.6g}, B_crit = {t.b_crit:.6g}")
+    f = frontier(df)
+    print(f"{len(df)} feasible candidates, {len(f)} on the Pareto frontier")
+    print(format_table(df if args.all else f))
+    bend = frontier_bend(df)
+    print(
+        f"bend (least time × cost): batch_size={int(bend.batch_size)} "
+        f"devices={int(bend.devices)} wall_hours={bend.wall_hours:.4g} cost={bend.cost:.4g}"
+    )
+    if args.out is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from ..plot.planning import plot_frontier
+
+        ax = plot_frontier(df, tradeoff=t)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        ax.figure.tight_layout()
+        ax.figure.savefig(args.out, dpi=120)
+        plt.close(ax.figure)
+        print(f"figure: {args.out}")
+    return 0

@@ -1,0 +1,485 @@
+r"""Gradient-noise-scale estimators from squared gradient norms (App. A.1).
+
+A batch of :math:`B` examples drawn independently (with replacement) has mean
+gradient :math:`G_B` with
+
+.. math:: E|G_B|^2 = |G|^2 + \frac{\operatorname{tr}\Sigma}{B},
+
+where :math:`G` is the true gradient and :math:`\Sigma` the per-example gradient
+covariance (McCandlish et al. 2018, App. A.1). Squared norms measured at two or more
+batch sizes therefore give *unbiased* estimates of :math:`|G|^2` and
+:math:`\operatorname{tr}\Sigma`. Their ratio :math:`B_{simple} =
+\operatorname{tr}\Sigma/|G|^2` (eq. 2.9) is not unbiased, so :class:`GNSEstimator`
+averages numerator and denominator separately and divides the averages.
+
+Everything here is numpy only; the torch collectors that *measure* the squared
+norms live in :mod:`empirical_batch.measure`.
+
+Negative estimates
+------------------
+Single-step estimates of :math:`|G|^2` are noisy and may be negative; nothing is
+clamped. When the smoothed :math:`|G|^2` is negative the gradient signal is not
+resolved by the data seen so far (noise dominates at these batch sizes), and
+:attr:`GNSEstimator.b_simple` is returned as the plain ratio, i.e. negative; when it
+is exactly zero ``b_simple`` is ``±inf`` (``nan`` if both are zero). Read a
+negative ``b_simple`` as "larger than can be resolved yet", never as a value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ._validate import (
+    as_array,
+    as_float,
+    check_nonnegative,
+    check_positive,
+    check_unit_interval,
+    scalar_or_array,
+)
+
+__all__ = [
+    "GNSEstimate",
+    "GNSEstimator",
+    "ema",
+    "gns_many",
+    "gns_regression",
+    "gns_two_batch",
+]
+
+
+
+def _sizes(b_small, b_big):
+    bs = check_positive(b_small, "b_small")
+    bb = check_positive(b_big, "b_big")
+    if np.any(bs >= bb):
+        raise ValueError(
+            f"b_small must be < b_big (two different batch sizes are needed), got "
+            f"b_small={_show(bs)} and b_big={_show(bb)}"
+        )
+    return bs, bb
+
+
+def _show(arr):
+    return repr(float(arr)) if np.ndim(arr) == 0 else f"array of shape {np.shape(arr)}"
+
+
+def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big):
+    r"""Unbiased :math:`|G|^2` and :math:`\operatorname{tr}\Sigma` from two batch sizes.
+
+    Implements App. A.1 of McCandlish et al. (2018):
+
+    .. math::
+
+        |\mathcal{G}|^2 = \frac{B_{big}|G_{big}|^2 - B_{small}|G_{small}|^2}
+                               {B_{big} - B_{small}},\qquad
+        \mathcal{S} = \frac{|G_{small}|^2 - |G_{big}|^2}{1/B_{small} - 1/B_{big}}.
+
+    Each is unbiased when :math:`E|G_B|^2 = |G|^2 + \operatorname{tr}\Sigma/B`, i.e.
+    for examples drawn independently. The two norms may come from nested batches
+    (the small batch inside the big one); unbiasedness holds either way.
+
+    Parameters
+    ----------
+    sq_norm_small, sq_norm_big : float or array
+        Squared norms :math:`|G_{small}|^2`, :math:`|G_{big}|^2` of mean gradients
+        (or, for ``sq_norm_small``, an average of several such squared norms).
+    b_small, b_big : float or array
+        The batch sizes, ``0 < b_small < b_big``. Everything broadcasts.
+
+    Returns
+    -------
+    (g2, trace_sigma) : floats or arrays
+        The estimates; ``g2`` may be negative for a single noisy step.
+
+    Examples
+    --------
+    >>> # exact expectations for |G|^2 = 2, tr(Σ) = 40 at B = 4 and 16
+    >>> gns_two_batch(2 + 40 / 4, 4, 2 + 40 / 16, 16)
+    (2.0, 40.0)
+    """
+    s = check_nonnegative(sq_norm_small, "sq_norm_small")
+    g = check_nonnegative(sq_norm_big, "sq_norm_big")
+    bs, bb = _sizes(b_small, b_big)
+    g2 = (bb * g - bs * s) / (bb - bs)
+    trace_sigma = (s - g) / (1.0 / bs - 1.0 / bb)
+    return scalar_or_array(g2), scalar_or_array(trace_sigma)
+
+
+def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1):
+    r"""Unbiased :math:`|G|^2`, :math:`\operatorname{tr}\Sigma` from ``n`` equal batches.
+
+    ``n`` micro-batches (or data-parallel replicas) of ``batch_size`` examples each
+    have mean gradients :math:`g_1..g_n`; their mean :math:`\bar g` is a batch of
+    :math:`nb`. With :math:`\overline{|g|^2} = \frac1n\sum_j |g_j|^2`,
+
+    .. math::
+
+        |\mathcal{G}|^2 = \frac{n|\bar g|^2 - \overline{|g|^2}}{n - 1},\qquad
+        \mathcal{S} = \frac{b\,n}{n-1}\left(\overline{|g|^2} - |\bar g|^2\right),
+
+    which is :func:`gns_two_batch` with ``b_small = b`` and ``b_big = n b``
+    (App. A.1). With ``batch_size=1`` (per-example gradients), :math:`\mathcal{S}`
+    is the Bessel-corrected sample variance.
+
+    Parameters
+    ----------
+    sq_norms : array
+        :math:`|g_j|^2` with the ``n >= 2`` batches along ``axis``; or, when ``n`` is
+        given, their mean :math:`\overline{|g|^2}` already taken (broadcasts).
+    sq_norm_mean : float or array
+        :math:`|\bar g|^2`, broadcasting against ``sq_norms`` with ``axis`` removed.
+    batch_size : float or array
+        Examples per micro-batch ``b > 0``.
+
+    Examples
+    --------
+    >>> gns_many([12.0, 12.0, 12.0, 12.0], 4.5, 4)  # |G|^2 = 2, tr Σ = 40
+    (2.0, 40.0)
+    >>> gns_many(12.0, 4.5, 4, n=4)  # the same from the mean of the |g_j|^2
+    (2.0, 40.0)
+    """
+    b = check_positive(batch_size, "batch_size")
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int | np.integer):
+            raise TypeError(f"n must be an integer, got {n!r}")
+        if n < 2:
+            raise ValueError(f"n must be >= 2 micro-batches, got {n}")
+        return gns_two_batch(sq_norms, b, sq_norm_mean, n * b)
+    sq = as_array(sq_norms, "sq_norms")
+    if sq.ndim == 0:
+        raise ValueError("sq_norms must have an axis of micro-batches, got a scalar")
+    n = sq.shape[axis]
+    if n < 2:
+        raise ValueError(f"sq_norms needs >= 2 micro-batches along axis {axis}, got {n}")
+    check_nonnegative(sq, "sq_norms")
+    return gns_two_batch(np.mean(sq, axis=axis), b, sq_norm_mean, n * b)
+
+
+def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
+    r"""Least-squares fit of :math:`E|G_B|^2 = |G|^2 + \operatorname{tr}\Sigma / B`.
+
+    Ordinary least squares of the squared norms against :math:`1/B` over three or
+    more batch sizes (App. A.1 generalised): the intercept estimates :math:`|G|^2`,
+    the slope :math:`\operatorname{tr}\Sigma`. With the batch sizes fixed the OLS
+    coefficients are linear in the norms, so both are unbiased; with exactly two
+    batch sizes this reduces to :func:`gns_two_batch`.
+
+    Parameters
+    ----------
+    sq_norms : array
+        Squared mean-gradient norms, one per entry of ``batch_sizes`` along ``axis``
+        (other axes broadcast: e.g. one fit per training step).
+    batch_sizes : array (m,)
+        Batch sizes, at least two distinct values (three or more to be useful).
+
+    Examples
+    --------
+    >>> b = np.array([2.0, 8.0, 32.0])
+    >>> g2, tr = gns_regression(1.5 + 30.0 / b, b)
+    >>> round(g2, 12), round(tr, 12)
+    (1.5, 30.0)
+    """
+    y = check_nonnegative(sq_norms, "sq_norms")
+    b = check_positive(batch_sizes, "batch_sizes")
+    if b.ndim != 1:
+        raise ValueError(f"batch_sizes must be 1-D, got shape {b.shape}")
+    if y.ndim == 0 or y.shape[axis] != b.shape[0]:
+        raise ValueError(
+            f"sq_norms must have {b.shape[0]} entries (one per batch size) along axis "
+            f"{axis}, got shape {y.shape}"
+        )
+    if np.unique(b).size < 2:
+        raise ValueError("batch_sizes needs at least two distinct values")
+    x = 1.0 / b
+    xc = x - x.mean()
+    y = np.moveaxis(y, axis, -1)
+    slope = (y @ xc) / (xc @ xc)
+    intercept = y.mean(axis=-1) - slope * x.mean()
+    return scalar_or_array(intercept), scalar_or_array(slope)
+
+
+def ema(values, beta: float):
+    r"""Bias-corrected exponential moving average of a sequence (offline).
+
+    :math:`m_t = \beta m_{t-1} + (1-\beta)x_t`, :math:`\hat m_t = m_t/(1-\beta^t)`;
+    returns the array of :math:`\hat m_t`. This is what :class:`GNSEstimator`
+    computes online, so smoothing can be redone with another ``beta`` from the
+    raw components of :meth:`GNSEstimator.to_frame`.
+
+    >>> ema([1.0, 3.0], 0.5).tolist()
+    [1.0, 2.3333333333333335]
+    """
+    x = as_array(values, "values", ndim=1)
+    beta = _beta(beta)
+    out = np.empty_like(x)
+    m = 0.0
+    for t, v in enumerate(x, start=1):
+        m = beta * m + (1.0 - beta) * v
+        out[t - 1] = m / (1.0 - beta**t)
+    return out
+
+
+def _beta(beta) -> float:
+    return check_unit_interval(beta, "beta")
+
+
+def _ratio(num: float, den: float) -> float:
+    """num/den without warnings: ±inf for den == 0 (nan when both are 0)."""
+    if den == 0.0:
+        return math.nan if num == 0.0 else math.copysign(math.inf, num)
+    return num / den
+
+
+@dataclass(frozen=True)
+class GNSEstimate:
+    """Smoothed noise-scale estimate at one step (see :class:`GNSEstimator`).
+
+    ``b_simple_se`` is the delta-method standard error and ``(b_simple_low,
+    b_simple_high)`` the Fieller interval at ``level``; both are ``nan`` until two
+    steps have been seen, and the interval is ``(-inf, inf)`` when the data cannot
+    bound the ratio (|G|² not resolved).
+    """
+
+    steps: int
+    g2: float
+    trace_sigma: float
+    b_simple: float
+    b_simple_se: float
+    b_simple_low: float
+    b_simple_high: float
+    level: float
+    n_eff: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class GNSEstimator:
+    r"""Exponential moving averages of the two-batch estimates, and their ratio.
+
+    Each :meth:`update` turns two squared norms into per-step unbiased estimates
+    :math:`|\mathcal G|^2_t`, :math:`\mathcal S_t` (:func:`gns_two_batch`) and
+    folds them into separate bias-corrected EMAs with decay ``beta``;
+    :attr:`b_simple` is :math:`\bar{\mathcal S}/\overline{|\mathcal G|^2}` (eq. 2.9,
+    App. A.1). ``beta = 0`` uses the last step only.
+
+    **Uncertainty.** The bias-corrected EMA is the weighted mean with weights
+    :math:`w_i \propto \beta^{t-i}`. Treating steps as independent draws around a
+    slowly varying mean, :math:`\operatorname{Var}(\bar x) = \sigma_x^2 \sum w_i^2`,
+    with the effective sample size :math:`n_{eff} = 1/\sum w_i^2` and
+    :math:`\sigma^2`, the covariance of :math:`(\mathcal S_t, |\mathcal G|^2_t)`,
+    estimated by the weighted (reliability-corrected) sample covariance of the
+    same steps. Then :attr:`b_simple_se` is the delta-method standard error
+
+    .. math:: \operatorname{se}(R)^2 = \frac{\operatorname{Var}\bar S - 2R
+              \operatorname{Cov}(\bar S, \bar G) + R^2 \operatorname{Var}\bar G}{\bar G^2}
+
+    and :meth:`estimate` also gives Fieller's interval for the ratio, which stays
+    honest (unbounded) when :math:`\bar G` is not distinguishable from zero.
+    Steps are assumed uncorrelated; with autocorrelated steps (e.g. a slowly
+    changing model sampled often) the error is underestimated. Coverage on
+    independent synthetic steps is checked in ``tests/test_estimators.py``.
+
+    The raw per-step inputs and estimates are kept (:meth:`to_frame`), so the
+    smoothing can be redone offline (:func:`ema`). :meth:`state_dict` /
+    :meth:`load_state_dict` give bit-identical continuation.
+
+    Examples
+    --------
+    >>> est = GNSEstimator(beta=0.9)
+    >>> for _ in range(3):
+    ...     est.update(2 + 40 / 4, 4, 2 + 40 / 16, 16)
+    >>> est.g2, est.trace_sigma, est.b_simple
+    (2.0, 40.0, 20.0)
+    """
+
+    _COLUMNS = ("step", "sq_norm_small", "b_small", "sq_norm_big", "b_big", "g2", "trace_sigma")
+
+    def __init__(self, beta: float = 0.99, *, keep_history: bool = True):
+        self.beta = _beta(beta)
+        self.keep_history = bool(keep_history)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget all steps."""
+        self.steps = 0
+        self._w = 0.0  # Σ β^{t-i}
+        self._w2 = 0.0  # Σ β^{2(t-i)}
+        self._mean_s = 0.0
+        self._mean_g = 0.0
+        self._css = 0.0  # Σ w (S - S̄)²  (unnormalised weights)
+        self._cgg = 0.0
+        self._csg = 0.0
+        self._history: dict[str, list] = {c: [] for c in self._COLUMNS}
+
+    # ------------------------------------------------------------------ updates
+    def update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> None:
+        """Fold one step's pair of squared norms into the averages (scalars only)."""
+        vals = {}
+        for name, v in (("sq_norm_small", sq_norm_small), ("b_small", b_small),
+                        ("sq_norm_big", sq_norm_big), ("b_big", b_big)):
+            vals[name] = x = as_float(v, name)
+            if x < 0 or (x == 0 and name.startswith("b_")):
+                raise ValueError(f"{name} must be {'> 0' if name[0] == 'b' else '>= 0'}, "
+                                 f"got {x!r}")
+        sq_s, bs, sq_b, bb = vals.values()
+        if bs >= bb:
+            raise ValueError(f"b_small must be < b_big (two different batch sizes are "
+                             f"needed), got b_small={bs!r} and b_big={bb!r}")
+        # the same arithmetic as gns_two_batch, on Python floats
+        g2 = (bb * sq_b - bs * sq_s) / (bb - bs)
+        s = (sq_s - sq_b) / (1.0 / bs - 1.0 / bb)
+        self._fold(s, g2)
+        if self.keep_history:
+            row = (self.steps, sq_s, bs, sq_b, bb, g2, s)
+            for c, v in zip(self._COLUMNS, row, strict=True):
+                self._history[c].append(v)
+
+    def _fold(self, s: float, g: float) -> None:
+        # West's incremental weighted mean/co-moment with decaying weights: the mean
+        # equals the bias-corrected EMA exactly (up to rounding).
+        b = self.beta
+        self.steps += 1
+        self._w = b * self._w + 1.0
+        self._w2 = b * b * self._w2 + 1.0
+        ds = s - self._mean_s
+        dg = g - self._mean_g
+        self._mean_s += ds / self._w
+        self._mean_g += dg / self._w
+        self._css = b * self._css + ds * (s - self._mean_s)
+        self._cgg = b * self._cgg + dg * (g - self._mean_g)
+        self._csg = b * self._csg + ds * (g - self._mean_g)
+
+    # --------------------------------------------------------------- estimates
+    def _require(self):
+        if self.steps == 0:
+            raise RuntimeError("GNSEstimator has no steps yet: call update() first")
+
+    @property
+    def g2(self) -> float:
+        r"""Smoothed :math:`|G|^2` (may be negative: see the module notes)."""
+        self._require()
+        return self._mean_g
+
+    @property
+    def trace_sigma(self) -> float:
+        r"""Smoothed :math:`\operatorname{tr}\Sigma`."""
+        self._require()
+        return self._mean_s
+
+    @property
+    def b_simple(self) -> float:
+        r""":math:`B_{simple} = \bar{\mathcal S} / \overline{|\mathcal G|^2}` (no clamping)."""
+        self._require()
+        return _ratio(self._mean_s, self._mean_g)
+
+    @property
+    def n_eff(self) -> float:
+        r"""Effective number of steps in the average, :math:`1/\sum w_i^2`."""
+        return self._w**2 / self._w2 if self.steps else 0.0
+
+    def _var_of_means(self) -> tuple[float, float, float]:
+        """(Var S̄, Var Ḡ, Cov(S̄, Ḡ)); nan before two steps."""
+        denom = self._w - self._w2 / self._w if self.steps else 0.0
+        if self.steps < 2 or denom <= 0.0:
+            return math.nan, math.nan, math.nan
+        f = (self._w2 / self._w**2) / denom
+        return self._css * f, self._cgg * f, self._csg * f
+
+    @property
+    def b_simple_se(self) -> float:
+        """Delta-method standard error of :attr:`b_simple` (``nan`` before 2 steps)."""
+        self._require()
+        vss, vgg, vsg = self._var_of_means()
+        if math.isnan(vss):
+            return math.nan
+        r = self.b_simple
+        if not math.isfinite(r):
+            return math.inf
+        var = (vss - 2.0 * r * vsg + r * r * vgg) / self._mean_g**2
+        return math.sqrt(max(var, 0.0))
+
+    def b_simple_interval(self, level: float = 0.95) -> tuple[float, float]:
+        r"""Fieller confidence interval for :math:`\bar S/\bar G` at ``level``.
+
+        Solves :math:`(\bar S - R\bar G)^2 \le z^2 \operatorname{Var}(\bar S - R\bar G)`
+        for :math:`R`; returns ``(-inf, inf)`` when :math:`\bar G` is not significantly
+        different from zero (the ratio is then unbounded), ``(nan, nan)`` before two
+        steps.
+        """
+        self._require()
+        level = as_float(level, "level")
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        vss, vgg, vsg = self._var_of_means()
+        if math.isnan(vss):
+            return math.nan, math.nan
+        from statistics import NormalDist
+
+        z2 = NormalDist().inv_cdf(0.5 + level / 2.0) ** 2
+        s, g = self._mean_s, self._mean_g
+        a = g * g - z2 * vgg
+        b = s * g - z2 * vsg
+        c = s * s - z2 * vss
+        disc = b * b - a * c
+        if a <= 0.0 or disc < 0.0:
+            return -math.inf, math.inf
+        root = math.sqrt(disc)
+        return (b - root) / a, (b + root) / a
+
+    def estimate(self, level: float = 0.95) -> GNSEstimate:
+        """All smoothed quantities at the current step as a frozen dataclass."""
+        self._require()
+        lo, hi = self.b_simple_interval(level)
+        return GNSEstimate(
+            steps=self.steps, g2=self.g2, trace_sigma=self.trace_sigma,
+            b_simple=self.b_simple, b_simple_se=self.b_simple_se,
+            b_simple_low=lo, b_simple_high=hi, level=float(level), n_eff=self.n_eff,
+        )
+
+    # ------------------------------------------------------------ persistence
+    def state_dict(self) -> dict:
+        """Plain-Python state; :meth:`load_state_dict` resumes bit-identically."""
+        return {
+            "beta": self.beta, "keep_history": self.keep_history, "steps": self.steps,
+            "w": self._w, "w2": self._w2, "mean_s": self._mean_s, "mean_g": self._mean_g,
+            "css": self._css, "cgg": self._cgg, "csg": self._csg,
+            "history": {c: list(v) for c, v in self._history.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a :meth:`state_dict` (replaces everything, ``beta`` included)."""
+        try:
+            self.beta = _beta(state["beta"])
+            self.keep_history = bool(state["keep_history"])
+            self.steps = int(state["steps"])
+            self._w, self._w2 = float(state["w"]), float(state["w2"])
+            self._mean_s, self._mean_g = float(state["mean_s"]), float(state["mean_g"])
+            self._css, self._cgg = float(state["css"]), float(state["cgg"])
+            self._csg = float(state["csg"])
+            hist = state["history"]
+            self._history = {c: list(hist[c]) for c in self._COLUMNS}
+        except KeyError as exc:
+            raise KeyError(f"state is missing the entry {exc.args[0]!r}") from None
+
+    # ----------------------------------------------------------------- views
+    def history(self) -> dict[str, np.ndarray]:
+        """Raw per-step inputs and estimates as numpy arrays (one per column)."""
+        return {c: np.asarray(v, dtype=float if c != "step" else int)
+                for c, v in self._history.items()}
+
+    def to_frame(self):
+        """The raw per-step components as a pandas DataFrame (one row per update)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.history())
+
+    def __repr__(self) -> str:
+        if not self.steps:
+            return f"GNSEstimator(beta={self.beta}, steps=0)"
+        return (f"GNSEstimator(beta={self.beta}, steps={self.steps}, "
+                f"b_simple={self.b_simple:.4g} ± {self.b_simple_se:.2g})")

@@ -1,0 +1,41 @@
+"""Collect the gradient noise scale from a PyTorch training loop (needs torch).
+
+- :class:`GradientNoiseScale`: micro-batches of gradient accumulation, via
+  parameter gradient hooks (single device).
+- :func:`per_example_sq_norms`: per-example squared gradient norms (``torch.func``,
+  with a fast path for ``nn.Linear`` layers).
+- :class:`DDPNoiseScaleHook`: a DDP communication hook; local batch = small batch,
+  global batch = big batch.
+- :func:`hessian_noise_scale`: exact :math:`B_{noise}` and :math:`B_{simple}` of a
+  small model from per-example gradients and Hessian-vector products.
+- :class:`NoiseScaleLog`: per-step log of any of them to a DataFrame / CSV.
+
+The estimators themselves are numpy-only, in :mod:`empirical_batch.estimators`.
+"""
+
+from __future__ import annotations
+
+try:
+    import torch  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without torch
+    raise ImportError(
+        "empirical_batch.measure needs PyTorch; install it (e.g. `pip install torch`, "
+        "see https://pytorch.org) or use the numpy estimators in "
+        "empirical_batch.estimators"
+    ) from exc
+
+from .ddp import DDPNoiseScaleHook
+from .hessian import HessianNoiseScale, hessian_noise_scale
+from .log import NoiseScaleLog
+from .per_example import PerExampleNoiseScale, per_example_sq_norms
+from .tracker import GradientNoiseScale
+
+__all__ = [
+    "DDPNoiseScaleHook",
+    "GradientNoiseScale",
+    "HessianNoiseScale",
+    "NoiseScaleLog",
+    "PerExampleNoiseScale",
+    "hessian_noise_scale",
+    "per_example_sq_norms",
+]

@@ -1,0 +1,103 @@
+r"""Exact :math:`B_{noise}` of a small model from per-example gradients and HVPs.
+
+Treating the given examples as the data set (batches drawn from it with
+replacement), the per-example gradients :math:`g_i` give :math:`G = \bar g` and
+:math:`\Sigma = \frac{1}{n-\text{ddof}}\sum_i (g_i-G)(g_i-G)^T`, and with
+Hessian-vector products of the mean loss
+
+.. math::
+
+    \operatorname{tr}(H\Sigma) = \frac{1}{n-\text{ddof}}\sum_i (g_i-G)^T H (g_i-G),
+    \qquad B_{noise} = \frac{\operatorname{tr}(H\Sigma)}{G^THG}\ \text{(eq. 2.8)},
+    \qquad B_{simple} = \frac{\operatorname{tr}\Sigma}{|G|^2}\ \text{(eq. 2.9)}.
+
+Cost: ``n`` per-example gradients and ``n + 1`` Hessian-vector products, all held
+in memory (``n × parameters``): for small models and data sets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ._common import select_params
+
+__all__ = ["HessianNoiseScale", "hessian_noise_scale"]
+
+
+@dataclass(frozen=True)
+class HessianNoiseScale:
+    """The four scalars of the local quadratic model and the two noise scales."""
+
+    b_noise: float
+    b_simple: float
+    g2: float
+    ghg: float
+    trace_sigma: float
+    trace_h_sigma: float
+    n_examples: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def quadratic_model(self):
+        """The :class:`~empirical_batch.theory.QuadraticModel` with these scalars."""
+        from ..theory import QuadraticModel
+
+        return QuadraticModel.from_scalars(g2=self.g2, ghg=self.ghg,
+                                           trace_sigma=self.trace_sigma,
+                                           trace_h_sigma=self.trace_h_sigma)
+
+
+def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: int = 0,
+                        chunk_size: int | None = None) -> HessianNoiseScale:
+    """:math:`B_{noise}` and :math:`B_{simple}` at the current parameters.
+
+    ``loss_fn(outputs, targets)`` is the batch-mean loss; ``ddof=0`` treats the
+    ``n`` examples as the whole data set (population covariance), ``ddof=1`` as a
+    sample from a larger one. ``chunk_size`` limits how many HVPs run at once.
+    Computation is in the parameters' dtype (use float64 for exact checks).
+    """
+    from torch.func import functional_call, grad, jvp, vmap
+
+    chosen = select_params(model, params)
+    n = inputs.shape[0]
+    if n - ddof < 1:
+        raise ValueError(f"need more than ddof={ddof} examples, got {n}")
+    names = [k for k, _ in chosen]
+    shapes = [p.shape for _, p in chosen]
+    sizes = [p.numel() for _, p in chosen]
+    theta = torch.cat([p.detach().reshape(-1) for _, p in chosen])
+    fixed = {k: t.detach() for k, t in [*model.named_parameters(), *model.named_buffers()]
+             if k not in set(names)}
+
+    def unflat(vec):
+        return {k: v.reshape(s) for k, v, s in zip(names, vec.split(sizes), shapes,
+                                                     strict=True)}
+
+    def loss_at(vec, x, y):
+        return loss_fn(functional_call(model, {**fixed, **unflat(vec)}, (x,)), y)
+
+    per = vmap(grad(lambda v, x, y: loss_at(v, x.unsqueeze(0), y.unsqueeze(0))),
+               in_dims=(None, 0, 0), chunk_size=chunk_size)(theta, inputs, targets)
+    g = per.mean(0)
+    dev = per - g
+    g_full = grad(lambda v: loss_at(v, inputs, targets))
+
+    def hvp(v):
+        return jvp(g_full, (theta,), (v,))[1]
+
+    h_dev = vmap(hvp, chunk_size=chunk_size)(dev)
+    hg = hvp(g)
+    denom = n - ddof
+    g2 = float(g @ g)
+    ghg = float(g @ hg)
+    trace_sigma = float(dev.square().sum()) / denom
+    trace_h_sigma = float((dev * h_dev).sum()) / denom
+    return HessianNoiseScale(
+        b_noise=trace_h_sigma / ghg if ghg != 0 else float("nan"),
+        b_simple=trace_sigma / g2 if g2 != 0 else float("nan"),
+        g2=g2, ghg=ghg, trace_sigma=trace_sigma, trace_h_sigma=trace_h_sigma,
+        n_examples=int(n),
+    )

@@ -1,0 +1,315 @@
+r"""Per-example squared gradient norms, and a per-example noise-scale collector.
+
+For a batch of :math:`B` examples with per-example gradients :math:`g_i`, the mean
+:math:`\frac1B\sum|g_i|^2` and :math:`|\frac1B\sum g_i|^2` are the small (``b=1``)
+and big (``b=B``) squared norms of the two-batch estimator (App. A.1); with
+``b_small = 1`` the trace estimate is the Bessel-corrected sample variance.
+
+Fast path for ``nn.Linear`` (never materialises per-example gradients): with layer
+input :math:`a_i` and gradient of the *batch-mean* loss w.r.t. the layer output
+:math:`\delta_i` (so the example's own output gradient is :math:`B\delta_i`),
+
+.. math:: |\nabla_W \ell_i|^2 = B^2 |\delta_i|^2 |a_i|^2,\qquad
+          |\nabla_b \ell_i|^2 = B^2 |\delta_i|^2
+
+for 2-D inputs, and for sequences (positions :math:`t`)
+:math:`|\nabla_W\ell_i|^2 = B^2\sum_{t,s}(\delta_{it}\cdot\delta_{is})(a_{it}\cdot a_{is})`
+(Gram trick, :math:`O(T^2(d_{in}+d_{out}))`, used when :math:`T(d_{in}+d_{out}) \le
+d_{in} d_{out}`; otherwise the per-example weight gradient of that one layer is
+formed, :math:`O(T d_{in} d_{out})`), :math:`|\nabla_b\ell_i|^2 =
+B^2|\sum_t\delta_{it}|^2`.
+
+``nn.Embedding`` (tokens :math:`x_{it}`): :math:`|\nabla_E\ell_i|^2 = B^2\sum_{t,s}
+[x_{it}=x_{is}]\,\delta_{it}\cdot\delta_{is}` (padding tokens excluded);
+``nn.LayerNorm`` (normalised input :math:`\hat x`): :math:`|\nabla_w\ell_i|^2 =
+B^2|\sum_t\delta_{it}\odot\hat x_{it}|^2`, :math:`|\nabla_b\ell_i|^2 =
+B^2|\sum_t\delta_{it}|^2`. Any other parameter goes through ``torch.func``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..estimators import GNSEstimator, gns_two_batch
+from ._common import EstimatorMixin, resolve_scale, select_params, sq_norm
+
+__all__ = ["PerExampleNoiseScale", "per_example_sq_norms"]
+
+
+def _linear_sq(a: torch.Tensor, d: torch.Tensor, weight: bool, bias: bool) -> torch.Tensor:
+    """Σ over this layer's (weight, bias) of |per-example grad|², without the B² factor."""
+    a = a.detach().float()
+    d = d.detach().float()
+    bsz = a.shape[0]
+    a = a.reshape(bsz, -1, a.shape[-1])
+    d = d.reshape(bsz, -1, d.shape[-1])
+    t = a.shape[1]
+    out = torch.zeros(bsz, dtype=torch.float32, device=a.device)
+    if weight:
+        if t == 1:
+            out = out + d.square().sum((1, 2)) * a.square().sum((1, 2))
+        elif t * (a.shape[-1] + d.shape[-1]) <= a.shape[-1] * d.shape[-1]:
+            ga = torch.bmm(a, a.transpose(1, 2))
+            gd = torch.bmm(d, d.transpose(1, 2))
+            out = out + (ga * gd).sum((1, 2))
+        else:
+            out = out + torch.bmm(d.transpose(1, 2), a).square().sum((1, 2))
+    if bias:
+        out = out + d.sum(1).square().sum(1)
+    return out
+
+
+def _is_fast(m: nn.Module) -> bool:
+    t = type(m)
+    if t is nn.Linear:
+        return True
+    if t is nn.Embedding:
+        return m.max_norm is None and not m.scale_grad_by_freq
+    if t is nn.LayerNorm:
+        return m.elementwise_affine and len(m.normalized_shape) == 1
+    return False
+
+
+def _fast_modules(model: nn.Module, chosen_ids: set[int]):
+    """Linear/Embedding/LayerNorm modules whose parameters are all chosen, and their ids."""
+    mods, covered = [], set()
+    for m in model.modules():
+        if _is_fast(m):
+            ids = {id(p) for p in m.parameters(recurse=False) if p.requires_grad}
+            if ids and ids <= chosen_ids:
+                mods.append(m)
+                covered |= ids
+    return mods, covered
+
+
+def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
+    """Per-example Σ|grad|² of one module's parameters, without the B² factor.
+
+    ``inputs``/``grads``: the module's input and output gradient for each call in
+    this pass (several calls = weight sharing: one longer "sequence").
+    """
+    bsz = inputs[0].shape[0]
+
+    def seq(ts):
+        return torch.cat([t.detach().float().reshape(bsz, -1, t.shape[-1]) for t in ts], 1)
+
+    d = seq(grads)
+    wgrad = m.weight.requires_grad
+    bias = getattr(m, "bias", None)
+    bgrad = bias is not None and bias.requires_grad
+    if type(m) is nn.Linear:
+        return _linear_sq(seq(inputs), d, wgrad, bgrad)
+    if type(m) is nn.Embedding:
+        # grad_i[v] = Σ_{t: x_t = v} δ_t  =>  |grad_i|² = Σ_{t,s} [x_t = x_s] δ_t·δ_s
+        idx = torch.cat([x.reshape(bsz, -1) for x in inputs], 1)
+        if m.padding_idx is not None:
+            d = d * (idx != m.padding_idx).unsqueeze(-1)
+        same = idx.unsqueeze(2) == idx.unsqueeze(1)
+        return (torch.bmm(d, d.transpose(1, 2)) * same).sum((1, 2))
+    # LayerNorm: out = x̂ ⊙ w + b  =>  grad_w = Σ_t δ_t ⊙ x̂_t, grad_b = Σ_t δ_t
+    xhat = torch.cat([F.layer_norm(x.detach().float(), m.normalized_shape, eps=m.eps)
+                      .reshape(bsz, -1, x.shape[-1]) for x in inputs], 1)
+    out = torch.zeros(bsz, dtype=torch.float32, device=d.device)
+    if wgrad:
+        out = out + (d * xhat).sum(1).square().sum(1)
+    if bgrad:
+        out = out + d.sum(1).square().sum(1)
+    return out
+
+
+def _check_batch(inputs, targets):
+    if not isinstance(inputs, torch.Tensor):
+        raise TypeError(f"inputs must be a tensor, got {type(inputs).__name__}")
+    if inputs.ndim == 0 or inputs.shape[0] < 1:
+        raise ValueError(f"inputs must have a non-empty batch dimension, got {tuple(inputs.shape)}")
+    if isinstance(targets, torch.Tensor) and targets.shape[:1] != inputs.shape[:1]:
+        raise ValueError(f"targets has batch size {targets.shape[0]}, inputs {inputs.shape[0]}")
+    return inputs.shape[0]
+
+
+def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
+                         method: str = "auto") -> torch.Tensor:
+    r"""Squared norms :math:`|g_i|^2` of each example's gradient, shape ``(B,)``.
+
+    ``loss_fn(outputs, targets)`` is the batch-mean loss the training loop uses; the
+    gradient of example ``i`` is that of ``loss_fn`` on the batch of that example
+    alone. The model must treat examples independently (no batch norm in training
+    mode). ``.grad`` is left untouched.
+
+    Parameters
+    ----------
+    method : {"auto", "vmap", "loop"}
+        ``"auto"``: the fast paths (one ordinary forward/backward) for the
+        parameters of ``nn.Linear``, ``nn.Embedding`` and ``nn.LayerNorm`` layers
+        and ``torch.func.vmap(grad)`` for any other chosen parameters.
+        ``"vmap"``: ``torch.func`` for all. ``"loop"``: one backward per example
+        (the reference).
+    params : iterable of parameters or names, optional
+        Restrict to these parameters (default: all trainable).
+
+    Examples
+    --------
+    >>> import torch
+    >>> model = torch.nn.Linear(3, 1)
+    >>> x, y = torch.randn(5, 3), torch.randn(5, 1)
+    >>> mse = torch.nn.functional.mse_loss
+    >>> fast = per_example_sq_norms(model, mse, x, y)
+    >>> slow = per_example_sq_norms(model, mse, x, y, method="loop")
+    >>> bool(torch.allclose(fast, slow, rtol=1e-4))
+    True
+    """
+    chosen = select_params(model, params)
+    bsz = _check_batch(inputs, targets)
+    if method not in ("auto", "vmap", "loop"):
+        raise ValueError(f"method must be 'auto', 'vmap' or 'loop', got {method!r}")
+    if method == "loop":
+        out = []
+        ps = [p for _, p in chosen]
+        for i in range(bsz):
+            loss = loss_fn(model(inputs[i : i + 1]), targets[i : i + 1])
+            gs = torch.autograd.grad(loss, ps, allow_unused=True)
+            out.append(sum(sq_norm(g) for g in gs if g is not None))
+        return torch.stack(out).detach()
+    total = torch.zeros(bsz, dtype=torch.float32, device=inputs.device)
+    rest = chosen
+    if method == "auto":
+        mods, covered = _fast_modules(model, {id(p) for _, p in chosen})
+        rest = [(n, p) for n, p in chosen if id(p) not in covered]
+        if mods:
+            total = total + bsz * bsz * _fast_path(model, mods, loss_fn, inputs, targets)
+    if rest:
+        total = total + _vmap_sq(model, loss_fn, inputs, targets, rest).to(total.dtype)
+    return total.detach()
+
+
+def _fast_path(model, mods, loss_fn, inputs, targets):
+    acts: dict[nn.Module, list] = {m: [] for m in mods}
+
+    def fwd(m, inp, out):
+        acts[m].append((inp[0], out))
+
+    handles = [m.register_forward_hook(fwd) for m in mods]
+    try:
+        loss = loss_fn(model(inputs), targets)
+    finally:
+        for h in handles:
+            h.remove()
+    outs = [o for m in mods for _, o in acts[m]]
+    grads = iter(torch.autograd.grad(loss, outs, allow_unused=True))
+    total = 0.0
+    for m in mods:
+        ins, ds = [], []
+        for a, o in acts[m]:
+            d = next(grads)
+            ins.append(a)
+            ds.append(d if d is not None else torch.zeros_like(o))
+        if ins:
+            total = total + _module_sq(m, ins, ds)
+    return total
+
+
+def _vmap_sq(model, loss_fn, inputs, targets, chosen):
+    from torch.func import functional_call, grad, vmap
+
+    diff = {n: p.detach() for n, p in chosen}
+    fixed = {n: t.detach() for n, t in [*model.named_parameters(), *model.named_buffers()]
+             if n not in diff}
+
+    def one(pdict, x, y):
+        out = functional_call(model, {**fixed, **pdict}, (x.unsqueeze(0),))
+        return loss_fn(out, y.unsqueeze(0))
+
+    g = vmap(grad(one), in_dims=(None, 0, 0))(diff, inputs, targets)
+    return sum(v.reshape(v.shape[0], -1).double().square().sum(1) for v in g.values())
+
+
+class PerExampleNoiseScale(EstimatorMixin):
+    r"""Per-example noise scale collected during the training step itself.
+
+    Hooks on the ``nn.Linear``, ``nn.Embedding`` and ``nn.LayerNorm`` layers record
+    each layer input and output gradient
+    during the ordinary forward/backward and add the per-example squared norms
+    with the fast path above (no second pass, no per-example gradients); at
+    :meth:`step` the batch gradient's squared norm is read from ``.grad``, and
+    ``b_small = 1``, ``b_big = B`` feed the estimator.
+
+    Only parameters of those layer types can be tracked (``params`` defaults to all
+    of them; any other parameter, e.g. a raw positional-embedding tensor, is left
+    out, and the result is then the noise scale of the tracked parameters'
+    gradient). One forward and one backward per step, no weight sharing (both are
+    detected and refused); ``loss`` must be the mean over the ``B`` examples.
+    """
+
+    def __init__(self, model: nn.Module, *, beta: float = 0.99, params=None, scaler=None):
+        if params is None:
+            params = [p for m in model.modules() if _is_fast(m)
+                      for p in m.parameters(recurse=False) if p.requires_grad]
+            if not params:
+                raise ValueError("model has no trainable nn.Linear, nn.Embedding or "
+                                 "nn.LayerNorm parameters for PerExampleNoiseScale")
+        self.params = select_params(model, params)
+        ids = {id(p) for _, p in self.params}
+        mods, covered = _fast_modules(model, ids)
+        if covered != ids:
+            raise ValueError("PerExampleNoiseScale tracks only parameters of nn.Linear, "
+                             "nn.Embedding and nn.LayerNorm layers (whole layers); pass "
+                             "params= accordingly")
+        self.scaler = scaler
+        self.estimator = GNSEstimator(beta)
+        self.skipped = {"non_finite": 0}
+        self._acc: torch.Tensor | None = None
+        self._calls = 0
+        self._fwd_calls: dict[int, int] = {}
+        self._handles = []
+        for m in mods:
+            self._handles.append(m.register_forward_hook(self._fwd))
+
+    def _fwd(self, m, inp, out):
+        if not out.requires_grad or not torch.is_grad_enabled():
+            return
+        self._fwd_calls[id(m)] = self._fwd_calls.get(id(m), 0) + 1
+        a = inp[0].detach()
+
+        def on_grad(d):
+            sq = _module_sq(m, [a], [d])
+            self._acc = sq if self._acc is None else self._acc + sq
+            self._calls += 1
+
+        out.register_hook(on_grad)
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def step(self, *, loss_scale=None):
+        """Feed this step's per-example and batch norms to the estimator."""
+        if self._acc is None:
+            raise RuntimeError("step() called before any backward pass through the tracked "
+                               "Linear layers (call it after loss.backward())")
+        acc, self._acc, self._calls = self._acc, None, 0
+        calls, self._fwd_calls = self._fwd_calls, {}
+        if max(calls.values()) > 1:
+            raise RuntimeError(
+                "a tracked nn.Linear ran more than once since the last step() (several "
+                "forward/backward passes, or weight sharing): PerExampleNoiseScale needs "
+                "one forward and one backward per step; use GradientNoiseScale for "
+                "accumulation"
+            )
+        bsz = acc.shape[0]
+        if bsz < 2:
+            raise ValueError("the batch must hold >= 2 examples")
+        scale = resolve_scale(loss_scale, self.scaler)
+        big = torch.stack([sq_norm(p.grad.detach()) for _, p in self.params
+                           if p.grad is not None]).sum()
+        stats = torch.stack([acc.double().mean() * bsz * bsz, big.double()]).cpu()
+        small, big = (float(v) / scale**2 for v in stats)
+        if not (math.isfinite(small) and math.isfinite(big)):
+            self.skipped["non_finite"] += 1
+            return None
+        self.estimator.update(small, 1, big, bsz)
+        return gns_two_batch(small, 1, big, bsz)

@@ -1,0 +1,242 @@
+r"""Gradient noise scale from the micro-batches of gradient accumulation.
+
+With gradient accumulation each optimizer step already sees ``k`` micro-batch
+gradients :math:`g_1..g_k` of ``b`` examples and their accumulated mean
+:math:`\bar g` (a batch of ``k b``). A tensor hook on every parameter receives each
+backward pass's gradient *before* it is added to ``.grad``, i.e. exactly that
+micro-batch's contribution, so :math:`\sum_j |g_j|^2` is summed on the fly without
+copying any gradient; :math:`|\bar g|^2` is read from ``.grad`` at :meth:`step`.
+The pair feeds the two-batch estimator (McCandlish et al. 2018, App. A.1):
+``b_small = b``, ``b_big = k b``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from ..estimators import GNSEstimator, gns_two_batch
+from ._common import EstimatorMixin, check_batch_size, resolve_scale, select_params, sq_norm
+
+__all__ = ["GradientNoiseScale"]
+
+_CONVENTIONS = ("mean/k", "mean")
+
+
+class GradientNoiseScale(EstimatorMixin):
+    r"""Track :math:`B_{simple}` in a training loop with gradient accumulation.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The model being trained (hooks are placed on its parameters).
+    micro_batch_size : int
+        Examples per micro-batch ``b`` (per backward pass).
+    accumulation_steps : int
+        Backward passes per optimizer step ``k >= 2`` (with ``k = 1`` there is only
+        one batch size: use :class:`~empirical_batch.measure.PerExampleNoiseScale`
+        or :class:`~empirical_batch.measure.DDPNoiseScaleHook` instead).
+    beta : float
+        EMA decay of :class:`~empirical_batch.estimators.GNSEstimator`.
+    params : iterable of parameters or names, optional
+        Measure the gradient of these parameters only (default: all trainable).
+    loss_convention : {"mean/k", "mean"}
+        How each micro-batch loss is formed. ``"mean/k"`` (default, the usual
+        accumulation): the mean over the micro-batch divided by ``k``, so ``.grad``
+        ends as the mean gradient over ``k b`` examples. ``"mean"``: the plain
+        micro-batch mean (``.grad`` is the sum of the ``k`` micro-batch means).
+        The squared norms are rescaled accordingly.
+    scaler : torch.amp.GradScaler, optional
+        Mixed precision: the squared norms are divided by ``scale²``. Call
+        :meth:`step` *before* ``scaler.unscale_``/``scaler.step`` (``.grad`` still
+        scaled). Steps with inf/NaN norms are skipped and counted.
+    optimizer : torch.optim.Optimizer, optional
+        Needed for ``preconditioned=True``.
+    preconditioned : bool
+        Measure the noise scale of the Adam-preconditioned gradient
+        :math:`g/(\sqrt{\hat v}+\epsilon)`, with :math:`\hat v` the bias-corrected
+        second moment in ``optimizer``'s state *before* this step's update. Steps
+        before the optimizer has any state are skipped (counted as
+        ``skipped["no_optimizer_state"]``).
+
+    Notes
+    -----
+    Call :meth:`step` once per optimizer step, after the ``k`` backward passes and
+    before ``optimizer.zero_grad()``. Examples must be drawn independently (the
+    estimator's assumption); the micro-batches of one step may share nothing but
+    the parameters. A ragged step passes ``step(micro_batch_size=...)``: one size
+    for all its micro-batches, or one per backward pass (the estimate then uses the
+    harmonic mean size, which is exact for ``loss_convention="mean/k"``).
+
+    Every backward pass (or ``torch.autograd.grad`` call) that reaches the tracked
+    parameters between two :meth:`step` calls counts as a micro-batch: run other
+    gradient computations (penalties, probes) on other parameters, under
+    :meth:`remove`, or before the first micro-batch's hooks matter.
+
+    Single process only: under DDP the hooks see local gradients while ``.grad``
+    holds the all-reduced one; use :class:`~empirical_batch.measure.DDPNoiseScaleHook`.
+    Cost: one extra read of each micro-batch gradient (a dot product per parameter
+    per backward) and of ``.grad`` once per step; see ``benchmarks/bench_measure.py``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> model = torch.nn.Linear(3, 1)
+    >>> gns = GradientNoiseScale(model, micro_batch_size=4, accumulation_steps=2, beta=0.9)
+    >>> for _ in range(5):
+    ...     for _ in range(2):
+    ...         x, y = torch.randn(4, 3), torch.randn(4, 1)
+    ...         (torch.nn.functional.mse_loss(model(x), y) / 2).backward()
+    ...     _ = gns.step()
+    ...     model.zero_grad()
+    >>> gns.estimator.steps
+    5
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        micro_batch_size: int,
+        accumulation_steps: int,
+        *,
+        beta: float = 0.99,
+        params=None,
+        loss_convention: str = "mean/k",
+        scaler=None,
+        optimizer: torch.optim.Optimizer | None = None,
+        preconditioned: bool = False,
+    ):
+        self.micro_batch_size = check_batch_size(micro_batch_size, "micro_batch_size")
+        k = check_batch_size(accumulation_steps, "accumulation_steps")
+        if k < 2:
+            raise ValueError(
+                "accumulation_steps must be >= 2: with one backward pass per step there "
+                "is only one batch size; use PerExampleNoiseScale or DDPNoiseScaleHook"
+            )
+        self.accumulation_steps = k
+        if loss_convention not in _CONVENTIONS:
+            raise ValueError(f"loss_convention must be one of {_CONVENTIONS}, got "
+                             f"{loss_convention!r}")
+        self.loss_convention = loss_convention
+        self.params = select_params(model, params)
+        self.scaler = scaler
+        self.preconditioned = bool(preconditioned)
+        if self.preconditioned:
+            if optimizer is None or not isinstance(optimizer, torch.optim.Optimizer):
+                raise TypeError("preconditioned=True needs optimizer= (an Adam-like "
+                                "torch.optim.Optimizer with exp_avg_sq state)")
+            self._groups = {id(p): g for g in optimizer.param_groups for p in g["params"]}
+            missing = [n for n, p in self.params if id(p) not in self._groups]
+            if missing:
+                raise ValueError(f"parameters not in the optimizer: {missing[:3]}")
+        self.optimizer = optimizer
+        self.estimator = GNSEstimator(beta)
+        self.skipped = {"non_finite": 0, "no_optimizer_state": 0}
+        self._micro: list[torch.Tensor] = []
+        self._count: dict[int, int] = {}
+        self._no_state = False
+        self._handles = [p.register_hook(self._make_hook(p)) for _, p in self.params]
+
+    # ----------------------------------------------------------------- hooks
+    def _make_hook(self, p):
+        key = id(p)
+
+        def hook(grad):
+            self._count[key] = self._count.get(key, 0) + 1
+            if self.preconditioned:
+                denom = self._denominator(p)
+                if denom is None:
+                    self._no_state = True
+                    return None
+                grad = grad / denom
+            self._micro.append(sq_norm(grad.detach()))
+            return None
+
+        return hook
+
+    def _denominator(self, p):
+        state = self.optimizer.state.get(p)
+        if not state or "exp_avg_sq" not in state:
+            return None
+        group = self._groups[id(p)]
+        beta2 = group["betas"][1]
+        t = float(state["step"])
+        v = state.get("max_exp_avg_sq", state["exp_avg_sq"]) if group.get("amsgrad") else \
+            state["exp_avg_sq"]
+        return (v / (1.0 - beta2**t)).sqrt().add_(group["eps"])
+
+    def remove(self) -> None:
+        """Remove the gradient hooks (the tracker stops collecting)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+    # ------------------------------------------------------------------ step
+    def _sizes(self, micro_batch_size, n: int) -> tuple[float, float]:
+        if micro_batch_size is None:
+            micro_batch_size = self.micro_batch_size
+        if isinstance(micro_batch_size, Sequence):
+            sizes = [check_batch_size(b, "micro_batch_size") for b in micro_batch_size]
+            if len(sizes) != n:
+                raise ValueError(f"micro_batch_size has {len(sizes)} entries but {n} "
+                                 "backward passes were seen this step")
+        else:
+            sizes = [check_batch_size(micro_batch_size, "micro_batch_size")] * n
+        inv = sum(1.0 / b for b in sizes)
+        b_small = n / inv  # harmonic mean: E mean_j |g_j|^2 = |G|^2 + trΣ / b_small
+        return b_small, n * b_small
+
+    def step(self, micro_batch_size=None, *, loss_scale=None):
+        """Feed this optimizer step's squared norms to the estimator.
+
+        Returns ``(g2, trace_sigma)`` of this step, or ``None`` when it was skipped
+        (non-finite norms, or no optimizer state in preconditioned mode).
+        """
+        if not self._count:
+            raise RuntimeError(
+                "step() called before any backward pass reached the tracked parameters "
+                "(call it after loss.backward() and before optimizer.zero_grad())"
+            )
+        n = max(self._count.values())
+        micro, no_state = self._micro, self._no_state
+        self._micro, self._count, self._no_state = [], {}, False
+        if n < 2:
+            raise RuntimeError(
+                f"only {n} backward pass was seen since the last step(); the estimate needs "
+                ">= 2 micro-batches per optimizer step"
+            )
+        b_small, b_big = self._sizes(micro_batch_size, n)
+        if no_state:
+            self.skipped["no_optimizer_state"] += 1
+            return None
+        scale = resolve_scale(loss_scale, self.scaler)
+        grads = []
+        for _, p in self.params:
+            if p.grad is None:
+                continue
+            g = p.grad.detach()
+            if self.preconditioned:
+                g = g / self._denominator(p)
+            grads.append(sq_norm(g))
+        stats = torch.stack([torch.stack(micro).sum(), torch.stack(grads).sum()])
+        micro_sum, big = (float(v) for v in stats.double().cpu())
+        c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
+        # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
+        sq_small = micro_sum / (c * c * n) / scale**2
+        sq_big = big / (c * c * n * n) / scale**2
+        if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
+            self.skipped["non_finite"] += 1
+            return None
+        self.estimator.update(sq_small, b_small, sq_big, b_big)
+        return gns_two_batch(sq_small, b_small, sq_big, b_big)

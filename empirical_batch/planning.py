@@ -1,0 +1,285 @@
+r"""Choose batch size and device count: wall time against cost (McCandlish et al. 2018).
+
+A `empirical_batch.tradeoff.Tradeoff` says how many steps $S(B)$ and
+examples $E(B) = BS(B)$ a target needs at batch size B. A `Hardware`
+description turns a (batch size B, devices n) pair into time and money:
+
+$$
+t_{step}(B, n) = \frac{B/n}{\text{throughput}} + t_{fixed} +
+\mathbb{1}[n>1]\left(t_{allreduce}\frac{n-1}{n} + t_{latency}\lceil\log_2 n\rceil\right),
+$$
+
+$$
+\text{wall} = S(B)\,t_{step}, \qquad \text{device-hours} = n\cdot\text{wall},
+\qquad \text{cost} = \text{price}\cdot\text{device-hours}.
+$$
+
+The first term is compute (examples processed per device per second, assumed
+constant up to the memory limit ``max_device_batch``); $t_{fixed}$ is the
+per-step time that does not shrink with the batch (optimizer update, kernel launches,
+input pipeline); the communication term is a ring all-reduce of the gradient, whose
+bandwidth part approaches $t_{allreduce}$ as n grows and whose latency part
+grows like $\log_2 n$ (tree/ring hybrid). With no overheads, wall time is
+$E/(n\cdot\text{throughput})$ and cost is $\text{price}\cdot E/\text{throughput}$:
+at a fixed per-device batch, time ∝ S and cost ∝ E, and the time/cost frontier bends
+where $d\log E/d\log S = -1$, i.e. at $B = B_{crit}$ exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ._validate import as_array, as_float
+from .tradeoff import Tradeoff
+
+__all__ = ["Hardware", "frontier", "frontier_bend", "pareto_mask", "plan"]
+
+_COLUMNS = [
+    "batch_size", "devices", "device_batch", "steps", "examples", "step_seconds",
+    "wall_hours", "device_hours", "cost", "pareto",
+]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One kind of accelerator and how a data-parallel step on n of them takes time.
+
+    Parameters
+    ----------
+    throughput : float
+        Examples per second one device processes (forward + backward) at the
+        per-device batch sizes you plan for. Default 1000 (illustrative).
+    max_device_batch : int
+        Largest per-device batch that fits in memory; larger global batches need
+        more devices (gradient accumulation is not modelled). Default 256.
+    step_overhead_s : float
+        Seconds per step that do not scale with the batch (optimizer update, kernel
+        launches, data loading). Default 0.
+    allreduce_s : float
+        Bandwidth time of the gradient all-reduce in the many-device limit; a ring
+        all-reduce over n devices takes ``allreduce_s * (n - 1) / n``. Default 0.
+    latency_s : float
+        Per-hop latency of the all-reduce, times ``ceil(log2 n)``. Default 0.
+    price_per_device_hour : float
+        Price of one device for one hour (any currency). Default 1.
+    max_devices : int
+        Most devices available. Default 1024.
+
+    Examples
+    --------
+    >>> hw = Hardware(throughput=2000.0, max_device_batch=64, allreduce_s=0.02)
+    >>> round(hw.step_seconds(batch_size=512, devices=8), 6)   # 64/2000 + 0.02*7/8
+    0.0495
+    """
+
+    throughput: float = 1000.0
+    max_device_batch: int = 256
+    step_overhead_s: float = 0.0
+    allreduce_s: float = 0.0
+    latency_s: float = 0.0
+    price_per_device_hour: float = 1.0
+    max_devices: int = 1024
+
+    def __post_init__(self):
+        for name in ("throughput", "price_per_device_hour"):
+            v = as_float(getattr(self, name), name)
+            if v <= 0:
+                raise ValueError(f"{name} must be > 0, got {v!r}")
+            object.__setattr__(self, name, v)
+        for name in ("step_overhead_s", "allreduce_s", "latency_s"):
+            v = as_float(getattr(self, name), name)
+            if v < 0:
+                raise ValueError(f"{name} must be >= 0, got {v!r}")
+            object.__setattr__(self, name, v)
+        for name in ("max_device_batch", "max_devices"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | np.integer):
+                raise TypeError(f"{name} must be an integer, got {v!r}")
+            if v < 1:
+                raise ValueError(f"{name} must be >= 1, got {v!r}")
+            object.__setattr__(self, name, int(v))
+
+    def comm_seconds(self, devices):
+        """Communication time per step on ``devices`` devices (0 for one device)."""
+        n = as_array(devices, "devices")
+        if np.any(n < 1):
+            raise ValueError(f"devices must be >= 1, got {n.min()!r}")
+        comm = self.allreduce_s * (n - 1.0) / n + self.latency_s * np.ceil(np.log2(n))
+        out = np.where(n > 1, comm, 0.0)
+        return float(out) if out.ndim == 0 else out
+
+    def step_seconds(self, batch_size, devices):
+        """Seconds per optimizer step for global batch ``batch_size`` on ``devices``."""
+        b = as_array(batch_size, "batch_size")
+        n = as_array(devices, "devices")
+        if np.any(b <= 0):
+            raise ValueError(f"batch_size must be > 0, got {b.min()!r}")
+        out = b / n / self.throughput + self.step_overhead_s + self.comm_seconds(n)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _powers_of_two(lo: float, hi: float) -> np.ndarray:
+    k0 = int(np.floor(np.log2(max(lo, 1.0))))
+    k1 = int(np.ceil(np.log2(max(hi, 1.0))))
+    return 2.0 ** np.arange(k0, k1 + 1)
+
+
+def _int_list(values, name) -> np.ndarray:
+    arr = as_array(values, name, ndim=1)
+    if arr.size == 0:
+        raise ValueError(f"{name} must not be empty")
+    if np.any(arr < 1) or np.any(arr != np.round(arr)):
+        raise ValueError(f"{name} must be positive integers, got {arr.tolist()!r}")
+    return np.unique(arr.astype(np.int64))
+
+
+def pareto_mask(time, cost) -> np.ndarray:
+    """True where no other point is at least as fast and as cheap and better in one.
+
+    Ties (identical time and cost) are all kept. O(k log k).
+
+    >>> pareto_mask([1.0, 2.0, 3.0, 2.0], [3.0, 2.0, 1.0, 3.0]).tolist()
+    [True, True, True, False]
+    """
+    t = as_array(time, "time", ndim=1)
+    c = as_array(cost, "cost", ndim=1)
+    if t.shape != c.shape:
+        raise ValueError(f"time and cost must have the same shape, got {t.shape}, {c.shape}")
+    order = np.lexsort((c, t))  # by time, then cost
+    mask = np.zeros(t.shape, dtype=bool)
+    best_cost = np.inf
+    best_time = np.nan
+    for i in order:
+        if c[i] < best_cost:
+            mask[i] = True
+            best_cost, best_time = c[i], t[i]
+        elif c[i] == best_cost and t[i] == best_time:
+            mask[i] = True  # exact tie with a frontier point
+    return mask
+
+
+def plan(
+    tradeoff: Tradeoff,
+    hardware: Hardware | None = None,
+    *,
+    batch_sizes: Sequence[int] | None = None,
+    devices: Sequence[int] | None = None,
+):
+    """Every feasible (batch size, devices) pair with its steps, time and cost.
+
+    Parameters
+    ----------
+    tradeoff : Tradeoff
+        $S(B)$ and $E(B)$ of the target.
+    hardware : Hardware, optional
+        Default ``Hardware()``.
+    batch_sizes : sequence of int, optional
+        Global batch sizes to consider. Default: powers of two from
+        $B_{crit}/1024$ (at least 1) to $1024\\,B_{crit}$, capped at
+        ``max_device_batch * max_devices``.
+    devices : sequence of int, optional
+        Device counts to consider. Default: powers of two up to ``max_devices``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per feasible pair, sorted by batch size then devices, with columns
+        ``batch_size, devices, device_batch, steps, examples, step_seconds,
+        wall_hours, device_hours, cost, pareto``. A pair is feasible when
+        ``devices <= max_devices``, ``devices <= batch_size`` (each device holds at
+        least one example) and ``batch_size / devices <= max_device_batch``; the
+        others are not listed. ``pareto`` marks the rows no other row beats on
+        both wall time and cost.
+
+    Raises
+    ------
+    ValueError
+        If no pair is feasible.
+
+    Examples
+    --------
+    >>> df = plan(Tradeoff(s_min=1000, e_min=64000), Hardware(max_device_batch=64))
+    >>> bool(df.pareto.any()), list(df.columns[:3])
+    (True, ['batch_size', 'devices', 'device_batch'])
+    """
+    import pandas as pd
+
+    if not isinstance(tradeoff, Tradeoff):
+        raise TypeError(f"tradeoff must be a Tradeoff, got {type(tradeoff).__name__}")
+    hw = Hardware() if hardware is None else hardware
+    if not isinstance(hw, Hardware):
+        raise TypeError(f"hardware must be a Hardware, got {type(hw).__name__}")
+    capacity = hw.max_device_batch * hw.max_devices
+    if batch_sizes is None:
+        bs = _powers_of_two(tradeoff.b_crit / 1024, min(tradeoff.b_crit * 1024, capacity))
+        bs = bs[bs <= capacity].astype(np.int64)
+    else:
+        bs = _int_list(batch_sizes, "batch_sizes")
+    if devices is None:
+        ns = _powers_of_two(1, hw.max_devices)
+        ns = ns[ns <= hw.max_devices].astype(np.int64)
+    else:
+        ns = _int_list(devices, "devices")
+    b_grid, n_grid = (x.ravel() for x in np.meshgrid(bs, ns, indexing="ij"))
+    ok = (n_grid <= hw.max_devices) & (n_grid <= b_grid) & (
+        b_grid <= hw.max_device_batch * n_grid
+    )
+    if not np.any(ok):
+        raise ValueError(
+            "no feasible (batch_size, devices) pair: need devices <= batch_size, devices <= "
+            f"max_devices={hw.max_devices} and batch_size/devices <= "
+            f"max_device_batch={hw.max_device_batch}"
+        )
+    b = b_grid[ok].astype(float)
+    n = n_grid[ok].astype(float)
+    steps = np.asarray(tradeoff.steps(b), dtype=float)
+    step_s = np.asarray(hw.step_seconds(b, n), dtype=float)
+    wall = steps * step_s / 3600.0
+    dev_h = wall * n
+    cost = dev_h * hw.price_per_device_hour
+    df = pd.DataFrame(
+        {
+            "batch_size": b_grid[ok],
+            "devices": n_grid[ok],
+            "device_batch": b / n,
+            "steps": steps,
+            "examples": b * steps,
+            "step_seconds": step_s,
+            "wall_hours": wall,
+            "device_hours": dev_h,
+            "cost": cost,
+        }
+    )
+    df["pareto"] = pareto_mask(df["wall_hours"].to_numpy(), df["cost"].to_numpy())
+    return df[_COLUMNS].reset_index(drop=True)
+
+
+def frontier(df):
+    """The Pareto rows of a `plan` table, fastest first."""
+    _check_plan(df)
+    return df[df["pareto"]].sort_values(["wall_hours", "cost"]).reset_index(drop=True)
+
+
+def frontier_bend(df):
+    r"""The frontier row where time × cost is smallest: the bend of the frontier.
+
+    On the frontier $\log\text{cost}$ against $\log\text{time}$ falls with
+    slope steeper than −1 on the slow side and flatter on the fast side; the
+    product time × cost is smallest where the slope is −1. Without overheads this
+    is $B = B_{crit}$ (since $d\log E/d\log S = -B/B_{crit}$); overheads
+    move it. Returns a ``pandas.Series`` (one row of `frontier`).
+    """
+    f = frontier(df)
+    return f.loc[int(np.argmin(f["wall_hours"].to_numpy() * f["cost"].to_numpy()))]
+
+
+def _check_plan(df) -> None:
+    missing = [c for c in _COLUMNS if c not in getattr(df, "columns", [])]
+    if missing:
+        raise ValueError(f"df is not a plan() table: missing columns {missing}")

@@ -1,0 +1,55 @@
+"""Plots of a measured gradient noise scale (B_simple with its band)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["plot_b_simple"]
+
+
+def plot_b_simple(frame, *, x: str = "step", band: str = "interval", ax=None, label=None):
+    """B_simple against ``x`` ("step" or "loss") with its uncertainty band.
+
+    ``frame`` is :meth:`empirical_batch.measure.NoiseScaleLog.to_frame` (columns
+    ``b_simple``, ``b_simple_se``, ``b_simple_low``, ``b_simple_high`` and ``x``).
+    ``band="interval"`` shades the Fieller interval, ``"se"`` ±1 standard error,
+    ``None`` nothing. Rows with a negative or infinite B_simple (|G|² not resolved)
+    are not drawn on the log axis; their count is put in the legend label.
+    Returns the Axes.
+    """
+    if x not in ("step", "loss"):
+        raise ValueError(f"x must be 'step' or 'loss', got {x!r}")
+    if band not in ("interval", "se", None):
+        raise ValueError(f"band must be 'interval', 'se' or None, got {band!r}")
+    for col in (x, "b_simple"):
+        if col not in frame:
+            raise KeyError(f"frame has no column {col!r}")
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots()
+    xs = np.asarray(frame[x], float)
+    b = np.asarray(frame["b_simple"], float)
+    ok = np.isfinite(b) & (b > 0) & np.isfinite(xs)
+    n_bad = int((~ok & np.isfinite(xs)).sum())
+    text = label or "B_simple"
+    if n_bad:
+        text += f" ({n_bad} unresolved rows not shown)"
+    order = np.argsort(xs[ok])
+    ax.plot(xs[ok][order], b[ok][order], label=text)
+    if band == "interval" and "b_simple_low" in frame:
+        lo = np.asarray(frame["b_simple_low"], float)[ok][order]
+        hi = np.asarray(frame["b_simple_high"], float)[ok][order]
+        ax.fill_between(xs[ok][order], np.clip(lo, 1e-300, None), hi, alpha=0.25, lw=0)
+    elif band == "se" and "b_simple_se" in frame:
+        se = np.asarray(frame["b_simple_se"], float)[ok][order]
+        mid = b[ok][order]
+        ax.fill_between(xs[ok][order], np.clip(mid - se, 1e-300, None), mid + se,
+                        alpha=0.25, lw=0)
+    ax.set_yscale("log")
+    ax.set_xlabel("optimizer step" if x == "step" else "training loss")
+    ax.set_ylabel("B_simple (examples)")
+    if x == "loss":
+        ax.invert_xaxis()  # training moves to lower loss
+    ax.legend()
+    return ax

@@ -1,0 +1,118 @@
+"""Simulated batch-size sweeps in the sweep schema (see DESIGN.md).
+
+:func:`simulate_sweep` runs every (batch size, learning rate) pair on a
+:class:`NoisyQuadratic` and returns the long table the fitting code reads: columns
+``run, batch_size, learning_rate, step, examples, metric`` plus ``seed`` and
+``method``. ``metric`` is the loss (lower is better).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .._validate import as_array, check_positive
+from .montecarlo import log_steps, monte_carlo_sgd
+from .quadratic import NoisyQuadratic
+
+__all__ = ["simulate_sweep"]
+
+
+def _run_name(b, lr, seed) -> str:
+    tag = "exact" if seed is None else f"s{seed}"
+    return f"B{b:g}_lr{lr:.6g}_{tag}"
+
+
+def simulate_sweep(
+    problem: NoisyQuadratic,
+    batch_sizes,
+    learning_rates,
+    max_steps: int,
+    *,
+    method: str = "exact",
+    seeds: int = 1,
+    n_points: int = 50,
+    seed: int = 0,
+    device: str = "cpu",
+    dtype: str = "float32",
+    dataset_size: int | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    r"""Simulate a sweep over batch sizes and learning rates; return the sweep table.
+
+    Parameters
+    ----------
+    problem : NoisyQuadratic
+    batch_sizes, learning_rates : 1-D arrays of positive numbers
+        Every pair is one run (per seed).
+    max_steps : int
+        Last step of every run.
+    method : {"exact", "monte_carlo"}
+        ``"exact"``: the expected loss from the closed-form dynamics (one run per
+        pair, ``seed`` is NA). ``"monte_carlo"``: :func:`monte_carlo_sgd` with
+        ``seeds`` replicas per pair, one run per seed.
+    seeds : int
+        Replicas per pair (Monte Carlo only).
+    n_points : int
+        About this many log-spaced logged steps per run, plus step 0.
+    seed, device, dtype, dataset_size, progress
+        Passed to :func:`monte_carlo_sgd`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per logged point: ``run`` (str), ``batch_size`` (int), ``learning_rate``,
+        ``step`` (int), ``examples`` (= step × batch_size), ``metric`` (the loss; ``inf``
+        once a run diverges), ``seed`` (Int64, NA for exact), ``method``.
+
+    Examples
+    --------
+    >>> nq = NoisyQuadratic.zhang(100)
+    >>> df = simulate_sweep(nq, [1, 8], [0.1, 0.5], max_steps=100, n_points=5)
+    >>> sorted(df.columns)[:4], len(df)
+    (['batch_size', 'examples', 'learning_rate', 'method'], 24)
+    """
+    if not isinstance(problem, NoisyQuadratic):
+        raise TypeError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
+    bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
+    if np.any(bs != np.round(bs)):
+        raise ValueError("batch_sizes must be integers")
+    lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
+    steps = log_steps(max_steps, n_points)
+    if method == "exact":
+        with np.errstate(over="ignore", invalid="ignore"):
+            loss = np.asarray(
+                problem.expected_loss(lrs[None, :, None], bs[:, None, None], steps[None, None, :])
+            )[:, :, None, :]
+        seed_ids = [None]
+    elif method == "monte_carlo":
+        res = monte_carlo_sgd(
+            problem, bs, lrs, int(max_steps), seeds=seeds, record_steps=steps, seed=seed,
+            device=device, dtype=dtype, dataset_size=dataset_size, progress=progress,
+        )
+        loss = res.loss
+        seed_ids = list(range(loss.shape[2]))
+    else:
+        raise ValueError(f"method must be 'exact' or 'monte_carlo', got {method!r}")
+    loss = np.where(np.isnan(loss), np.inf, loss)  # a diverged run has infinite loss
+    nb, nl, ns, nt = loss.shape
+    ib, il, isd, it = (g.ravel() for g in np.meshgrid(
+        np.arange(nb), np.arange(nl), np.arange(ns), np.arange(nt), indexing="ij"))
+    b = bs.astype(np.int64)[ib]
+    names = {
+        (i, j, s): _run_name(bs[i], lrs[j], seed_ids[s])
+        for i in range(nb) for j in range(nl) for s in range(ns)
+    }
+    df = pd.DataFrame(
+        {
+            "run": [names[key] for key in zip(ib, il, isd, strict=True)],
+            "batch_size": b,
+            "learning_rate": lrs[il],
+            "step": steps[it].astype(np.int64),
+            "examples": (steps[it] * b).astype(float),
+            "metric": loss.ravel(),
+            "seed": pd.array([seed_ids[s] for s in isd], dtype="Int64"),
+            "method": method,
+        }
+    )
+    return df

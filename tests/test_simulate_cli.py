@@ -1,0 +1,58 @@
+"""`empirical-batch simulate` end to end."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from empirical_batch.cli import main
+
+
+def test_cli_exact_writes_sweep(tmp_path, capsys):
+    out = tmp_path / "sweep.csv"
+    rc = main(["simulate", "--dims", "50", "--batch-sizes", "pow2:0:4", "--lrs",
+               "geom:0.01:1.5:8", "--steps", "2000", "--n-points", "10", "--out", str(out)])
+    assert rc == 0
+    df = pd.read_csv(out)
+    assert {"run", "batch_size", "learning_rate", "step", "examples", "metric"} <= set(df)
+    assert df["run"].nunique() == 5 * 8
+    text = capsys.readouterr().out
+    assert "exact steps to target" in text and "B_noise" in text
+
+
+def test_cli_monte_carlo(capsys):
+    pytest.importorskip("torch")
+    rc = main(["simulate", "--dims", "20", "--batch-sizes", "1,8", "--lrs", "0.1,0.5",
+               "--steps", "200", "--n-points", "8", "--method", "monte_carlo", "--seeds", "2",
+               "--quiet"])
+    assert rc == 0
+    assert "Monte Carlo" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--dims", "0"],
+        ["simulate", "--lrs", "abc"],
+        ["simulate", "--noise", "-1"],
+        ["simulate", "--target", "2"],
+        ["simulate", "--lrs", "0,-1"],
+    ],
+)
+def test_cli_bad_input_exits_2(argv, capsys):
+    assert main(argv) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_plot_steps_examples():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from empirical_batch.plot.simulate import plot_steps_examples
+    from empirical_batch.simulate import NoisyQuadratic
+
+    nq = NoisyQuadratic.zhang(20)
+    ax = plot_steps_examples(nq, 0.2 * nq.initial_loss(), [1, 4, 16], [0.05, 0.5, 1.5])
+    assert len(ax.lines) == 4
+    with pytest.raises(ValueError, match="reaches"):
+        plot_steps_examples(nq, 1e-12, [1], [0.1])
