@@ -89,3 +89,17 @@ def test_parse_shard(text, expect):
 def test_parse_shard_rejects(text):
     with pytest.raises(ValueError, match="--shard"):
         parse_shard(text)
+
+
+def test_gzipped_sweeps_are_found_and_loaded(plan_task, tmp_path):
+    import gzip
+    import shutil
+
+    spec, task = plan_task
+    path = write_sweep(run_sweep(task, spec), sweep_path(tmp_path, task.name))
+    with open(path, "rb") as src, gzip.open(f"{path}.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    path.unlink()
+    found = sweep_files(tmp_path, task.name)
+    assert [p.name for p in found] == [f"{task.name}.csv.gz"]
+    assert len(load_sweeps(found).runs) == len(spec.members())

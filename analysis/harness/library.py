@@ -6,8 +6,8 @@ steps-to-target, the tradeoff fits and their intervals come from
 :mod:`empirical_batch.fit`; noise scales from :mod:`empirical_batch.measure`
 (per-example squared norms, Hessian-vector products) and
 :mod:`empirical_batch.estimators`; the one-step predictions from
-:mod:`empirical_batch.theory`; S–E and B_crit figures from
-:mod:`empirical_batch.plot.fit`.
+:mod:`empirical_batch.theory`. The figures draw the fitted curves through the
+``Tradeoff`` of each :class:`~empirical_batch.fit.TradeoffFit`.
 """
 
 from __future__ import annotations
@@ -43,10 +43,6 @@ def select(sweep, **equal):
     if frame.empty:
         raise ValueError(f"sweep has no rows with {equal}")
     return load_sweep(frame.reset_index(drop=True), metric_name=sweep.metric_name)
-
-
-def sweep_frame(sweep) -> pd.DataFrame:
-    return sweep.to_frame()
 
 
 def steps_table(sweep, target: float) -> pd.DataFrame:
@@ -90,9 +86,9 @@ def collector_b_simple(model, loss_fn, inputs, targets) -> dict:
     estimator of App. A.1 gives |G|² and tr Σ and B_simple = tr Σ / |G|².
     """
     import torch
-    from empirical_batch.measure import per_example_sq_norms
 
     from empirical_batch import gns_two_batch
+    from empirical_batch.measure import per_example_sq_norms
 
     n = int(inputs.shape[0])
     small = per_example_sq_norms(model, loss_fn, inputs, targets)
@@ -114,15 +110,3 @@ def dl_opt(batch_size, dl_max, b_noise):
     from empirical_batch import dl_opt as _dl_opt
 
     return _dl_opt(batch_size, dl_max, b_noise)
-
-
-def plot_tradeoff(fit, ax, label=None):
-    from empirical_batch.plot.fit import plot_tradeoff as _plot
-
-    return _plot(fit, ax, label=label)
-
-
-def plot_b_crit(curve, ax, label=None):
-    from empirical_batch.plot.fit import plot_critical_batch_curve as _plot
-
-    return _plot(curve, ax, label=label)
