@@ -1,0 +1,1 @@
+"""Analyses that use empirical_batch as a library (not part of the installed package)."""

@@ -1,0 +1,247 @@
+"""Presets of the harness: ``tiny`` (CI), ``cpu`` (committed CPU results), ``full`` (GPU).
+
+A :class:`HarnessConfig` holds one :class:`TaskPlan` per task: the task's options,
+its sweep (batch sizes, a learning-rate grid per optimizer, seeds and the step
+budget), the noise measurement along reference runs and the one-step experiment.
+Presets are plain data; :func:`get_config` returns one, optionally restricted to
+some tasks. Learning-rate grids are log grids (powers of two) chosen once from short
+pilot runs so the best rate of every batch size lies inside the grid; the report
+flags any batch size whose best rate sits at the edge of its grid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+
+from .tasks import TASKS, TaskConfigError, make_task
+from .trainer import OPTIMIZERS, Member, StepBudget
+
+
+def pow2(lo: int, hi: int, step: int = 1) -> tuple[float, ...]:
+    """Powers of two ``2**lo, 2**(lo+step), … 2**hi`` as floats."""
+    return tuple(float(2.0**k) for k in range(lo, hi + 1, step))
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The grid of one task: batch sizes × learning rates (per optimizer) × seeds."""
+
+    batch_sizes: tuple[int, ...]
+    learning_rates: dict[str, tuple[float, ...]]
+    seeds: tuple[int, ...]
+    budget: StepBudget
+
+    def __post_init__(self) -> None:
+        if not self.batch_sizes or any(
+            not isinstance(b, int) or b <= 0 for b in self.batch_sizes
+        ):
+            raise ValueError(f"batch_sizes must be positive integers, got {self.batch_sizes!r}")
+        bad = sorted(set(self.learning_rates) - set(OPTIMIZERS))
+        if bad or not self.learning_rates:
+            raise ValueError(
+                f"learning_rates must map optimizers {OPTIMIZERS} to grids, got keys "
+                f"{sorted(self.learning_rates)!r}"
+            )
+        if not self.seeds:
+            raise ValueError("seeds must not be empty")
+
+    @property
+    def optimizers(self) -> tuple[str, ...]:
+        return tuple(o for o in OPTIMIZERS if o in self.learning_rates)
+
+    def members(self) -> list[Member]:
+        """Every run, in a fixed order (optimizer, batch size, learning rate, seed)."""
+        return [
+            Member(opt, b, lr, s)
+            for opt in self.optimizers
+            for b in self.batch_sizes
+            for lr in self.learning_rates[opt]
+            for s in self.seeds
+        ]
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """Noise scales along a reference run (one per optimizer) of the sweep.
+
+    The reference run is the sweep member at ``batch_size`` and seed 0 whose learning
+    rate reaches the lowest evaluation loss; it is retrained with the plain loop and
+    at each of its logged steps B_simple and B_noise are measured on ``n_examples``
+    examples of the task's objective data.
+    """
+
+    batch_size: int
+    n_examples: int = 512
+    n_checkpoints: int = 12
+
+
+@dataclass(frozen=True)
+class OneStepSpec:
+    """The one-step experiment at ``n_checkpoints`` checkpoints of the SGD reference run.
+
+    At each checkpoint and batch size, ``n_batches`` batches, ``n_eps`` step sizes, the
+    loss change measured on ``n_examples`` objective examples; ``n_boot`` bootstrap
+    resamples of the batches give the intervals.
+    """
+
+    batch_sizes: tuple[int, ...]
+    n_batches: int = 64
+    n_eps: int = 24
+    n_checkpoints: int = 3
+    n_examples: int = 1024
+    n_boot: int = 200
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    task: str
+    sweep: SweepSpec
+    noise: NoiseSpec
+    one_step: OneStepSpec
+    options: dict = field(default_factory=dict)
+
+    def make_task(self):
+        return make_task(self.task, **self.options)
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    name: str
+    plans: tuple[TaskPlan, ...]
+    #: target = L_hard + f (L_0 − L_hard) for each f (see report.choose_targets)
+    target_fractions: tuple[float, ...] = (0.5, 0.25, 0.125, 0.0625, 0.0)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(p.task for p in self.plans)
+
+    def plan(self, task: str) -> TaskPlan:
+        for p in self.plans:
+            if p.task == task:
+                return p
+        raise KeyError(f"config {self.name!r} has no task {task!r}; it has {self.tasks}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- presets
+def _tiny() -> HarnessConfig:
+    # the whole pipeline on a CPU in well under two minutes: 3 batch sizes, 3 rates,
+    # one seed and a few dozen steps per run; numbers from it check plumbing, not theory
+    budget = StepBudget(examples=192, min_steps=24, max_steps=64, n_log=8)
+    bs = (4, 16, 64)
+    one = OneStepSpec(batch_sizes=(1, 4, 16, 64), n_batches=8, n_eps=10, n_checkpoints=2,
+                      n_examples=128, n_boot=50)
+    noise = NoiseSpec(batch_size=16, n_examples=64, n_checkpoints=5)
+    return HarnessConfig(
+        "tiny",
+        (
+            TaskPlan("teacher_student",
+                     SweepSpec(bs, {"sgd": pow2(-5, -1, 2), "adam": pow2(-9, -5, 2)}, (0,),
+                               budget),
+                     noise, one, {"hidden": 16, "eval_size": 512, "objective_size": 512}),
+            TaskPlan("digits",
+                     SweepSpec(bs, {"sgd": pow2(-4, 0, 2), "adam": pow2(-9, -5, 2)}, (0,),
+                               budget),
+                     noise, one, {"hidden": 16}),
+            TaskPlan("sequence",
+                     SweepSpec(bs, {"sgd": pow2(-2, 2, 2), "adam": pow2(-8, -4, 2)}, (0,),
+                               StepBudget(examples=96, min_steps=12, max_steps=24, n_log=6)),
+                     NoiseSpec(batch_size=16, n_examples=16, n_checkpoints=4),
+                     OneStepSpec(batch_sizes=(1, 4, 16), n_batches=4, n_eps=8, n_checkpoints=2,
+                                 n_examples=32, n_boot=50),
+                     {"context": 8, "d_model": 8, "corpus_chars": 8_000, "eval_windows": 16,
+                      "objective_windows": 32}),
+        ),
+    )
+
+
+def _cpu() -> HarnessConfig:
+    bs = tuple(2**k for k in range(0, 8))  # 1 … 128: 8 powers of two
+    budget = StepBudget(examples=4096, min_steps=192, max_steps=2048, n_log=24)
+    one = OneStepSpec(batch_sizes=(1, 4, 16, 64, 256), n_batches=48, n_eps=16, n_examples=512)
+    return HarnessConfig(
+        "cpu",
+        (
+            TaskPlan("teacher_student",
+                     SweepSpec(bs, {"sgd": pow2(-9, -1), "adam": pow2(-12, -4)}, (0, 1), budget),
+                     NoiseSpec(batch_size=8, n_examples=512, n_checkpoints=10), one, {}),
+            TaskPlan("digits",
+                     SweepSpec(bs, {"sgd": pow2(-7, 1), "adam": pow2(-11, -5)}, (0, 1), budget),
+                     NoiseSpec(batch_size=8, n_examples=512, n_checkpoints=10), one, {}),
+            TaskPlan("sequence",
+                     SweepSpec(bs, {"sgd": pow2(-4, 2), "adam": pow2(-10, -4)}, (0,),
+                               StepBudget(examples=1024, min_steps=64, max_steps=512, n_log=16)),
+                     NoiseSpec(batch_size=8, n_examples=128, n_checkpoints=8),
+                     OneStepSpec(batch_sizes=(1, 4, 16, 64, 256), n_batches=32, n_eps=16,
+                                 n_examples=128),
+                     {"context": 16, "d_model": 16, "eval_windows": 128,
+                      "objective_windows": 256}),
+        ),
+    )
+
+
+def _full() -> HarnessConfig:
+    # GPU preset (not yet run: no GPU was lent when it was written). Step budgets are
+    # set so the sweeps take ~150k vmapped steps in all (~1.5 ms each expected on an
+    # H100, dominated by kernel launches), leaving room for the analysis in 10 minutes.
+    bs = tuple(2**k for k in range(0, 11))  # 1 … 1024: 11 powers of two
+    budget = StepBudget(examples=2**14, min_steps=256, max_steps=2**13, n_log=32)
+    one = OneStepSpec(batch_sizes=tuple(2**k for k in range(0, 12)), n_batches=256, n_eps=32,
+                      n_checkpoints=4, n_examples=2048)
+    return HarnessConfig(
+        "full",
+        (
+            TaskPlan("teacher_student",
+                     SweepSpec(bs, {"sgd": pow2(-10, 0), "adam": pow2(-13, -3)}, (0, 1, 2),
+                               budget),
+                     NoiseSpec(batch_size=16, n_examples=4096, n_checkpoints=16), one, {}),
+            TaskPlan("digits",
+                     SweepSpec(bs, {"sgd": pow2(-8, 2), "adam": pow2(-12, -4)}, (0, 1, 2),
+                               budget),
+                     NoiseSpec(batch_size=16, n_examples=1437, n_checkpoints=16),
+                     replace(one, n_examples=1437), {}),
+            TaskPlan("sequence",
+                     SweepSpec(bs, {"sgd": pow2(-5, 3), "adam": pow2(-11, -3)}, (0, 1),
+                               StepBudget(examples=2**13, min_steps=128, max_steps=2**12,
+                                          n_log=28)),
+                     NoiseSpec(batch_size=16, n_examples=1024, n_checkpoints=16),
+                     OneStepSpec(batch_sizes=tuple(2**k for k in range(0, 11)), n_batches=128,
+                                 n_eps=28, n_checkpoints=4, n_examples=1024),
+                     {"context": 32, "n_layers": 2, "eval_windows": 512,
+                      "objective_windows": 1024}),
+        ),
+    )
+
+
+PRESETS = {"tiny": _tiny, "cpu": _cpu, "full": _full}
+
+
+def get_config(name: str = "tiny", tasks: tuple[str, ...] | list[str] | None = None
+               ) -> HarnessConfig:
+    """The preset ``name``, restricted to ``tasks`` (all of its tasks when None).
+
+    Task options are validated here (by constructing each task), so a bad preset or
+    an unknown task name fails before any training.
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown config {name!r}; choose one of {', '.join(PRESETS)}")
+    cfg = PRESETS[name]()
+    if tasks:
+        unknown = [t for t in tasks if t not in TASKS]
+        if unknown:
+            raise TaskConfigError(
+                f"unknown task {unknown[0]!r}; available tasks: {', '.join(TASKS)}"
+            )
+        cfg = replace(cfg, plans=tuple(cfg.plan(t) for t in tasks))
+    for p in cfg.plans:
+        p.make_task()
+    return cfg
+
+
+def rng_for(*key: int) -> np.random.Generator:
+    """A numpy Generator determined by integer ``key`` (one-step batches, noise samples)."""
+    return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))

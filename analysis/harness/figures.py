@@ -1,0 +1,92 @@
+"""Figures of the harness report (matplotlib, Agg; S–E curves use the fitted Tradeoff)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataFrame,
+                 os_sum: pd.DataFrame, fig_dir: Path) -> list[Path]:
+    plt = _plt()
+    files = []
+    opts = [o for (t, o) in curves if t == task]
+    # S–E hyperbolas: measured (E, S) per target and the fitted tradeoff
+    fig, axes = plt.subplots(1, len(opts), figsize=(5.2 * len(opts), 4.2), squeeze=False)
+    for ax, opt in zip(axes[0], opts, strict=True):
+        curve, _ = curves[(task, opt)]
+        for fit, target in zip(curve.attrs["fits"], curve["target"], strict=True):
+            if fit is None:
+                continue
+            b = np.asarray(fit.batch_sizes)
+            s = np.asarray(fit.steps)
+            bb = np.geomspace(b.min() / 4, b.max() * 4, 200)
+            t = fit.tradeoff
+            line = ax.plot(t.examples(bb), t.steps(bb), lw=1,
+                           label=f"L={target:.3g}: B_crit={fit.b_crit:.3g}")[0]
+            ax.scatter(s * b, s, color=line.get_color(), s=14, zorder=3)
+            ax.scatter([2 * t.e_min], [2 * t.s_min], marker="x", color=line.get_color())
+        ax.set(xscale="log", yscale="log", xlabel="examples to target E",
+               ylabel="steps to target S", title=f"{task} · {opt}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    files.append(_save(fig, fig_dir / f"{task}_tradeoff.png", plt))
+    # B_crit vs loss with the noise scales along the reference run
+    fig, axes = plt.subplots(1, len(opts), figsize=(5.2 * len(opts), 4.2), squeeze=False)
+    for ax, opt in zip(axes[0], opts, strict=True):
+        curve, scales = curves[(task, opt)]
+        c = curve.dropna(subset=["b_crit"])
+        lo = np.clip(c["b_crit"] - c["b_crit_lo"], 0, None)
+        hi = np.where(np.isfinite(c["b_crit_hi"]), c["b_crit_hi"] - c["b_crit"], 0)
+        ax.errorbar(c["target"], c["b_crit"], yerr=[lo, hi], fmt="o", color="k",
+                    label="B_crit (sweep fit, 95% CI)")
+        sc = scales.sort_values("step")
+        for col, style in (("b_simple_collector", "-"), ("b_noise_pop", "--"),
+                           ("b_noise", ":")):
+            v = sc[col].to_numpy(float)
+            ok = v > 0
+            ax.plot(sc["eval_loss"].to_numpy(float)[ok], v[ok], style, label=col)
+        ax.set(yscale="log", xlabel="evaluation loss", ylabel="batch size",
+               title=f"{task} · {opt}")
+        ax.invert_xaxis()
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    files.append(_save(fig, fig_dir / f"{task}_b_crit_vs_loss.png", plt))
+    # one-step: measured vs predicted eps_opt(B) and dL_opt(B)
+    tab = os_table[os_table["task"] == task] if len(os_table) else os_table
+    if len(tab):
+        steps = sorted(tab["step"].unique())
+        fig, axes = plt.subplots(2, len(steps), figsize=(4.2 * len(steps), 6.6), squeeze=False)
+        for j, step in enumerate(steps):
+            t = tab[tab["step"] == step]
+            for i, (m, name) in enumerate((("eps_opt", "ε_opt"), ("dl_opt", "ΔL_opt"))):
+                ax = axes[i, j]
+                err = [np.clip(t[m] - t[f"{m}_lo"], 0, None), np.clip(t[f"{m}_hi"] - t[m], 0,
+                                                                       None)]
+                ax.errorbar(t["batch_size"], t[m], yerr=err, fmt="o", color="k",
+                            label="measured")
+                ax.plot(t["batch_size"], t[f"{m}_pred_hvp"], "-", label="pred. (HVP B_noise)")
+                ax.plot(t["batch_size"], t[f"{m}_pred_fit"], "--", label="pred. (fitted)")
+                ax.set(xscale="log", yscale="log", xlabel="batch size B", ylabel=name,
+                       title=f"{task} step {step}")
+                ax.legend(fontsize=7)
+        fig.tight_layout()
+        files.append(_save(fig, fig_dir / f"{task}_one_step.png", plt))
+    return files
+
+
+def _save(fig, path: Path, plt) -> Path:
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -1,0 +1,112 @@
+"""Every call the harness makes into empirical_batch, in one place.
+
+The harness is a *user* of the library: it estimates nothing and fits no tradeoff
+itself. Sweeps are read and validated by :func:`empirical_batch.load_sweep`;
+steps-to-target, the tradeoff fits and their intervals come from
+:mod:`empirical_batch.fit`; noise scales from :mod:`empirical_batch.measure`
+(per-example squared norms, Hessian-vector products) and
+:mod:`empirical_batch.estimators`; the one-step predictions from
+:mod:`empirical_batch.theory`. The figures draw the fitted curves through the
+``Tradeoff`` of each :class:`~empirical_batch.fit.TradeoffFit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: Hessian-vector products evaluated at once by ``hessian_noise_scale``
+HVP_CHUNK = 64
+
+#: fit options used everywhere in the harness (library defaults, stated once)
+FIT_OPTIONS = {"combine": "mean", "ci": 0.95, "n_boot": 1000, "seed": 0}
+
+
+def load_sweeps(paths: Iterable[str | Path]):
+    """Each file through ``load_sweep``, concatenated, and validated again as one sweep."""
+    from empirical_batch import load_sweep
+
+    parts = [load_sweep(p).to_frame() for p in paths]
+    return load_sweep(pd.concat(parts, ignore_index=True), metric_name="eval_loss")
+
+
+def select(sweep, **equal):
+    """The sub-sweep whose pass-through columns equal ``equal`` (e.g. optimizer="sgd")."""
+    from empirical_batch import load_sweep
+
+    frame = sweep.to_frame()
+    for col, value in equal.items():
+        frame = frame[frame[col] == value]
+    if frame.empty:
+        raise ValueError(f"sweep has no rows with {equal}")
+    return load_sweep(frame.reset_index(drop=True), metric_name=sweep.metric_name)
+
+
+def steps_table(sweep, target: float) -> pd.DataFrame:
+    from empirical_batch import steps_to_target
+
+    return steps_to_target(sweep, target, combine=FIT_OPTIONS["combine"])
+
+
+def b_crit_curve(sweep, targets) -> pd.DataFrame:
+    """``critical_batch_curve`` with failures reported per target (not raised)."""
+    from empirical_batch import critical_batch_curve
+
+    return critical_batch_curve(sweep, np.asarray(targets, dtype=float), errors="report",
+                                **FIT_OPTIONS)
+
+
+def power_law(x, y):
+    from empirical_batch import fit_power_law
+
+    return fit_power_law(x, y)
+
+
+def hessian_scales(model, loss_fn, inputs, targets) -> dict:
+    """B_noise, B_simple and |G|², GᵀHG, tr Σ, tr(HΣ) at the model's current weights.
+
+    The examples are treated as the data set the batches are drawn from (``ddof=0``).
+    Hessian-vector products run ``HVP_CHUNK`` at a time (memory n × chunk activations;
+    the result does not depend on it beyond round-off).
+    """
+    from empirical_batch.measure import hessian_noise_scale
+
+    return hessian_noise_scale(model, loss_fn, inputs, targets,
+                               chunk_size=HVP_CHUNK).to_dict()
+
+
+def collector_b_simple(model, loss_fn, inputs, targets) -> dict:
+    """B_simple from the library's collectors: per-example squared norms + ``gns_two_batch``.
+
+    ``per_example_sq_norms`` gives |g_i|² (batches of 1); the squared norm of the
+    mean gradient over the n examples is the big batch; the unbiased two-batch
+    estimator of App. A.1 gives |G|² and tr Σ and B_simple = tr Σ / |G|².
+    """
+    import torch
+
+    from empirical_batch import gns_two_batch
+    from empirical_batch.measure import per_example_sq_norms
+
+    n = int(inputs.shape[0])
+    small = per_example_sq_norms(model, loss_fn, inputs, targets)
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss_fn(model(inputs), targets), params)
+    big = float(sum(g.double().square().sum() for g in grads))
+    g2, trace_sigma = gns_two_batch(float(small.double().mean()), 1, big, n)
+    return {"g2_collector": g2, "trace_sigma_collector": trace_sigma,
+            "b_simple_collector": trace_sigma / g2 if g2 > 0 else float("nan")}
+
+
+def eps_opt(batch_size, eps_max, b_noise):
+    from empirical_batch import eps_opt as _eps_opt
+
+    return _eps_opt(batch_size, eps_max, b_noise)
+
+
+def dl_opt(batch_size, dl_max, b_noise):
+    from empirical_batch import dl_opt as _dl_opt
+
+    return _dl_opt(batch_size, dl_max, b_noise)

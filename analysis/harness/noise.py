@@ -1,0 +1,194 @@
+"""Noise scales along reference runs, at the losses of the sweep's targets.
+
+For each optimizer, the reference run is the sweep member at batch size
+``NoiseSpec.batch_size``, seed 0, with the learning rate that reached the lowest
+evaluation loss there. It is retrained with the plain loop (:func:`train_plain`;
+its evaluation curve must reproduce the sweep's, which is checked and recorded),
+and at ``n_checkpoints`` of its logged steps (log-spaced, step 0 included) the
+library measures, on a fixed sample of ``n_examples`` of the task's objective data
+(the batches' population):
+
+- ``b_noise``, ``b_simple`` and the four scalars |G|², GᵀHG, tr Σ, tr(HΣ) with
+  :func:`empirical_batch.measure.hessian_noise_scale` (per-example gradients and
+  Hessian-vector products; the sample is treated as the data set);
+- ``b_simple_collector`` with :func:`empirical_batch.measure.per_example_sq_norms`
+  and the two-batch estimator :func:`empirical_batch.gns_two_batch` (App. A.1).
+
+The Hessian path treats the sample as the data set: its |G|² is the squared norm of
+the sample-mean gradient, which carries tr Σ / n of sampling noise when the sample
+stands for a larger population (and GᵀHG carries tr(HΣ)/n). So its B_simple and
+B_noise saturate near n when the true values approach n. The population values
+used in the report remove these terms the way App. A.1 does for |G|² (numerator and
+denominator each unbiased, Bessel-corrected traces):
+
+.. math::
+
+    B_{noise,pop} = \frac{\tfrac{n}{n-1}\\operatorname{tr}(H\\Sigma)}
+                          {G^THG - \tfrac{1}{n-1}\\operatorname{tr}(H\\Sigma)},
+
+and the same for B_simple, which is then algebraically the two-batch estimate of
+the collector path (``b_simple_collector``): the two library paths must agree, and
+the report checks that they do.
+For Adam reference runs the noise scales are those of the raw gradient (the
+paper's Table 1 does the same); the preconditioned ones are not measured here.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import library
+from .config import TaskPlan
+from .tasks.base import Task
+from .trainer import Member, log_steps, train_plain
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    member: Member
+    steps: int
+    #: rows: step, eval_loss, b_noise, b_simple, g2, ghg, ..., b_simple_collector
+    scales: pd.DataFrame
+    #: parameters (state dicts, on the CPU) at the measured steps
+    snapshots: dict
+    #: max |eval loss of the retrained run − the sweep's| over logged steps
+    replay_error: float
+
+    def to_dict(self) -> dict:
+        return {**self.member.to_dict(), "run": self.member.run, "steps": self.steps,
+                "replay_error": self.replay_error}
+
+
+def reference_member(sweep_frame: pd.DataFrame, optimizer: str, batch_size: int,
+                     seed: int = 0) -> Member:
+    """The learning rate at ``batch_size`` (seed ``seed``) with the lowest evaluation loss."""
+    rows = sweep_frame[(sweep_frame.optimizer == optimizer)
+                       & (sweep_frame.batch_size == batch_size) & (sweep_frame.seed == seed)]
+    if rows.empty:
+        raise ValueError(
+            f"the sweep has no {optimizer} runs at batch size {batch_size} with seed {seed}: "
+            "NoiseSpec.batch_size must be one of the sweep's batch sizes"
+        )
+    best = rows.groupby("learning_rate")["metric"].min()
+    best = best[np.isfinite(best)]
+    if best.empty:
+        raise ValueError(f"every {optimizer} run at batch size {batch_size} diverged")
+    return Member(optimizer, int(batch_size), float(best.idxmin()), int(seed))
+
+
+def _objective_sample(task: Task, n: int):
+    x, y = task.objective_data()
+    if n >= x.shape[0]:
+        return x, y
+    gen = torch.Generator().manual_seed(1234)
+    idx = torch.randperm(x.shape[0], generator=gen)[:n].to(x.device)
+    return x[idx], y[idx]
+
+
+def measure_scales(task: Task, model, n_examples: int) -> dict:
+    """Both noise-scale measurements at the model's current weights (see module doc)."""
+    x, y = _objective_sample(task, n_examples)
+    out = library.hessian_scales(model, task.loss_fn, x, y)
+    out.update(library.collector_b_simple(model, task.loss_fn, x, y))
+    with torch.no_grad():
+        out["objective_loss"] = float(task.loss_fn(model(x), y))
+    return out
+
+
+def run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame, optimizer: str,
+                  *, progress: bool = False) -> ReferenceRun:
+    """Retrain the reference run of ``optimizer`` and measure the noise scales along it."""
+    spec = plan.noise
+    member = reference_member(sweep_frame, optimizer, spec.batch_size)
+    steps = plan.sweep.budget.steps(member.batch_size)
+    logged = log_steps(steps, plan.sweep.budget.n_log)
+    idx = np.unique(np.round(np.linspace(0, len(logged) - 1, spec.n_checkpoints)).astype(int))
+    measured = set(int(s) for s in logged[idx])
+    rows, snaps = [], {}
+
+    def callback(step, model, loss):
+        if step not in measured:
+            return
+        rec = {"step": step, "examples": step * member.batch_size, "eval_loss": loss}
+        rec.update(measure_scales(task, model, spec.n_examples))
+        rows.append(rec)
+        snaps[step] = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+
+    curve = pd.DataFrame(train_plain(task, member, steps, logged, callback=callback))
+    swept = sweep_frame[sweep_frame.run == member.run].set_index("step")["metric"]
+    replay = curve.set_index("step")["metric"]
+    both = pd.concat([replay, swept], axis=1, keys=["replay", "sweep"]).dropna()
+    replay_error = float((both["replay"] - both["sweep"]).abs().max()) if len(both) else np.nan
+    scales = pd.DataFrame(rows)
+    scales.insert(0, "task", task.name)
+    scales.insert(1, "optimizer", optimizer)
+    scales.insert(2, "batch_size", member.batch_size)
+    scales.insert(3, "learning_rate", member.learning_rate)
+    n = scales["n_examples"].astype(float)
+    scales["b_noise_pop"] = (n / (n - 1) * scales["trace_h_sigma"]) / (
+        scales["ghg"] - scales["trace_h_sigma"] / (n - 1))
+    scales["b_simple_pop"] = (n / (n - 1) * scales["trace_sigma"]) / (
+        scales["g2"] - scales["trace_sigma"] / (n - 1))
+    scales["eps_max"] = scales["g2"] / scales["ghg"]
+    scales["dl_max"] = 0.5 * scales["g2"] ** 2 / scales["ghg"]
+    return ReferenceRun(member, steps, scales, snaps, replay_error)
+
+
+def scales_at_losses(scales: pd.DataFrame, losses,
+                     columns=("b_simple", "b_noise", "b_simple_collector", "b_noise_pop")):
+    """Noise scales interpolated to where the reference run's eval loss first reaches each loss.
+
+    Between the two measured checkpoints that bracket the first crossing, log(scale)
+    is interpolated linearly in the evaluation loss. A loss the run never reaches
+    gives NaN (and ``reached = False``); a negative or NaN scale at a bracketing
+    checkpoint (possible for B_noise where GᵀHG < 0) gives NaN.
+    """
+    s = scales.sort_values("step").reset_index(drop=True)
+    loss = s["eval_loss"].to_numpy(float)
+    out = []
+    for target in np.atleast_1d(np.asarray(losses, float)):
+        row = {"target": float(target), "reached": False}
+        hit = np.flatnonzero(loss <= target)
+        if hit.size:
+            k = int(hit[0])
+            row["reached"] = True
+            row["ref_step"] = int(s.loc[k, "step"])
+            for col in columns:
+                v = s[col].to_numpy(float)
+                if k == 0:
+                    row[col] = v[0]
+                    continue
+                lo, hi = v[k - 1], v[k]
+                if not (lo > 0 and hi > 0):
+                    row[col] = np.nan
+                    continue
+                w = (loss[k - 1] - target) / (loss[k - 1] - loss[k])
+                row[col] = float(np.exp((1 - w) * np.log(lo) + w * np.log(hi)))
+        else:
+            for col in columns:
+                row[col] = np.nan
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float) -> float:
+    """Step-weighted mean of ``column`` along the reference run until it reaches ``until_loss``.
+
+    The trapezoid rule over the measured checkpoints in *steps* (the model's B_crit is
+    an average of B_noise over the steps of a run, §2.3); the whole run when the loss
+    is never reached. NaN when any value in the range is not positive-finite.
+    """
+    s = scales.sort_values("step")
+    loss = s["eval_loss"].to_numpy(float)
+    hit = np.flatnonzero(loss <= until_loss)
+    end = int(hit[0]) + 1 if hit.size else len(s)
+    steps = s["step"].to_numpy(float)[:end]
+    vals = s[column].to_numpy(float)[:end]
+    if not np.all(np.isfinite(vals) & (vals > 0)) or end < 2:
+        return float("nan")
+    return float(np.trapezoid(vals, steps) / (steps[-1] - steps[0]))

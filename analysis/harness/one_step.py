@@ -1,0 +1,206 @@
+r"""The one-step experiment: the most direct test of eqs. 2.6–2.7.
+
+At a checkpoint θ of the SGD reference run, take a fixed sample of ``n_examples``
+examples of the task's objective data as *the* data set (L is its mean loss, G its
+mean gradient, Σ its per-example covariance, H its Hessian: exactly the quantities
+``hessian_noise_scale`` computes on it), and for each batch size B draw
+``n_batches`` batches from it with replacement, take each batch's gradient :math:`G_{est}` and
+measure the improvement of the objective after one SGD step for a log grid of step
+sizes ε (all at the same weights θ, in float64):
+
+.. math:: \Delta L_j(\epsilon) = L(\theta) - L(\theta - \epsilon G_{est,j}).
+
+The model (eq. 2.5) says the mean over batches is
+:math:`\Delta L(\epsilon) = \epsilon a - \tfrac12 \epsilon^2 b_B` with
+:math:`a = |G|^2` and :math:`b_B = G^THG + \operatorname{tr}(H\Sigma)/B`. Per B the
+quadratic through the origin is fitted by least squares to the mean curve on the
+points with :math:`\epsilon \le 2\hat\epsilon` (:math:`\hat\epsilon` = the grid point
+with the largest mean improvement; in the model :math:`\Delta L(2\epsilon_{opt}) = 0`,
+so this keeps the region the quadratic describes; at least the 3 smallest ε), giving
+the measured :math:`\epsilon_{opt}(B) = a/b_B` and
+:math:`\Delta L_{opt}(B) = a^2/(2 b_B)`, with percentile intervals from resampling
+the batches. Across B, the weighted linear regression :math:`b_B = c + d/B` gives the
+*fitted* :math:`B_{noise} = d/c`, :math:`\epsilon_{max} = \bar a/c` and
+:math:`\Delta L_{max} = \bar a^2/(2c)`. Predictions
+:math:`\epsilon_{max}/(1 + B_{noise}/B)` and :math:`\Delta L_{max}/(1 + B_{noise}/B)`
+(:func:`empirical_batch.eps_opt`, :func:`empirical_batch.dl_opt`) are formed twice:
+from the fitted constants, and from the Hessian-vector-product measurement at the
+same weights on the same examples (``hessian_noise_scale``: :math:`\epsilon_{max} =
+|G|^2/G^THG`, :math:`\Delta L_{max} = |G|^4/(2G^THG)`, :math:`B_{noise}`).
+
+The ε grid spans ``1e-4 … 4`` times :math:`|G|^2/G^THG` from the Hessian measurement
+(times the run's learning rate when :math:`G^THG \le 0`): it only places the grid;
+every measured number comes from the loss changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.func import functional_call, grad, vmap
+
+from . import library
+from .config import OneStepSpec
+from .noise import _objective_sample
+from .tasks.base import Task
+
+EPS_SPAN = (1e-4, 4.0)
+
+
+@dataclass(frozen=True)
+class OneStepResult:
+    """Per-B measurements and predictions (``table``) and per-checkpoint constants (``summary``)."""
+
+    table: pd.DataFrame
+    summary: dict
+
+    def to_dict(self) -> dict:
+        return {"summary": self.summary, "table": self.table.to_dict(orient="list")}
+
+
+def _quadratic_fit(eps: np.ndarray, mean_dl: np.ndarray) -> tuple[float, float]:
+    """(a, b) of ΔL(ε) = a ε − ½ b ε² on the window rule of the module docstring."""
+    k_hat = int(np.nanargmax(mean_dl))
+    keep = eps <= 2 * eps[k_hat]
+    keep[:3] = True
+    x = np.stack([eps[keep], -0.5 * eps[keep] ** 2], axis=1)
+    coef, *_ = np.linalg.lstsq(x, mean_dl[keep], rcond=None)
+    return float(coef[0]), float(coef[1])
+
+
+def _pct(values, q: float) -> float:
+    """Percentile ignoring NaN draws (a draw without curvature); NaN when all are NaN."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    return float(np.percentile(v, q)) if v.size else float("nan")
+
+
+def _opt(a: float, b: float) -> tuple[float, float]:
+    if not (a > 0 and b > 0):
+        return float("nan"), float("nan")
+    return a / b, a * a / (2 * b)
+
+
+def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: float,
+                key: int = 0, step: int = 0) -> OneStepResult:
+    """Run the experiment at the weights ``state`` (a state dict of ``task``'s model)."""
+    device = task.device
+    model = task.init_model(0)
+    model.load_state_dict({k: v.to(device) for k, v in state.items()})
+    model = model.double()
+
+    def f64(t):
+        return t.double() if t.is_floating_point() else t
+
+    x_o, y_o = (f64(t) for t in _objective_sample(task, spec.n_examples))
+    hs = library.hessian_scales(model, task.loss_fn, x_o, y_o)
+    scale = hs["g2"] / hs["ghg"] if hs["ghg"] > 0 else learning_rate
+    eps = scale * np.geomspace(*EPS_SPAN, spec.n_eps)
+    eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
+
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+
+    def loss_p(p, x, y):
+        return task.loss_fn(functional_call(model, (p, buffers), (x,)), y)
+
+    batch_grads = vmap(grad(loss_p), in_dims=(None, 0, 0))
+    losses_at = vmap(loss_p, in_dims=(0, None, None), chunk_size=64)
+    with torch.no_grad():
+        l0 = float(loss_p(params, x_o, y_o))
+    rng = np.random.default_rng(np.random.SeedSequence([key, step]))
+    rows, boots = [], {}
+    n_obj = x_o.shape[0]
+    for b in spec.batch_sizes:
+        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        idx = torch.randint(n_obj, (spec.n_batches, b), generator=gen).to(device)
+        xs, ys = x_o[idx], y_o[idx]
+        g = batch_grads(params, xs, ys)  # each [n_batches, ...]
+        with torch.no_grad():
+            moved = {
+                k: (params[k] - eps_t.reshape(1, -1, *[1] * params[k].dim())
+                    * g[k].unsqueeze(1)).reshape(-1, *params[k].shape)
+                for k in params
+            }
+            dl = l0 - losses_at(moved, x_o, y_o).reshape(spec.n_batches, spec.n_eps)
+        dl = dl.cpu().numpy()
+        a, bb = _quadratic_fit(eps, dl.mean(axis=0))
+        e_opt, d_opt = _opt(a, bb)
+        draws_ab = np.array([
+            _quadratic_fit(eps, dl[rng.integers(0, spec.n_batches, spec.n_batches)].mean(0))
+            for _ in range(spec.n_boot)
+        ])
+        boots[b] = draws_ab
+        opt_draws = np.array([_opt(*ab) for ab in draws_ab])
+        rows.append({
+            "batch_size": b, "a": a, "b": bb, "b_sd": float(np.std(draws_ab[:, 1])),
+            "eps_opt": e_opt, "dl_opt": d_opt,
+            "eps_opt_lo": _pct(opt_draws[:, 0], 2.5),
+            "eps_opt_hi": _pct(opt_draws[:, 0], 97.5),
+            "dl_opt_lo": _pct(opt_draws[:, 1], 2.5),
+            "dl_opt_hi": _pct(opt_draws[:, 1], 97.5),
+            "eps_argmax": float(eps[int(np.argmax(dl.mean(axis=0)))]),
+            "dl_argmax": float(dl.mean(axis=0).max()),
+        })
+    table = pd.DataFrame(rows)
+    bs = table["batch_size"].to_numpy(float)
+
+    def regress(bvals, avals, sd):
+        w = 1.0 / np.maximum(sd, 1e-300) ** 2
+        x = np.stack([np.ones_like(bs), 1.0 / bs], axis=1) * np.sqrt(w)[:, None]
+        (c, d), *_ = np.linalg.lstsq(x, bvals * np.sqrt(w), rcond=None)
+        a_bar = float(np.average(avals, weights=w))
+        return a_bar, c, d
+
+    sd = table["b_sd"].to_numpy(float)
+    a_bar, c, d = regress(table["b"].to_numpy(float), table["a"].to_numpy(float), sd)
+    fit_draws = []
+    for i in range(spec.n_boot):
+        bi = np.array([boots[b][i, 1] for b in spec.batch_sizes])
+        ai = np.array([boots[b][i, 0] for b in spec.batch_sizes])
+        _, ci, di = regress(bi, ai, sd)
+        fit_draws.append(di / ci if ci > 0 else np.nan)
+    ok_fit = c > 0 and d >= 0 and a_bar > 0
+    b_noise_fit = d / c if ok_fit else float("nan")
+    eps_max_fit = a_bar / c if ok_fit else float("nan")
+    dl_max_fit = a_bar**2 / (2 * c) if ok_fit else float("nan")
+    ok_hvp = hs["ghg"] > 0 and hs["b_noise"] >= 0
+    eps_max_hvp = hs["g2"] / hs["ghg"] if ok_hvp else float("nan")
+    dl_max_hvp = 0.5 * hs["g2"] ** 2 / hs["ghg"] if ok_hvp else float("nan")
+    nan = np.full(len(bs), np.nan)
+    table["eps_opt_pred_fit"] = library.eps_opt(bs, eps_max_fit, b_noise_fit) if ok_fit else nan
+    table["dl_opt_pred_fit"] = library.dl_opt(bs, dl_max_fit, b_noise_fit) if ok_fit else nan
+    table["eps_opt_pred_hvp"] = library.eps_opt(bs, eps_max_hvp, hs["b_noise"]) if ok_hvp else nan
+    table["dl_opt_pred_hvp"] = library.dl_opt(bs, dl_max_hvp, hs["b_noise"]) if ok_hvp else nan
+    table.insert(0, "step", step)
+    table.insert(0, "task", task.name)
+    summary = {
+        "task": task.name, "step": step, "loss": l0,
+        "b_noise_fit": b_noise_fit,
+        "b_noise_fit_lo": _pct(fit_draws, 2.5),
+        "b_noise_fit_hi": _pct(fit_draws, 97.5),
+        "b_noise_hvp": hs["b_noise"], "b_simple_hvp": hs["b_simple"],
+        "eps_max_fit": eps_max_fit, "eps_max_hvp": eps_max_hvp,
+        "dl_max_fit": dl_max_fit, "dl_max_hvp": dl_max_hvp,
+        "g2_fit": a_bar, "g2_hvp": hs["g2"], "ghg_fit": float(c), "ghg_hvp": hs["ghg"],
+        "trace_h_sigma_fit": float(d), "trace_h_sigma_hvp": hs["trace_h_sigma"],
+    }
+    return OneStepResult(table, summary)
+
+
+def run_one_step(task: Task, spec: OneStepSpec, reference, *, key: int = 0) -> OneStepResult:
+    """The experiment at ``spec.n_checkpoints`` of the reference run's snapshots."""
+    steps = sorted(reference.snapshots)
+    idx = np.unique(np.round(np.linspace(0, len(steps) - 1, spec.n_checkpoints)).astype(int))
+    tables, summaries = [], []
+    for i in idx:
+        s = steps[int(i)]
+        res = one_step_at(task, reference.snapshots[s], spec,
+                          learning_rate=reference.member.learning_rate, key=key, step=s)
+        tables.append(res.table)
+        summaries.append(res.summary)
+    return OneStepResult(pd.concat(tables, ignore_index=True),
+                         {"checkpoints": summaries})

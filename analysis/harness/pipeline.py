@@ -1,0 +1,132 @@
+"""The whole harness for one configuration: sweeps, noise scales, one-step experiment, report.
+
+Stages: ``sweep`` (train this shard's runs, write ``OUT/sweeps/TASK[.shard-i-of-n].csv``)
+and ``analyze`` (read the complete sweep of each task back through ``load_sweep``,
+measure the noise scales and the one-step experiment on reference runs, fit
+B_crit and write the report); ``all`` does both. ``OUT/manifest.json`` records the
+configuration, the library and torch versions, the device and wall times.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .config import HarnessConfig
+from .sweep import run_sweep, sweep_path, write_sweep
+
+STAGES = ("all", "sweep", "analyze")
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``auto`` → CUDA when available, else CPU; ``cuda`` without CUDA is an error."""
+    if device not in ("auto", "cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ValueError(f"--device must be auto, cpu or cuda[:N], got {device!r}")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for but torch.cuda.is_available() is False")
+    return torch.device(device)
+
+
+@dataclass
+class HarnessRun:
+    out: Path
+    config: str
+    device: str
+    stage: str
+    shard: tuple[int, int]
+    wall_s: dict = field(default_factory=dict)
+    files: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "config": self.config, "device": self.device, "stage": self.stage,
+            "shard": f"{self.shard[0]}/{self.shard[1]}", "wall_s": self.wall_s,
+            "files": [str(f) for f in self.files],
+        }
+
+
+def run_harness(
+    config: HarnessConfig,
+    out: str | Path,
+    *,
+    stage: str = "all",
+    shard: tuple[int, int] = (0, 1),
+    device: str = "auto",
+    progress: bool = True,
+    command: str | None = None,
+    threads: int | None = None,
+) -> HarnessRun:
+    """Run ``stage`` of the harness for every task of ``config``; outputs under ``out``.
+
+    ``threads`` sets torch's CPU threads (default: 1 on the CPU, where the tiny models
+    of the harness lose more to intra-op threading than they gain; unchanged on CUDA).
+    """
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    if shard[1] > 1 and stage != "sweep":
+        raise ValueError(
+            "--shard splits the sweep only: run each shard with --stage sweep, then "
+            "--stage analyze once on the folder that holds all shard files"
+        )
+    dev = resolve_device(device)
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    elif dev.type == "cpu":
+        torch.set_num_threads(1)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    run = HarnessRun(out, config.name, str(dev), stage, shard)
+    t_all = time.perf_counter()
+    if stage in ("all", "sweep"):
+        for plan in config.plans:
+            task = plan.make_task().to(dev)
+            t0 = time.perf_counter()
+            frame = run_sweep(task, plan.sweep, shard=shard, progress=progress)
+            _sync(dev)
+            run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
+            run.files.append(write_sweep(frame, sweep_path(out, plan.task, shard)))
+    if stage in ("all", "analyze"):
+        from .report import analyze
+
+        t0 = time.perf_counter()
+        run.files += analyze(config, out, device=dev, progress=progress, timings=run.wall_s)
+        run.wall_s["analyze"] = round(time.perf_counter() - t0, 2)
+    run.wall_s["total"] = round(time.perf_counter() - t_all, 2)
+    _write_manifest(run, config, command)
+    return run
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _write_manifest(run: HarnessRun, config: HarnessConfig, command: str | None) -> None:
+    from empirical_batch import __version__
+
+    i, n = run.shard
+    name = "manifest.json" if n == 1 else f"manifest.shard-{i}-of-{n}.json"
+    if run.stage != "all" and n == 1:
+        name = f"manifest.{run.stage}.json"
+    info = {
+        "command": command or " ".join(sys.argv),
+        "empirical_batch": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device_name": (torch.cuda.get_device_name(torch.device(run.device))
+                        if run.device.startswith("cuda") else platform.processor() or "cpu"),
+        "torch_threads": torch.get_num_threads(),
+        **run.to_dict(),
+        "harness_config": config.to_dict(),
+    }
+    (run.out / name).write_text(json.dumps(info, indent=1, default=str) + "\n")

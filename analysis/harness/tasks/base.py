@@ -1,0 +1,149 @@
+"""The one interface every harness task implements.
+
+A task owns its data (on a device, in a dtype), its model architecture and its loss.
+Training code never looks inside: it asks for a model, for training batches drawn
+from a ``torch.Generator``, for a fixed evaluation set, and for the data that define
+the *objective* whose gradient SGD estimates (the one-step experiment and the noise
+measurements use it: for a finite training set it is the training set itself; for a
+generated task it is a large fixed sample of the training distribution).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import torch
+
+
+class TaskConfigError(ValueError):
+    """A task was given an option it does not have or a value it cannot use."""
+
+
+def _check(cond: bool, task: str, name: str, what: str, value: Any) -> None:
+    if not cond:
+        raise TaskConfigError(f"task {task!r}: option {name!r} {what}, got {value!r}")
+
+
+def positive_int(task: str, name: str, value: Any) -> None:
+    _check(
+        isinstance(value, int) and not isinstance(value, bool) and value > 0,
+        task, name, "must be a positive integer", value,
+    )
+
+
+def nonneg_float(task: str, name: str, value: Any) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    _check(ok and value >= 0 and value == value and value != float("inf"),
+           task, name, "must be a finite number >= 0", value)
+
+
+def fraction(task: str, name: str, value: Any) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    _check(ok and 0 < value < 1, task, name, "must be a number strictly between 0 and 1", value)
+
+
+class Task(ABC):
+    """A training problem for the harness.
+
+    Subclasses define a frozen dataclass ``Options`` (their configuration, with
+    defaults), ``validate`` (raising :class:`TaskConfigError`) and the abstract
+    methods below. Construct with keyword overrides: ``Digits(hidden=32)``.
+    Unknown option names and bad values raise :class:`TaskConfigError` naming the
+    task, the option and what is wrong.
+    """
+
+    name: ClassVar[str]
+    Options: ClassVar[type]
+    #: what one element of a batch is ("example", "sequence of 32 tokens", ...)
+    unit: ClassVar[str] = "example"
+
+    def __init__(self, **options: Any) -> None:
+        fields = {f.name for f in dataclasses.fields(self.Options)}
+        unknown = sorted(set(options) - fields)
+        if unknown:
+            raise TaskConfigError(
+                f"task {self.name!r} has no option {unknown[0]!r}; "
+                f"its options are: {', '.join(sorted(fields))}"
+            )
+        self.options = self.Options(**options)
+        self.validate(self.options)
+        self.device = torch.device("cpu")
+        self.dtype = torch.float32
+        self._ready = False
+
+    # -- configuration -------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def validate(cls, options) -> None:
+        """Raise :class:`TaskConfigError` for an unusable option value."""
+
+    def to(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Task:
+        """Build (or move) the task's tensors on ``device`` in ``dtype``; returns self."""
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self._build()
+        self._ready = True
+        return self
+
+    def _require_ready(self) -> None:
+        if not self._ready:
+            self.to(self.device, self.dtype)
+
+    # -- what subclasses provide ---------------------------------------------------
+    @abstractmethod
+    def _build(self) -> None:
+        """Create data tensors on ``self.device`` / ``self.dtype``."""
+
+    @abstractmethod
+    def make_model(self) -> torch.nn.Module:
+        """A freshly initialised model (uses torch's global RNG; see :meth:`init_model`)."""
+
+    @abstractmethod
+    def loss_fn(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Batch-mean loss, the one the training loop minimises."""
+
+    @abstractmethod
+    def _sample(self, generator: torch.Generator, batch_size: int):
+        """A training batch ``(inputs, targets)`` drawn with ``generator``."""
+
+    @abstractmethod
+    def _eval_data(self):
+        """The fixed evaluation set ``(inputs, targets)``."""
+
+    @abstractmethod
+    def _objective_data(self):
+        """Data defining the training objective (see module docstring)."""
+
+    # -- public, uniform API -------------------------------------------------------
+    def init_model(self, seed: int) -> torch.nn.Module:
+        """The model initialised from ``seed`` (CPU RNG, so identical on every device)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            model = self.make_model()
+        return model.to(device=self.device, dtype=self.dtype)
+
+    def generator(self, seed: int, batch_size: int) -> torch.Generator:
+        """The data stream of run seed ``seed`` at ``batch_size`` (shared across lrs)."""
+        import numpy as np
+
+        state = np.random.SeedSequence([int(seed), int(batch_size), 7919]).generate_state(1)
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(int(state[0]))
+        return gen
+
+    def sample(self, generator: torch.Generator, batch_size: int):
+        self._require_ready()
+        return self._sample(generator, int(batch_size))
+
+    def eval_data(self):
+        self._require_ready()
+        return self._eval_data()
+
+    def objective_data(self):
+        self._require_ready()
+        return self._objective_data()
+
+    def describe(self) -> dict:
+        return {"task": self.name, "unit": self.unit, **dataclasses.asdict(self.options)}

@@ -1,0 +1,280 @@
+"""Training a grid of runs (batch sizes × learning rates × seeds) as one batched program.
+
+Each run (a :class:`Member`) is plain SGD or Adam on a task's model from the
+initialisation of its seed, on the data stream of ``(seed, batch_size)`` (so runs
+that differ only in learning rate or optimizer see the same batches: common random
+numbers). Runs that share a batch size and an optimizer are trained together: their
+parameters are stacked with :func:`torch.func.stack_module_state` and one step of all
+of them is a single :func:`torch.func.vmap`-ed forward pass, one backward pass and a
+batched update, so a GPU sees one large program instead of many tiny ones.
+:func:`train_plain` is the reference: one ``nn.Module`` and ``torch.optim`` optimizer
+per run, step by step; the tests hold the batched program to it.
+
+The evaluation loss is recorded after ``k`` updates for every ``k`` in the run's
+log-spaced logging steps (:func:`log_steps`), in the sweep schema of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+from .tasks.base import Task
+
+OPTIMIZERS = ("sgd", "adam")
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
+
+
+@dataclass(frozen=True)
+class Member:
+    """One run of a sweep: optimizer, batch size, (peak = constant) learning rate, seed."""
+
+    optimizer: str
+    batch_size: int
+    learning_rate: float
+    seed: int
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if not isinstance(self.batch_size, int | np.integer) or self.batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ValueError(f"learning_rate must be finite and > 0, got {self.learning_rate!r}")
+
+    @property
+    def run(self) -> str:
+        return f"{self.optimizer}-b{self.batch_size}-lr{self.learning_rate:.6g}-s{self.seed}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StepBudget:
+    """Steps per run: ``clip(ceil(examples / B), min_steps, max_steps)``.
+
+    Small batches get more steps (a fixed example budget), large batches at least
+    ``min_steps``: the tradeoff S = S_min(1 + B_crit/B), E = E_min(1 + B/B_crit)
+    needs examples at small B and steps at large B.
+    """
+
+    examples: int
+    min_steps: int
+    max_steps: int
+    n_log: int = 24
+
+    def __post_init__(self) -> None:
+        for name in ("examples", "min_steps", "max_steps", "n_log"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"StepBudget.{name} must be a positive integer, got {value!r}")
+        if self.min_steps > self.max_steps:
+            raise ValueError(
+                f"StepBudget.min_steps ({self.min_steps}) must be <= max_steps ({self.max_steps})"
+            )
+
+    def steps(self, batch_size: int) -> int:
+        return int(min(max(math.ceil(self.examples / batch_size), self.min_steps), self.max_steps))
+
+
+def log_steps(total: int, n_log: int) -> np.ndarray:
+    """Step 0 and about ``n_log`` log-spaced steps up to and including ``total``."""
+    if total < 1:
+        raise ValueError(f"total must be >= 1, got {total}")
+    pts = np.unique(np.round(np.geomspace(1, total, n_log)).astype(int))
+    return np.concatenate([[0], pts])
+
+
+def _row(task: Task, m: Member, step: int, loss: float) -> dict:
+    return {
+        "run": m.run,
+        "batch_size": m.batch_size,
+        "learning_rate": m.learning_rate,
+        "step": int(step),
+        "examples": int(step) * m.batch_size,
+        "metric": float(loss),
+        "seed": m.seed,
+        "optimizer": m.optimizer,
+        "task": task.name,
+    }
+
+
+# ----------------------------------------------------------------------------- plain loop
+def train_plain(
+    task: Task,
+    member: Member,
+    steps: int,
+    logged: Iterable[int],
+    *,
+    callback: Callable[[int, torch.nn.Module, float], None] | None = None,
+) -> list[dict]:
+    """Train one run with ``torch.optim`` (the reference implementation).
+
+    ``callback(step, model, eval_loss)`` is called at each logged step (the model is
+    live: copy what you keep).
+    """
+    logged = set(int(s) for s in logged)
+    model = task.init_model(member.seed)
+    if member.optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=member.learning_rate)
+    else:
+        opt = torch.optim.Adam(
+            model.parameters(), lr=member.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPS,
+            foreach=False,
+        )
+    gen = task.generator(member.seed, member.batch_size)
+    x_ev, y_ev = task.eval_data()
+    rows = []
+    for step in range(steps + 1):
+        if step in logged:
+            with torch.no_grad():
+                loss = float(task.loss_fn(model(x_ev), y_ev))
+            rows.append(_row(task, member, step, loss))
+            if callback is not None:
+                callback(step, model, loss)
+        if step == steps:
+            break
+        x, y = task.sample(gen, member.batch_size)
+        opt.zero_grad(set_to_none=True)
+        task.loss_fn(model(x), y).backward()
+        opt.step()
+    return rows
+
+
+# ----------------------------------------------------------------------------- batched
+def train_batched(
+    task: Task, members: Sequence[Member], steps: int, logged: Iterable[int], *, progress=None
+) -> list[dict]:
+    """Train ``members`` (one optimizer, one batch size) together as one vmapped program.
+
+    Numerically the same computation as :func:`train_plain` for each member (same
+    initialisation, same batches, same update formulas), up to floating-point
+    summation order.
+    """
+    if not members:
+        return []
+    opts = {m.optimizer for m in members}
+    sizes = {m.batch_size for m in members}
+    if len(opts) != 1 or len(sizes) != 1:
+        raise ValueError(
+            f"train_batched needs one optimizer and one batch size, got {sorted(opts)} and "
+            f"{sorted(sizes)}; use train_grid to group a mixed grid"
+        )
+    optimizer, batch_size = opts.pop(), sizes.pop()
+    logged = set(int(s) for s in logged)
+    seeds = sorted({m.seed for m in members})
+    models = {s: task.init_model(s) for s in seeds}
+    params, buffers = stack_module_state([models[m.seed] for m in members])
+    params = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+    names = list(params)
+    base = copy.deepcopy(models[seeds[0]]).to("meta")
+
+    def loss_one(p, b, x, y):
+        return task.loss_fn(functional_call(base, (p, b), (x,)), y)
+
+    one_seed = len(seeds) == 1
+    # Members are independent, so the gradient of the *sum* of their losses with respect
+    # to the stacked parameters is each member's own gradient, exactly: one vmapped
+    # forward and one ordinary backward replace a vmap of torch.func.grad (faster).
+    loss_all = vmap(loss_one, in_dims=(0, 0, None, None) if one_seed else (0, 0, 0, 0))
+    eval_all = vmap(loss_one, in_dims=(0, 0, None, None))
+    where = torch.tensor([seeds.index(m.seed) for m in members], device=task.device)
+    gens = [task.generator(s, batch_size) for s in seeds]
+    x_ev, y_ev = task.eval_data()
+    lr = torch.tensor([m.learning_rate for m in members], device=task.device, dtype=task.dtype)
+
+    def per_member(t):
+        return lr.reshape(-1, *([1] * (t.dim() - 1)))
+
+    if optimizer == "adam":
+        exp_avg = {k: torch.zeros_like(v) for k, v in params.items()}
+        exp_avg_sq = {k: torch.zeros_like(v) for k, v in params.items()}
+    rows: list[dict] = []
+    for step in range(steps + 1):
+        if step in logged:
+            with torch.no_grad():
+                losses = eval_all(params, buffers, x_ev, y_ev).tolist()
+            rows += [_row(task, m, step, loss) for m, loss in zip(members, losses, strict=True)]
+        if step == steps:
+            break
+        batches = [task.sample(g, batch_size) for g in gens]
+        if one_seed:
+            x, y = batches[0]
+        else:
+            x = torch.stack([b[0] for b in batches])[where]
+            y = torch.stack([b[1] for b in batches])[where]
+        total = loss_all(params, buffers, x, y).sum()
+        grads = dict(zip(names, torch.autograd.grad(total, [params[k] for k in names]),
+                         strict=True))
+        with torch.no_grad():
+            if optimizer == "sgd":
+                for k, p in params.items():
+                    p.sub_(per_member(p) * grads[k])
+            else:  # the arithmetic of torch.optim.Adam's single-tensor path
+                b1, b2 = ADAM_BETAS
+                t = step + 1
+                bc1, bc2_sqrt = 1 - b1**t, math.sqrt(1 - b2**t)
+                for k, p in params.items():
+                    g = grads[k]
+                    exp_avg[k].lerp_(g, 1 - b1)
+                    exp_avg_sq[k].mul_(b2).addcmul_(g, g, value=1 - b2)
+                    denom = (exp_avg_sq[k].sqrt() / bc2_sqrt).add_(ADAM_EPS)
+                    p.sub_((per_member(p) / bc1) * exp_avg[k] / denom)
+        if progress is not None:
+            progress.update(len(members))
+    return rows
+
+
+def group_members(members: Iterable[Member], max_group: int | None = None) -> list[list[Member]]:
+    """Members grouped by (optimizer, batch size), each group cut to at most ``max_group``."""
+    groups: dict[tuple[str, int], list[Member]] = {}
+    for m in members:
+        groups.setdefault((m.optimizer, m.batch_size), []).append(m)
+    out = []
+    for key in sorted(groups):
+        g = groups[key]
+        size = len(g) if max_group is None else max_group
+        out += [g[i : i + size] for i in range(0, len(g), size)]
+    return out
+
+
+def train_grid(
+    task: Task,
+    members: Sequence[Member],
+    budget: StepBudget,
+    *,
+    batched: bool = True,
+    max_group: int | None = None,
+    progress: bool = False,
+) -> list[dict]:
+    """Train every member (batched per group, or one by one with ``batched=False``)."""
+    total = sum(budget.steps(m.batch_size) for m in members)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=f"{task.name}", unit="run-step", leave=False)
+    rows: list[dict] = []
+    try:
+        for group in group_members(members, max_group):
+            steps = budget.steps(group[0].batch_size)
+            logged = log_steps(steps, budget.n_log)
+            if batched:
+                rows += train_batched(task, group, steps, logged, progress=bar)
+            else:
+                for m in group:
+                    rows += train_plain(task, m, steps, logged)
+                    if bar is not None:
+                        bar.update(steps)
+    finally:
+        if bar is not None:
+            bar.close()
+    return rows

@@ -1,0 +1,142 @@
+"""The analysis parts of the harness on problems with a known answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from analysis.harness.config import OneStepSpec  # noqa: E402
+from analysis.harness.noise import averaged_scale, measure_scales, scales_at_losses  # noqa: E402
+from analysis.harness.one_step import one_step_at  # noqa: E402
+from analysis.harness.report import choose_targets  # noqa: E402
+from analysis.harness.tasks.base import Task  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """The models are tiny: intra-op threads only add overhead (and CI has 2 shared cores)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@dataclass(frozen=True)
+class _LinOptions:
+    n: int = 256
+    dim: int = 6
+
+
+class _Linear(Task):
+    """Least squares with a linear model: the loss is exactly quadratic in the weights."""
+
+    name = "linear_test"
+    Options = _LinOptions
+
+    @classmethod
+    def validate(cls, o):
+        pass
+
+    def _build(self):
+        g = torch.Generator().manual_seed(0)
+        scales = torch.linspace(0.3, 2.0, self.options.dim, dtype=torch.float64)
+        x = torch.randn(self.options.n, self.options.dim, generator=g, dtype=torch.float64)
+        x = x * scales
+        y = x @ torch.ones(self.options.dim, 1, dtype=torch.float64) + torch.randn(
+            self.options.n, 1, generator=g, dtype=torch.float64)
+        self._data = (x.to(self.dtype), y.to(self.dtype))
+
+    def make_model(self):
+        return torch.nn.Linear(self.options.dim, 1, bias=False)
+
+    def loss_fn(self, outputs, targets):
+        return 0.5 * ((outputs - targets) ** 2).mean()
+
+    def _sample(self, generator, batch_size):
+        idx = torch.randint(self.options.n, (batch_size,), generator=generator)
+        return self._data[0][idx], self._data[1][idx]
+
+    def _eval_data(self):
+        return self._data
+
+    def _objective_data(self):
+        return self._data
+
+
+def test_one_step_recovers_the_quadratic_model_exactly_where_it_holds():
+    task = _Linear().to("cpu", torch.float64)
+    state = {"weight": torch.zeros(1, task.options.dim, dtype=torch.float64)}
+    spec = OneStepSpec(batch_sizes=(1, 4, 16, 64, 256), n_batches=1024, n_eps=24,
+                       n_checkpoints=1, n_examples=256, n_boot=200)
+    res = one_step_at(task, state, spec, learning_rate=0.1, key=1)
+    s = res.summary
+    # the fitted constants against the Hessian-vector-product values at the same weights:
+    # the loss is exactly quadratic, so only the batch sampling (1,024 batches per B)
+    # separates them; allow 4 bootstrap standard errors (from the 95% interval)
+    se = (s["b_noise_fit_hi"] - s["b_noise_fit_lo"]) / (2 * 1.96)
+    assert abs(s["b_noise_fit"] - s["b_noise_hvp"]) < 4 * se
+    assert se < 0.3 * s["b_noise_hvp"]  # the test has power: the interval is informative
+    t = res.table
+    inside = (t["eps_opt_lo"] <= t["eps_opt_pred_hvp"]) & (t["eps_opt_pred_hvp"] <= t["eps_opt_hi"])
+    assert inside.sum() >= 4  # 95% intervals, 5 batch sizes: at most one miss expected
+    # ε_opt grows with B and saturates at ε_max (eq. 2.6)
+    assert np.all(np.diff(t["eps_opt"]) > 0)
+    assert t["eps_opt"].iloc[-1] < s["eps_max_hvp"] * 1.1
+
+
+def test_library_paths_agree_on_b_simple():
+    task = _Linear().to("cpu", torch.float64)
+    model = task.init_model(0).double()
+    m = measure_scales(task, model, 256)
+    n = m["n_examples"]
+    pop = (n / (n - 1) * m["trace_sigma"]) / (m["g2"] - m["trace_sigma"] / (n - 1))
+    # per-example norms + two-batch estimator vs the Hessian path's traces: the same
+    # algebra; per_example_sq_norms accumulates in float32 (~6e-8 relative), hence 1e-6
+    assert m["b_simple_collector"] == pytest.approx(pop, rel=1e-6)
+
+
+def _scales():
+    return pd.DataFrame({
+        "step": [0, 10, 20, 40],
+        "eval_loss": [2.0, 1.0, 0.5, 0.4],
+        "b_simple": [10.0, 20.0, 40.0, 80.0],
+        "b_noise": [5.0, 10.0, -1.0, 40.0],
+    })
+
+
+def test_scales_at_losses_interpolates_at_first_crossing():
+    at = scales_at_losses(_scales(), [2.5, 1.5, 0.75, 0.1], columns=("b_simple", "b_noise"))
+    assert at.loc[0, "b_simple"] == 10.0  # reached at the first point
+    assert at.loc[1, "b_simple"] == pytest.approx(np.sqrt(10 * 20))  # halfway: geometric mean
+    assert at.loc[2, "b_simple"] == pytest.approx(np.sqrt(20 * 40))
+    assert np.isnan(at.loc[2, "b_noise"])  # a negative bracketing value is not interpolated
+    assert not at.loc[3, "reached"] and np.isnan(at.loc[3, "b_simple"])
+
+
+def test_averaged_scale_weights_by_steps():
+    s = _scales()
+    # trapezoid over steps 0..20: (10+20)/2·10 + (20+40)/2·10 = 450 over 20 steps
+    assert averaged_scale(s, "b_simple", 0.5) == pytest.approx(22.5)
+    assert np.isnan(averaged_scale(s, "b_noise", 0.4))
+
+
+def test_choose_targets_rule():
+    rows = []
+    for b, best in ((1, 0.5), (2, 0.3), (4, 0.2), (8, 0.4)):
+        for lr, extra in ((0.1, 0.0), (0.2, 0.05)):
+            for seed, lucky in ((0, 0.0), (1, -0.15)):  # seed 1 luckier: not what all reach
+                rows += [{"batch_size": b, "learning_rate": lr, "seed": seed, "step": 0,
+                          "metric": 2.0},
+                         {"batch_size": b, "learning_rate": lr, "seed": seed, "step": 5,
+                          "metric": best + extra + lucky}]
+    frame = pd.DataFrame(rows)
+    t = choose_targets(frame, (0.5, 0.0))
+    l_hard = 0.35  # median over B of the best (over lr) loss that every seed reaches
+    np.testing.assert_allclose(t, [l_hard + 0.5 * (2.0 - l_hard), l_hard])
+    with pytest.raises(ValueError, match="no training progress"):
+        choose_targets(frame.assign(metric=2.0), (0.5,))

@@ -1,0 +1,62 @@
+"""`empirical-batch harness --config tiny` end to end: sweep → load_sweep → fits → report."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+
+from empirical_batch import load_sweep
+from empirical_batch.cli import main
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """The models are tiny: intra-op threads only add overhead (and CI has 2 shared cores)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+
+@pytest.mark.slow
+def test_tiny_end_to_end(tmp_path, capsys):
+    out = tmp_path / "h"
+    assert main(["harness", "--config", "tiny", "--out", str(out), "--no-progress"]) == 0
+    for task in ("teacher_student", "digits", "sequence"):
+        sweep = load_sweep(out / "sweeps" / f"{task}.csv")
+        assert set(sweep.to_frame()["optimizer"]) == {"sgd", "adam"}
+        for fig in ("tradeoff", "b_crit_vs_loss", "one_step"):
+            assert (out / "figures" / f"{task}_{fig}.png").stat().st_size > 0
+    crit = pd.read_csv(out / "results" / "b_crit_vs_noise.csv")
+    assert set(crit["task"]) == {"teacher_student", "digits", "sequence"}
+    fitted = crit.dropna(subset=["b_crit"])
+    assert len(fitted) >= 6  # the plumbing fits something for every task/optimizer
+    assert (fitted["b_crit_lo"] <= fitted["b_crit"]).all()
+    # a target that is not fitted says why
+    assert crit.loc[crit["b_crit"].isna(), "note"].str.len().gt(0).all()
+    noise = pd.read_csv(out / "results" / "noise_along_reference.csv")
+    assert np.isfinite(noise["b_simple"]).all() and (noise["n_examples"] > 0).all()
+    refs = pd.read_csv(out / "results" / "reference_runs.csv")
+    # the reference run, retrained with the plain loop, reproduces its sweep curve
+    # (float32, batched vs plain: round-off only)
+    assert (refs["replay_error"] < 1e-4).all()
+    one = pd.read_csv(out / "results" / "one_step.csv")
+    assert {"eps_opt", "eps_opt_pred_hvp", "dl_opt", "dl_opt_pred_hvp"} <= set(one.columns)
+    report = (out / "report.md").read_text()
+    assert "B_crit/B_simple" in report and "One-step" in report
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"] == "tiny" and manifest["device"] == "cpu"
+    assert "empirical-batch harness --config tiny" in manifest["command"]
+
+
+def test_analyze_needs_a_sweep(tmp_path):
+    assert main(["harness", "--config", "tiny", "--tasks", "digits", "--stage", "analyze",
+                 "--out", str(tmp_path), "--no-progress"]) == 2

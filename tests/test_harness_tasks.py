@@ -1,0 +1,121 @@
+"""Task plugins: one interface, deterministic data, and clear configuration errors."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from analysis.harness.config import get_config  # noqa: E402
+from analysis.harness.tasks import TASKS, TaskConfigError, make_task  # noqa: E402
+from analysis.harness.tasks.sequence import grammar_text  # noqa: E402
+from empirical_batch.cli import main  # noqa: E402
+
+OPTS = {
+    "teacher_student": {"hidden": 8, "eval_size": 64, "objective_size": 64},
+    "digits": {"hidden": 8},
+    "sequence": {"context": 8, "d_model": 8, "corpus_chars": 4000, "eval_windows": 8,
+                 "objective_windows": 8},
+}
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """The models are tiny: intra-op threads only add overhead (and CI has 2 shared cores)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_interface_and_determinism(name):
+    task = make_task(name, **OPTS[name]).to("cpu")
+    model = task.init_model(1)
+    x, y = task.sample(task.generator(5, 4), 4)
+    x2, y2 = task.sample(task.generator(5, 4), 4)
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+    x3, _ = task.sample(task.generator(6, 4), 4)
+    assert not torch.equal(x, x3)
+    loss = task.loss_fn(model(x), y)
+    assert loss.ndim == 0 and torch.isfinite(loss)
+    for xs, ys in (task.eval_data(), task.objective_data()):
+        assert xs.shape[0] == ys.shape[0] > 0
+    m2 = task.init_model(1)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), m2.parameters(),
+                                                 strict=True))
+
+
+def test_label_noise_sets_the_floor():
+    # the teacher itself achieves exactly the noise variance on fresh data
+    task = make_task("teacher_student", label_noise=0.5, eval_size=20000).to("cpu",
+                                                                                torch.float64)
+    x, y = task.eval_data()
+    floor = float(((task._teacher(x) - y) ** 2).mean())
+    # 20,000 squared N(0, 0.25) draws: standard error 0.25·sqrt(2/20000) = 0.0025; 4 SE
+    assert abs(floor - 0.25) < 0.01
+
+
+def test_grammar_is_deterministic_and_agrees():
+    a, b = grammar_text(500, 3), grammar_text(500, 3)
+    assert a == b and a != grammar_text(500, 4)
+    assert set(a) <= set("abcdefghijklmnopqrstuvwxyz .")
+
+
+@pytest.mark.parametrize("name, opts, match", [
+    ("digits", {"hiden": 3}, "has no option 'hiden'; its options are"),
+    ("digits", {"hidden": -3}, "option 'hidden' must be a positive integer, got -3"),
+    ("digits", {"eval_fraction": 1.5}, "'eval_fraction' must be a number strictly between"),
+    ("teacher_student", {"label_noise": -0.1}, "'label_noise' must be a finite number >= 0"),
+    ("sequence", {"d_model": 10, "n_heads": 3}, "must be divisible by 'n_heads'"),
+    ("sequence", {"corpus_chars": 50}, "'corpus_chars' \\(50\\) is too small"),
+    ("mnist", {}, "unknown task 'mnist'; available tasks: teacher_student, digits, sequence"),
+])
+def test_config_errors_are_clear(name, opts, match):
+    with pytest.raises(TaskConfigError, match=match):
+        make_task(name, **opts)
+
+
+def test_cli_reports_bad_task_in_one_line(tmp_path, capsys):
+    code = main(["harness", "--config", "tiny", "--tasks", "mnist", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().count("\n") == 0
+    assert "unknown task 'mnist'" in err
+
+
+def test_cli_reports_bad_shard(tmp_path, capsys):
+    assert main(["harness", "--shard", "3/2", "--out", str(tmp_path)]) == 2
+    assert "--shard" in capsys.readouterr().err
+
+
+def test_presets_have_the_required_grids():
+    full = get_config("full")
+    for plan in full.plans:
+        sizes = plan.sweep.batch_sizes
+        assert len(sizes) >= 8 and all(b & (b - 1) == 0 for b in sizes)  # powers of two
+        assert set(plan.sweep.optimizers) == {"sgd", "adam"}
+        assert len(plan.sweep.seeds) >= 2
+        assert plan.noise.batch_size in sizes
+    for name in ("tiny", "cpu"):
+        for plan in get_config(name).plans:
+            assert plan.noise.batch_size in plan.sweep.batch_sizes
+    assert get_config("tiny", ["digits"]).tasks == ("digits",)
+
+
+def test_cli_without_checkout_says_so(tmp_path, monkeypatch, capsys):
+    from empirical_batch.cli import harness as cli_harness
+
+    monkeypatch.setattr(cli_harness, "_checkout_root", lambda: tmp_path)
+    assert main(["harness", "--config", "tiny", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "the validation harness is not installed" in err and str(tmp_path) in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without CUDA")
+def test_cli_cuda_without_cuda_is_a_clear_error(tmp_path, capsys):
+    assert main(["harness", "--config", "tiny", "--tasks", "digits", "--device", "cuda",
+                 "--out", str(tmp_path)]) == 2
+    assert "torch.cuda.is_available() is False" in capsys.readouterr().err
