@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,24 @@ def test_readme_example(code, expected, tmp_path, monkeypatch):
         got = [line.rstrip() for line in buf.getvalue().rstrip().splitlines()]
         want = [line.rstrip() for line in expected.rstrip().splitlines()]
         assert got == want
+
+
+def test_readme_demo_output_is_current(tmp_path):
+    """Every line of the README's trimmed demo output is printed by the demo, in order."""
+    text = README.read_text()
+    anchor = text.index("python -m empirical_batch.cli demo --no-figure")
+    block = _BLOCK.search(text, anchor)
+    assert block is not None and block.group(1) == "text"
+    want = [line.rstrip() for line in block.group(2).splitlines()
+            if line.strip() and line.strip() != "…"]
+    env_root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, "-m", "empirical_batch.cli", "demo", "--no-figure"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": env_root},
+    ).stdout
+    got = [line.rstrip() for line in out.splitlines()]
+    pos = 0
+    for line in want:
+        assert line in got[pos:], f"README demo line not in the demo's output (in order): {line!r}"
+        pos = got.index(line, pos) + 1
