@@ -92,3 +92,16 @@ def test_bad_input():
         hessian_noise_scale(model, _mean, torch.zeros(3, 2), torch.zeros(3))
     with pytest.raises(ValueError, match="ddof"):
         hessian_noise_scale(nn.Linear(2, 1), _mean, torch.zeros(1, 2), torch.zeros(1), ddof=1)
+
+
+def test_builtin_mse_loss_matches_handwritten():
+    """F.mse_loss has no forward-mode backward on torch 2.13; the HVPs must not need it."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1).double()
+    x, y = torch.randn(32, 4, dtype=torch.float64), torch.randn(32, 1, dtype=torch.float64)
+    builtin = hessian_noise_scale(model, F.mse_loss, x, y)
+    manual = hessian_noise_scale(model, lambda o, t: ((o - t) ** 2).mean(), x, y)
+    assert builtin.b_noise == pytest.approx(manual.b_noise, rel=1e-12)
+    assert builtin.b_simple == pytest.approx(manual.b_simple, rel=1e-12)

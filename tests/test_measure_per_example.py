@@ -150,3 +150,29 @@ def test_collector_sequence_model_matches_loop():
     # float32 accumulation in the hooks: ~1e-6 relative
     assert row.sq_norm_small == pytest.approx(float(ref.mean()), rel=1e-5)
     assert row.sq_norm_big == pytest.approx(float(sum((t**2).sum() for t in g)), rel=1e-10)
+
+
+def test_collector_ignores_torch_func_passes():
+    """hessian_noise_scale (torch.func transforms) between steps must not count as a
+    training pass of an attached PerExampleNoiseScale, nor change what it records."""
+    import torch.nn.functional as F
+
+    from empirical_batch.measure import hessian_noise_scale
+
+    def run(interleave: bool) -> dict:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).double()
+        x = torch.randn(16, 4, dtype=torch.float64)
+        y = torch.randn(16, 1, dtype=torch.float64)
+        pe = PerExampleNoiseScale(model)
+        for _ in range(3):
+            model.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            if interleave:
+                hessian_noise_scale(model, F.mse_loss, x, y)
+            pe.step()
+        return pe.estimator.history()
+
+    plain, mixed = run(False), run(True)
+    for key in plain:
+        np.testing.assert_array_equal(plain[key], mixed[key])

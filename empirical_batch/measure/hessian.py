@@ -59,7 +59,7 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
     sample from a larger one. ``chunk_size`` limits how many HVPs run at once.
     Computation is in the parameters' dtype (use float64 for exact checks).
     """
-    from torch.func import functional_call, grad, jvp, vmap
+    from torch.func import functional_call, grad, vmap
 
     chosen = select_params(model, params)
     n = inputs.shape[0]
@@ -86,7 +86,10 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
     g_full = grad(lambda v: loss_at(v, inputs, targets))
 
     def hvp(v):
-        return jvp(g_full, (theta,), (v,))[1]
+        # reverse-over-reverse: H v = ∇(∇L · v). Forward-over-reverse (jvp of grad)
+        # is faster but fails on losses whose backward formula lacks forward-mode
+        # support (torch 2.13: F.mse_loss raises "ZeroTensors are immutable").
+        return grad(lambda t: torch.dot(g_full(t), v))(theta)
 
     h_dev = vmap(hvp, chunk_size=chunk_size)(dev)
     hg = hvp(g)

@@ -227,6 +227,20 @@ def _vmap_sq(model, loss_fn, inputs, targets, chosen):
     return sum(v.reshape(v.shape[0], -1).double().square().sum(1) for v in g.values())
 
 
+def _inside_torch_func() -> bool:
+    """True inside a ``torch.func`` transform (vmap, grad, jvp): not a training pass.
+
+    ``hessian_noise_scale`` and ``per_example_sq_norms`` call the model through
+    ``functional_call`` under such transforms, which also fires forward hooks; those
+    passes must not count as a training step's forward.
+    """
+    try:
+        from torch._C._functorch import maybe_current_level
+    except ImportError:  # pragma: no cover - older/newer torch without this helper
+        return False
+    return maybe_current_level() is not None
+
+
 class PerExampleNoiseScale(EstimatorMixin):
     r"""Per-example noise scale collected during the training step itself.
 
@@ -242,6 +256,10 @@ class PerExampleNoiseScale(EstimatorMixin):
     out, and the result is then the noise scale of the tracked parameters'
     gradient). One forward and one backward per step, no weight sharing (both are
     detected and refused); ``loss`` must be the mean over the ``B`` examples.
+    Passes made inside ``torch.func`` transforms (e.g. :func:`hessian_noise_scale`)
+    are ignored; any other forward/backward of the model between two :meth:`step`
+    calls, :func:`per_example_sq_norms` included, counts as training and is refused.
+    Call :meth:`remove` to detach the hooks.
     """
 
     def __init__(self, model: nn.Module, *, beta: float = 0.99, params=None, scaler=None):
@@ -269,7 +287,7 @@ class PerExampleNoiseScale(EstimatorMixin):
             self._handles.append(m.register_forward_hook(self._fwd))
 
     def _fwd(self, m, inp, out):
-        if not out.requires_grad or not torch.is_grad_enabled():
+        if not out.requires_grad or not torch.is_grad_enabled() or _inside_torch_func():
             return
         self._fwd_calls[id(m)] = self._fwd_calls.get(id(m), 0) + 1
         a = inp[0].detach()
@@ -282,6 +300,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         out.register_hook(on_grad)
 
     def remove(self) -> None:
+        """Detach the hooks from the model (the collector stops counting)."""
         for h in self._handles:
             h.remove()
         self._handles = []
