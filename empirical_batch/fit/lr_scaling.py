@@ -1,0 +1,245 @@
+r"""The learning-rate law :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` (App. C, E)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import optimize
+
+from .._validate import as_float, check_positive
+from ..sweeps import Sweep
+from .steps import _as_sweep, _config_table, _per_run, _prepare, _steps_table
+from .tradeoff_fit import TradeoffFit, _profile_grid, fit_tradeoff
+
+
+@dataclass(frozen=True)
+class LRRecommendation:
+    """Learning rate (with interval) and predicted steps/examples at one batch size."""
+
+    batch_size: float
+    learning_rate: float
+    learning_rate_ci: tuple[float, float]
+    steps: float
+    examples: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LRScalingFit:
+    r"""Fit of :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` (paper eq. 2.6, App. C/E).
+
+    ``alpha = 1`` for SGD (and momentum), between ½ and 1 for Adam-like optimizers.
+    ``tradeoff_fit`` (when the fit was made from a sweep) supplies predicted steps.
+    """
+
+    eps_star: float
+    b_star: float
+    alpha: float
+    eps_star_ci: tuple[float, float]
+    b_star_ci: tuple[float, float]
+    alpha_ci: tuple[float, float]
+    ci_level: float
+    alpha_fixed: bool
+    batch_sizes: tuple[float, ...]
+    learning_rates: tuple[float, ...]
+    log_residuals: tuple[float, ...]
+    refined: tuple[bool, ...]
+    tradeoff_fit: TradeoffFit | None = None
+    _draws: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def learning_rate(self, batch_size):
+        r""":math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha`."""
+        b = check_positive(batch_size, "batch_size")
+        out = self.eps_star / (1.0 + self.b_star / b) ** self.alpha
+        return float(out) if np.ndim(out) == 0 else out
+
+    def recommend(self, batch_size: float) -> LRRecommendation:
+        """Learning rate (bootstrap interval) and, with a tradeoff fit, steps and examples."""
+        b = as_float(batch_size, "batch_size")
+        if b <= 0:
+            raise ValueError(f"batch_size must be > 0, got {b}")
+        lr = self.learning_rate(b)
+        if self._draws is not None and len(self._draws):
+            e, bs, a = self._draws.T
+            pred = e / (1.0 + bs / b) ** a
+            q = [(1 - self.ci_level) / 2, (1 + self.ci_level) / 2]
+            lr_ci = tuple(float(v) for v in np.quantile(pred, q))
+        else:
+            lr_ci = (math.nan, math.nan)
+        if self.tradeoff_fit is not None:
+            steps = float(self.tradeoff_fit.tradeoff.steps(b))
+            examples = steps * b
+        else:
+            steps = examples = math.nan
+        return LRRecommendation(b, lr, lr_ci, steps, examples)
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("_draws", "tradeoff_fit")}
+        d["tradeoff_fit"] = None if self.tradeoff_fit is None else self.tradeoff_fit.to_dict()
+        return d
+
+
+def _best_lr_refined(cfg: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Best learning rate per batch size; parabola in (log lr, log steps) through the
+    best rate and its two neighbours on the grid when both reached the target."""
+    bs, lrs, refined = [], [], []
+    for b, g in cfg.groupby("batch_size", sort=True):
+        g = g.dropna(subset=["learning_rate"]).sort_values("learning_rate")
+        ok = g["reached"].to_numpy()
+        if not ok.any():
+            continue
+        steps = np.where(ok, g["steps"].to_numpy(dtype=float), np.inf)
+        i = int(np.argmin(steps))
+        x = np.log(g["learning_rate"].to_numpy(dtype=float))
+        best, ref = x[i], False
+        if 0 < i < len(g) - 1 and np.isfinite(steps[i - 1]) and np.isfinite(steps[i + 1]):
+            xs, ys = x[i - 1:i + 2], np.log(steps[i - 1:i + 2])
+            c2, c1, _ = np.polyfit(xs, ys, 2)
+            if c2 > 0:
+                v = -c1 / (2 * c2)
+                if xs[0] <= v <= xs[2]:
+                    best, ref = v, True
+        bs.append(float(b))
+        lrs.append(math.exp(best))
+        refined.append(ref)
+    return np.array(bs), np.array(lrs), np.array(refined)
+
+
+def _lr_profile(Y, log_b, grid, alpha):
+    """Per (draw, B* grid point): RSS, intercept a and exponent α of
+    log ε = a − α log(1 + B*/B)."""
+    n = Y.shape[1]
+    X = np.logaddexp(0.0, grid[:, None] - log_b[None, :])  # (G, n)
+    ym = Y.mean(1)[:, None]
+    xm = X.mean(1)[None, :]
+    sxx = np.einsum("ij,ij->i", X, X)[None, :] - n * xm**2
+    syy = np.einsum("ij,ij->i", Y, Y)[:, None] - n * ym**2
+    sxy = np.einsum("dn,gn->dg", Y, X) - n * ym * xm
+    if alpha is None:
+        slope = sxy / sxx
+        rss = syy - slope * sxy
+        a_hat = -slope
+    else:
+        a_hat = np.full_like(sxy, alpha)
+        rss = syy + 2 * alpha * sxy + alpha**2 * sxx
+    intercept = ym + a_hat * xm
+    return rss, intercept, a_hat
+
+
+def fit_lr_scaling(
+    source,
+    target: float | None = None,
+    *,
+    alpha: float | None = None,
+    combine: str = "mean",
+    ci: float = 0.95,
+    n_boot: int = 1000,
+    seed=0,
+) -> LRScalingFit:
+    r"""Fit :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` to the best learning rates.
+
+    Parameters
+    ----------
+    source : Sweep or DataFrame
+        A sweep (then ``target`` is required: the best rate per batch size is the one
+        reaching the target in fewest steps, refined by a parabola through it and its
+        two neighbouring rates in (log ε, log S) when both reached the target), or a
+        table with ``batch_size`` and ``learning_rate`` (one best rate per batch size).
+    alpha : float, optional
+        Fix the exponent (1 for SGD); fitted when ``None``.
+    ci, n_boot, seed
+        Residual bootstrap (log-residuals, vectorised over a log grid of :math:`B_*`).
+
+    Returns
+    -------
+    LRScalingFit
+        With a :class:`TradeoffFit` attached when ``source`` was a sweep, so that
+        ``recommend(B)`` also predicts steps and examples.
+
+    Notes
+    -----
+    The law is identified only when the best rate changes with batch size. When it
+    is the same at every batch size (a coarse learning-rate grid), the fit returns
+    α ≈ 0 and a meaningless :math:`B_*`; check ``learning_rates`` first. Intervals
+    come from a residual bootstrap and do not include the uncertainty of picking the
+    best rate from a grid.
+    """
+    tradeoff_fit = None
+    if isinstance(source, Sweep) or (
+        isinstance(source, pd.DataFrame) and "metric" in source.columns
+    ):
+        if target is None:
+            raise ValueError("target is required when fitting learning rates from a sweep")
+        sweep = _as_sweep(source)
+        p = _prepare(sweep, "learning_rate")
+        cfg = _config_table(p, _per_run(p, as_float(target, "target")), combine)
+        b, lr, refined = _best_lr_refined(cfg)
+        table = _steps_table(p, float(target), combine)
+        if int(table["reached"].sum()) >= 3:
+            tradeoff_fit = fit_tradeoff(table, ci=ci, n_boot=n_boot, seed=seed)
+    elif isinstance(source, pd.DataFrame):
+        for c in ("batch_size", "learning_rate"):
+            if c not in source.columns:
+                raise ValueError(f"table needs column {c!r}; got {list(source.columns)}")
+        t = source
+        if "reached" in t.columns:
+            t = t[t["reached"].astype(bool)]
+        b = check_positive(t["batch_size"].to_numpy(dtype=float), "batch_size")
+        lr = check_positive(t["learning_rate"].to_numpy(dtype=float), "learning_rate")
+        refined = np.zeros(len(b), dtype=bool)
+    else:
+        raise TypeError(f"source must be a Sweep or DataFrame, got {type(source).__name__}")
+    n_par = 2 if alpha is None else 1
+    if len(b) < n_par + 2:
+        raise ValueError(
+            f"fitting the learning-rate law needs at least {n_par + 2} batch sizes with a "
+            f"best learning rate, got {len(b)}"
+        )
+    if alpha is not None:
+        alpha = as_float(alpha, "alpha")
+    log_b, y = np.log(b), np.log(lr)
+    grid = _profile_grid(log_b)
+    rss, icpt, al = _lr_profile(y[None, :], log_b, grid, alpha)
+    k = int(np.argmin(rss[0]))
+    if 0 < k < len(grid) - 1:
+        def obj(g):
+            r, _, _ = _lr_profile(y[None, :], log_b, np.array([g]), alpha)
+            return float(r[0, 0])
+
+        res = optimize.minimize_scalar(obj, bounds=(grid[k - 1], grid[k + 1]),
+                                       method="bounded", options={"xatol": 1e-10})
+        lbs = float(res.x)
+    else:
+        lbs = float(grid[k])
+    _, icpt, al = _lr_profile(y[None, :], log_b, np.array([lbs]), alpha)
+    eps_star, a_fit = math.exp(float(icpt[0, 0])), float(al[0, 0])
+    fitted = icpt[0, 0] - a_fit * np.logaddexp(0.0, lbs - log_b)
+    resid = y - fitted
+    rng = np.random.default_rng(seed)
+    n = len(b)
+    q = [(1 - ci) / 2, (1 + ci) / 2]
+    draws = None
+    if n_boot > 0:
+        scale = math.sqrt(n / (n - n_par - 1))
+        Y = fitted[None, :] + scale * (resid - resid.mean())[rng.integers(0, n, (n_boot, n))]
+        rss_b, ic_b, al_b = _lr_profile(Y, log_b, grid, alpha)
+        kk = np.argmin(rss_b, axis=1)
+        r = np.arange(n_boot)
+        draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]), al_b[r, kk]])
+        e_ci, b_ci, a_ci = (tuple(float(v) for v in np.quantile(draws[:, j], q))
+                            for j in range(3))
+    else:
+        e_ci = b_ci = a_ci = (math.nan, math.nan)
+    return LRScalingFit(
+        eps_star=eps_star, b_star=math.exp(lbs), alpha=a_fit,
+        eps_star_ci=e_ci, b_star_ci=b_ci, alpha_ci=a_ci, ci_level=ci,
+        alpha_fixed=alpha is not None,
+        batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
+        log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
+        tradeoff_fit=tradeoff_fit, _draws=draws,
+    )

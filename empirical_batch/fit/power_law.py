@@ -1,0 +1,93 @@
+r"""Power laws such as :math:`B_{crit}(L) = B_*/L^{1/\alpha}` (Kaplan et al. 2020)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+from .._validate import as_array, as_float, check_positive
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    r""":math:`y = a\,x^{k}` fitted by least squares in log-log space.
+
+    For Kaplan et al.'s :math:`B_{crit}(L) = B_*/L^{1/\alpha_B}`: ``coefficient``
+    is :math:`B_*` and ``exponent`` is :math:`-1/\alpha_B`
+    (see :attr:`alpha_from_exponent`).
+    """
+
+    coefficient: float
+    exponent: float
+    coefficient_ci: tuple[float, float]
+    exponent_ci: tuple[float, float]
+    ci_level: float
+    log_rmse: float
+    n: int
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """Confidence interval of the exponent."""
+        return self.exponent_ci
+
+    @property
+    def alpha_from_exponent(self) -> float:
+        r""":math:`\alpha = -1/k` (Kaplan's :math:`\alpha_B` when y = B_crit, x = L)."""
+        return -1.0 / self.exponent
+
+    def __call__(self, x):
+        x = check_positive(x, "x")
+        out = self.coefficient * x**self.exponent
+        return float(out) if np.ndim(out) == 0 else out
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fit_power_law(x, y, *, ci: float = 0.95) -> PowerLaw:
+    r"""Fit :math:`y = a x^k` by ordinary least squares of :math:`\log y` on :math:`\log x`.
+
+    Intervals are Student-t intervals of the regression (n − 2 degrees of freedom);
+    the coefficient's interval is that of :math:`\log a`, exponentiated. They assume
+    independent errors: B_crit values fitted at several targets of *one* sweep share
+    its runs, their errors are correlated and the interval is then too narrow (bootstrap
+    the whole sweep instead, e.g. refit on resampled runs).
+
+    Examples
+    --------
+    >>> law = fit_power_law([1, 2, 4, 8], [3.0, 6.0, 12.0, 24.0])
+    >>> round(law.coefficient, 6), round(law.exponent, 6)
+    (3.0, 1.0)
+    """
+    x = check_positive(as_array(x, "x", ndim=1), "x")
+    y = check_positive(as_array(y, "y", ndim=1), "y")
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
+    if len(x) < 3:
+        raise ValueError(f"a power law with an interval needs at least 3 points, got {len(x)}")
+    if np.ptp(x) == 0:
+        raise ValueError("x must take at least two distinct values")
+    ci = as_float(ci, "ci")
+    lx, ly = np.log(x), np.log(y)
+    n = len(x)
+    xm, ym = lx.mean(), ly.mean()
+    sxx = np.sum((lx - xm) ** 2)
+    k = float(np.sum((lx - xm) * (ly - ym)) / sxx)
+    la = ym - k * xm
+    resid = ly - la - k * lx
+    s2 = float(np.sum(resid**2) / (n - 2))
+    t = stats.t.ppf((1 + ci) / 2, n - 2)
+    se_k = math.sqrt(s2 / sxx)
+    se_a = math.sqrt(s2 * (1 / n + xm**2 / sxx))
+    return PowerLaw(
+        coefficient=math.exp(la),
+        exponent=k,
+        coefficient_ci=(math.exp(la - t * se_a), math.exp(la + t * se_a)),
+        exponent_ci=(k - t * se_k, k + t * se_k),
+        ci_level=ci,
+        log_rmse=float(np.sqrt(np.mean(resid**2))),
+        n=n,
+    )

@@ -1,0 +1,278 @@
+r"""Steps and examples to a target per batch size, from a sweep (§3)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .._validate import as_float
+from ..sweeps import Sweep, load_sweep
+
+_COMBINE = ("mean", "median", "min")
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """Sorted numpy views of a sweep, reused across targets."""
+
+    run_code: np.ndarray  # int per row, rows sorted by (run, step)
+    step: np.ndarray
+    examples: np.ndarray
+    value: np.ndarray  # metric oriented so that lower is better
+    run_start: np.ndarray  # first row of each run
+    runs: pd.DataFrame  # one row per run code: run, batch_size, config columns, diverged
+    diverged: np.ndarray  # bool per run code
+    cfg_code: np.ndarray  # configuration (batch size × config columns) of each run
+    cfg_info: pd.DataFrame  # one row per configuration: batch_size, learning_rate, config
+    cfg_order: np.ndarray  # run codes sorted by configuration
+    cfg_start: np.ndarray  # slice bounds into cfg_order, length n_cfg + 1
+    config: tuple[str, ...]
+    higher_is_better: bool
+    metric_name: str
+
+
+def _as_sweep(sweep) -> Sweep:
+    if isinstance(sweep, Sweep):
+        return sweep
+    if isinstance(sweep, pd.DataFrame):
+        return load_sweep(sweep)
+    raise TypeError(f"sweep must be a Sweep or a DataFrame, got {type(sweep).__name__}")
+
+
+def _prepare(sweep: Sweep, config) -> _Prepared:
+    config = (config,) if isinstance(config, str) else tuple(config)
+    d = sweep.data
+    for c in config:
+        if c not in d.columns:
+            raise KeyError(f"config column {c!r} not in the sweep; columns are {list(d.columns)}")
+    codes, uniques = pd.factorize(d["run"], sort=False)
+    order = np.lexsort((d["step"].to_numpy(), codes))
+    codes = codes[order]
+    value = d["metric"].to_numpy(dtype=float)[order]
+    if sweep.higher_is_better:
+        value = -value
+    start = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    bad = ~np.isfinite(value)
+    diverged = np.zeros(len(uniques), dtype=bool)
+    diverged[np.unique(codes[bad])] = True
+    first_rows = order[start]
+    cols = list(dict.fromkeys(["run", "batch_size", "learning_rate", *config]))
+    runs = d.iloc[first_rows][cols].reset_index(drop=True)
+    runs["diverged"] = diverged[codes[start]]
+    keys = list(dict.fromkeys(["batch_size", *config]))
+    cfg_code = runs.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
+    n_cfg = int(cfg_code.max()) + 1
+    cfg_order = np.argsort(cfg_code, kind="stable")
+    counts = np.bincount(cfg_code, minlength=n_cfg)
+    first = cfg_order[np.r_[0, np.cumsum(counts)[:-1]]]
+    info_cols = list(dict.fromkeys(["batch_size", "learning_rate", *config]))
+    cfg_info = runs.iloc[first][info_cols].reset_index(drop=True)
+    cfg_info["n_runs"] = counts
+    return _Prepared(
+        diverged=runs["diverged"].to_numpy(),
+        cfg_code=cfg_code,
+        cfg_info=cfg_info,
+        cfg_order=cfg_order,
+        cfg_start=np.r_[0, np.cumsum(counts)],
+        run_code=codes,
+        step=d["step"].to_numpy(dtype=float)[order],
+        examples=d["examples"].to_numpy(dtype=float)[order],
+        value=value,
+        run_start=start,
+        runs=runs,
+        config=config,
+        higher_is_better=sweep.higher_is_better,
+        metric_name=sweep.metric_name,
+    )
+
+
+def _interp(lo, hi, frac):
+    """Interpolate linearly in log space where both ends are > 0, else linearly."""
+    out = lo + frac * (hi - lo)
+    pos = (lo > 0) & (hi > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logv = np.exp(np.log(np.where(pos, lo, 1.0)) + frac * (
+            np.log(np.where(pos, hi, 1.0)) - np.log(np.where(pos, lo, 1.0))))
+    return np.where(pos, logv, out)
+
+
+def _per_run(p: _Prepared, target: float) -> dict[str, np.ndarray]:
+    """Steps/examples at which each run first reaches ``target`` (NaN when never)."""
+    t = -target if p.higher_is_better else target
+    n_runs = len(p.runs)
+    hit = p.value <= t  # NaN compares False: a NaN point never reaches
+    idx = np.flatnonzero(hit)
+    steps = np.full(n_runs, np.nan)
+    examples = np.full(n_runs, np.nan)
+    at_first = np.zeros(n_runs, dtype=bool)
+    if idx.size:
+        codes = p.run_code[idx]
+        keep = np.r_[True, codes[1:] != codes[:-1]]
+        first = idx[keep]
+        rc = codes[keep]
+        is_start = first == p.run_start[rc]
+        prev = np.where(is_start, first, first - 1)
+        v0, v1 = p.value[prev], p.value[first]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(is_start | (v0 == v1), 1.0, (v0 - t) / (v0 - v1))
+        frac = np.clip(frac, 0.0, 1.0)
+        steps[rc] = _interp(p.step[prev], p.step[first], frac)
+        examples[rc] = _interp(p.examples[prev], p.examples[first], frac)
+        at_first[rc] = is_start
+    steps[p.diverged] = np.nan
+    examples[p.diverged] = np.nan
+    reached = np.isfinite(steps)
+    return {"steps": steps, "examples": examples, "reached": reached,
+            "at_first_point": at_first & reached}
+
+
+def _combine(values: np.ndarray, how: str, axis=-1):
+    if how == "mean":
+        return np.mean(values, axis=axis)
+    if how == "median":
+        return np.median(values, axis=axis)
+    return np.min(values, axis=axis)
+
+
+def _config_table(p: _Prepared, pr: dict, combine: str) -> pd.DataFrame:
+    """One row per (batch size, configuration), seeds combined (vectorised)."""
+    n_cfg = len(p.cfg_info)
+    reached = pr["reached"]
+    n_runs = p.cfg_info["n_runs"].to_numpy()
+    n_reached = np.bincount(p.cfg_code, weights=reached, minlength=n_cfg).astype(int)
+    n_div = np.bincount(p.cfg_code, weights=p.diverged, minlength=n_cfg).astype(int)
+    ok = n_reached >= 1 if combine == "min" else n_reached == n_runs
+    steps = np.full(n_cfg, np.nan)
+    examples = np.full(n_cfg, np.nan)
+    if reached.any():
+        small = pd.DataFrame({"c": p.cfg_code[reached], "s": pr["steps"][reached],
+                              "e": pr["examples"][reached]})
+        agg = small.groupby("c")[["s", "e"]].agg(combine)
+        steps[agg.index.to_numpy()] = agg["s"].to_numpy()
+        examples[agg.index.to_numpy()] = agg["e"].to_numpy()
+    steps[~ok] = np.nan
+    examples[~ok] = np.nan
+    out = p.cfg_info.copy()
+    out["steps"] = steps
+    out["examples"] = examples
+    out["n_reached"] = n_reached
+    out["n_diverged"] = n_div
+    out["reached"] = ok
+    return out
+
+
+def _seeds_of(p: _Prepared, pr: dict, c: int) -> tuple[np.ndarray, np.ndarray, int]:
+    runs = p.cfg_order[p.cfg_start[c]:p.cfg_start[c + 1]]
+    runs = runs[pr["reached"][runs]]
+    return pr["steps"][runs], pr["examples"][runs], int(pr["at_first_point"][runs].sum())
+
+
+def steps_to_target(
+    sweep,
+    target: float,
+    *,
+    combine: str = "mean",
+    config: str | Sequence[str] = "learning_rate",
+) -> pd.DataFrame:
+    r"""Steps and examples to first reach ``target``, best configuration per batch size.
+
+    For every run the first logged point at or beyond the target is found
+    (``metric <= target``, or ``>=`` when higher is better) and the crossing is
+    **interpolated between it and the previous logged point, with the metric
+    linear in log(step)** (linear in step when the previous step is 0); examples
+    are interpolated the same way. A run whose first point already meets the
+    target is counted at that step (``n_at_first_point``). Diverged runs (any
+    NaN/inf metric) never reach a target. Runs with the same batch size and
+    configuration (by default the learning rate) are seeds: they are combined
+    with ``combine`` — ``"mean"`` and ``"median"`` need every seed to reach
+    the target (a censored mean would be biased), ``"min"`` needs one. The best
+    configuration at each batch size is the one with the fewest combined steps.
+
+    Parameters
+    ----------
+    sweep : Sweep or DataFrame
+    target : float
+        Metric value to reach.
+    combine : {"mean", "median", "min"}
+        How seeds are combined.
+    config : str or sequence of str
+        Column(s) that identify one hyper-parameter configuration at a batch size;
+        e.g. ``["round", "org", "system"]`` for MLPerf submissions.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per batch size, sorted: ``batch_size``, ``learning_rate`` (of the best
+        configuration), ``steps``, ``examples``, ``reached`` (``False`` rows have NaN
+        steps: no configuration reached the target), ``n_runs`` (seeds behind the
+        best configuration), ``n_configs``, ``n_configs_reached``, ``n_diverged``,
+        ``n_at_first_point``, ``seed_steps``/``seed_examples`` (tuples, used for the
+        bootstrap of :func:`fit_tradeoff`) and the config columns. ``attrs`` holds
+        ``target``, ``metric_name``, ``higher_is_better``, ``combine``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"run": ["a"] * 3, "batch_size": 8, "learning_rate": 0.1,
+    ...                    "step": [1, 10, 100], "metric": [3.0, 2.0, 1.0]})
+    >>> steps_to_target(df, 1.5)[["batch_size", "steps", "examples", "reached"]]
+       batch_size      steps    examples  reached
+    0         8.0  31.622777  252.982213     True
+    """
+    sweep = _as_sweep(sweep)
+    target = as_float(target, "target")
+    if combine not in _COMBINE:
+        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+    return _steps_table(_prepare(sweep, config), target, combine)
+
+
+def _steps_table(p: _Prepared, target: float, combine: str) -> pd.DataFrame:
+    pr = _per_run(p, target)
+    cfg_cols = [c for c in p.config if c not in ("learning_rate", "batch_size")]
+    ct = _config_table(p, pr, combine)
+    b_all = ct["batch_size"].to_numpy()
+    sizes, b_idx = np.unique(b_all, return_inverse=True)
+    n_configs = np.bincount(b_idx, minlength=len(sizes))
+    n_ok = np.bincount(b_idx, weights=ct["reached"].to_numpy(), minlength=len(sizes))
+    n_div = np.bincount(b_idx, weights=ct["n_diverged"].to_numpy(), minlength=len(sizes))
+    st = ct["steps"].to_numpy()
+    order = np.lexsort((np.where(np.isfinite(st), st, np.inf), b_idx))
+    first = order[np.r_[True, b_idx[order][1:] != b_idx[order][:-1]]]  # best per size
+    rows = []
+    for j, c in enumerate(first):
+        base = {"batch_size": float(sizes[j]), "n_configs": int(n_configs[j]),
+                "n_configs_reached": int(n_ok[j]), "n_diverged": int(n_div[j])}
+        if ct["reached"].iat[c]:
+            s_seeds, e_seeds, n_first = _seeds_of(p, pr, int(c))
+            rows.append({
+                **base,
+                "learning_rate": ct["learning_rate"].iat[c],
+                "steps": st[c],
+                "examples": ct["examples"].iat[c],
+                "reached": True,
+                "n_runs": int(ct["n_runs"].iat[c]),
+                "n_at_first_point": n_first,
+                "seed_steps": tuple(s_seeds.tolist()),
+                "seed_examples": tuple(e_seeds.tolist()),
+                **{k: ct[k].iat[c] for k in cfg_cols},
+            })
+        else:
+            rows.append({
+                **base, "learning_rate": np.nan, "steps": np.nan, "examples": np.nan,
+                "reached": False, "n_runs": 0, "n_at_first_point": 0,
+                "seed_steps": (), "seed_examples": (), **{k: None for k in cfg_cols},
+            })
+    cols = ["batch_size", "learning_rate", "steps", "examples", "reached", "n_runs",
+            "n_configs", "n_configs_reached", "n_diverged", "n_at_first_point",
+            "seed_steps", "seed_examples", *cfg_cols]
+    out = pd.DataFrame(rows, columns=cols)
+    finite = p.value[np.isfinite(p.value)]
+    best = float(finite.min()) if finite.size else math.nan
+    out.attrs.update(target=target, metric_name=p.metric_name,
+                     higher_is_better=p.higher_is_better, combine=combine,
+                     best_metric=-best if p.higher_is_better else best)
+    return out
