@@ -39,3 +39,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models: torch's intra-op thread pool costs more than it saves on 2 shared cores.
+
+    Use with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``.
+    """
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

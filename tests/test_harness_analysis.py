@@ -16,14 +16,7 @@ from analysis.harness.one_step import one_step_at  # noqa: E402
 from analysis.harness.report import choose_targets  # noqa: E402
 from analysis.harness.tasks.base import Task  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """The models are tiny: intra-op threads only add overhead (and CI has 2 shared cores)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,7 @@ OPTS = {
                  "objective_windows": 8},
 }
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """The models are tiny: intra-op threads only add overhead (and CI has 2 shared cores)."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 

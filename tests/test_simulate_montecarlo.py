@@ -13,13 +13,7 @@ from empirical_batch.simulate import NoisyQuadratic, monte_carlo_sgd
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: torch's thread pool costs more than it saves on a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # |z| bound for the mean of many seeds against the exact value. Each check compares
 # 2 B × 2 lr × 3 steps = 12 correlated z-scores; P(max |z| > 4) < 12 · 6.3e-5 ≈ 1e-3
