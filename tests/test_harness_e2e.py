@@ -16,7 +16,6 @@ from empirical_batch.cli import main
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-
 @pytest.mark.slow
 def test_tiny_end_to_end(tmp_path, capsys):
     out = tmp_path / "h"

@@ -26,7 +26,6 @@ KEY = ["run", "step"]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-
 @pytest.fixture(scope="module")
 def plan_task():
     plan = get_config("tiny", ["teacher_student"]).plans[0]

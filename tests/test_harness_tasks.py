@@ -21,7 +21,6 @@ OPTS = {
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-
 @pytest.mark.parametrize("name", list(TASKS))
 def test_interface_and_determinism(name):
     task = make_task(name, **OPTS[name]).to("cpu")

@@ -28,7 +28,6 @@ SMALL = {
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-
 def _curves(rows):
     rows = sorted(rows, key=lambda r: (r["run"], r["step"]))
     return [r["run"] for r in rows], np.array([r["metric"] for r in rows])
