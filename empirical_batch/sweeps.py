@@ -258,6 +258,20 @@ def _numeric(df, col, src, label, offset, *, allow_nonfinite=False, allow_nan=Fa
     return values
 
 
+def _bounded_column(df, mapping, key, what, label, offset, *, strict, allow_nan=False):
+    """Numeric column ``mapping[key]``, > 0 (``strict``) or >= 0; errors name file, row, column."""
+    col = mapping[key]
+    values = _numeric(df, col, col, label, offset, allow_nan=allow_nan)
+    bad = values <= 0 if strict else values < 0
+    if np.any(bad):
+        idx = df.index[int(np.argmax(bad))]
+        raise ValueError(
+            f"{_where(label, offset, idx)}, column {col!r}: {what} must be "
+            f"{'> 0' if strict else '>= 0'}, got {df.loc[idx, col]!r}"
+        )
+    return values
+
+
 def load_sweep(
     source,
     *,
@@ -329,43 +343,18 @@ def load_sweep(
 
     out = pd.DataFrame(index=df.index)
     out["run"] = df[mapping["run"]].astype(str)
-    bs = _numeric(df, mapping["batch_size"], mapping["batch_size"], label, offset)
-    if np.any(bs <= 0):
-        idx = df.index[int(np.argmax(bs <= 0))]
-        raise ValueError(
-            f"{_where(label, offset, idx)}, column {mapping['batch_size']!r}: batch size must "
-            f"be > 0, got {df.loc[idx, mapping['batch_size']]!r}"
-        )
+    bs = _bounded_column(df, mapping, "batch_size", "batch size", label, offset, strict=True)
     out["batch_size"] = bs
     if "learning_rate" in mapping:
-        lr = _numeric(df, mapping["learning_rate"], mapping["learning_rate"], label, offset,
-                      allow_nan=True)
-        if np.any(lr <= 0):
-            idx = df.index[int(np.argmax(lr <= 0))]
-            raise ValueError(
-                f"{_where(label, offset, idx)}, column {mapping['learning_rate']!r}: learning "
-                f"rate must be > 0, got {df.loc[idx, mapping['learning_rate']]!r}"
-            )
-        out["learning_rate"] = lr
+        out["learning_rate"] = _bounded_column(df, mapping, "learning_rate", "learning rate",
+                                               label, offset, strict=True, allow_nan=True)
     else:
         out["learning_rate"] = np.nan
-    step = _numeric(df, mapping["step"], mapping["step"], label, offset)
-    if np.any(step < 0):
-        idx = df.index[int(np.argmax(step < 0))]
-        raise ValueError(
-            f"{_where(label, offset, idx)}, column {mapping['step']!r}: step must be >= 0, "
-            f"got {df.loc[idx, mapping['step']]!r}"
-        )
+    step = _bounded_column(df, mapping, "step", "step", label, offset, strict=False)
     out["step"] = step
     if "examples" in mapping:
-        ex = _numeric(df, mapping["examples"], mapping["examples"], label, offset)
-        if np.any(ex < 0):
-            idx = df.index[int(np.argmax(ex < 0))]
-            raise ValueError(
-                f"{_where(label, offset, idx)}, column {mapping['examples']!r}: examples must "
-                f"be >= 0, got {df.loc[idx, mapping['examples']]!r}"
-            )
-        out["examples"] = ex
+        out["examples"] = _bounded_column(df, mapping, "examples", "examples", label, offset,
+                                          strict=False)
     else:
         out["examples"] = step * bs
     out["metric"] = _numeric(df, src_metric, src_metric, label, offset, allow_nonfinite=True)
