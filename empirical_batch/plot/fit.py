@@ -14,34 +14,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._axes import axes
+from .theory import plot_tradeoff as _plot_hyperbola
+
 __all__ = ["plot_critical_batch_curve", "plot_steps_vs_batch", "plot_tradeoff"]
-
-
-def _axes(ax):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(5, 4))
-    return ax
 
 
 def plot_tradeoff(fit, ax=None, *, label: str | None = None):
     """Steps vs examples (log-log): measured points, fitted hyperbola and asymptotes."""
-    ax = _axes(ax)
+    ax = axes(ax)
     t = fit.tradeoff
     b = np.asarray(fit.batch_sizes)
     s = np.asarray(fit.steps)
     bb = np.geomspace(min(b.min(), fit.b_crit) / 10, max(b.max(), fit.b_crit) * 10, 200)
-    line = ax.plot(t.examples(bb), t.steps(bb), label=label or "fit")[0]
-    ax.scatter(s * b, s, color=line.get_color(), zorder=3, label="measured")
-    ax.axhline(t.s_min, ls="--", color="grey", lw=1)
-    ax.axvline(t.e_min, ls=":", color="grey", lw=1)
-    ax.scatter([2 * t.e_min], [2 * t.s_min], marker="x", color="k", zorder=4,
-               label=f"B_crit = {fit.b_crit:.3g}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    first = len(ax.get_lines())
+    _plot_hyperbola(t, bb, ax=ax, label=label or "fit")
+    colour = ax.get_lines()[first].get_color()
+    ax.scatter(s * b, s, color=colour, zorder=3, label="measured")
     ax.set_xlabel("examples to target E")
     ax.set_ylabel("steps to target S")
+    ax.set_title("")
     ax.annotate("S_min", (ax.get_xlim()[1], t.s_min), ha="right", va="bottom", fontsize=8)
     ax.annotate("E_min", (t.e_min, ax.get_ylim()[1]), ha="left", va="top", fontsize=8,
                 rotation=90)
@@ -51,7 +43,7 @@ def plot_tradeoff(fit, ax=None, *, label: str | None = None):
 
 def plot_steps_vs_batch(fit, ax=None, *, label: str | None = None):
     """Steps vs batch size (log-log) with the fitted S(B) and B_crit's interval shaded."""
-    ax = _axes(ax)
+    ax = axes(ax)
     b = np.asarray(fit.batch_sizes)
     bb = np.geomspace(b.min() / 2, b.max() * 2, 200)
     line = ax.plot(bb, fit.tradeoff.steps(bb), label=label or "S(B) fit")[0]
@@ -70,7 +62,7 @@ def plot_steps_vs_batch(fit, ax=None, *, label: str | None = None):
 
 def plot_critical_batch_curve(curve, ax=None, *, power_law=None, label: str | None = None):
     """B_crit vs target with the interval band; optional fitted power law overlaid."""
-    ax = _axes(ax)
+    ax = axes(ax)
     c = curve.dropna(subset=["b_crit"]).sort_values("target")
     x = c["target"].to_numpy()
     line = ax.plot(x, c["b_crit"], marker="o", label=label or "B_crit")[0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._axes import axes
+
 __all__ = ["plot_b_simple"]
 
 
@@ -24,10 +26,7 @@ def plot_b_simple(frame, *, x: str = "step", band: str = "interval", ax=None, la
     for col in (x, "b_simple"):
         if col not in frame:
             raise KeyError(f"frame has no column {col!r}")
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots()
+    ax = axes(ax)
     xs = np.asarray(frame[x], float)
     b = np.asarray(frame["b_simple"], float)
     ok = np.isfinite(b) & (b > 0) & np.isfinite(xs)

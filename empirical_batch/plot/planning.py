@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._axes import axes
+
 __all__ = ["plot_frontier"]
 
 
@@ -18,13 +20,11 @@ def plot_frontier(df, *, tradeoff=None, ax=None, annotate: bool = True):
 
     Returns the matplotlib ``Axes``.
     """
-    import matplotlib.pyplot as plt
 
     from ..planning import frontier, frontier_bend
 
     f = frontier(df)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4.5))
+    ax = axes(ax, figsize=(6, 4.5))
     ax.scatter(df["wall_hours"], df["cost"], s=8, color="0.75", label="all candidates")
     ax.plot(f["wall_hours"], f["cost"], "-o", ms=4, color="C0", label="Pareto frontier")
     if annotate:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._axes import axes
+
 __all__ = ["plot_steps_examples"]
 
 
@@ -15,10 +17,7 @@ def plot_steps_examples(problem, target, batch_sizes, learning_rates, *, ax=None
     asymptotes :math:`S_{min}` (largest batch) and :math:`E_{min}` (smallest batch).
     Returns the Axes.
     """
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(5, 3.5))
+    ax = axes(ax, figsize=(5, 3.5))
     best = problem.best_lr(target, np.asarray(batch_sizes, float), learning_rates)
     b = np.atleast_1d(best.batch_size)
     s = np.atleast_1d(best.steps)

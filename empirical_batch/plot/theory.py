@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._axes import axes
+
 __all__ = ["plot_step_model", "plot_tradeoff"]
 
 
@@ -13,14 +15,11 @@ def plot_step_model(model, batch_sizes=None, *, ax=None):
     Both curves are $1/(1 + B_{noise}/B)$ (eqs. 2.6–2.7); they reach one half
     at $B = B_{noise}$. Returns the ``Axes``.
     """
-    import matplotlib.pyplot as plt
-
     if batch_sizes is None:
         lo = max(model.b_noise, 1.0)
         batch_sizes = np.logspace(np.log10(lo) - 3, np.log10(lo) + 3, 200)
     b = np.asarray(batch_sizes, dtype=float)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4.5))
+    ax = axes(ax, figsize=(6, 4.5))
     ax.plot(b, np.asarray(model.eps_opt(b)) / model.eps_max,
             label=r"$\epsilon_{opt}/\epsilon_{max}$")
     ax.plot(b, np.asarray(model.dl_opt(b)) / model.dl_max, "--",
@@ -36,16 +35,18 @@ def plot_step_model(model, batch_sizes=None, *, ax=None):
     return ax
 
 
-def plot_tradeoff(tradeoff, batch_sizes=None, *, ax=None):
-    r"""Steps against examples, $(S/S_{min}-1)(E/E_{min}-1)=1$, with B_crit marked."""
-    import matplotlib.pyplot as plt
+def plot_tradeoff(tradeoff, batch_sizes=None, *, ax=None, label="S(B), E(B)"):
+    r"""Steps against examples, $(S/S_{min}-1)(E/E_{min}-1)=1$, with B_crit marked.
 
+    Draws the hyperbola over ``batch_sizes`` (default $B_{crit}\cdot 10^{\pm 2}$), the
+    point $(2E_{min}, 2S_{min})$ it passes through at $B_{crit}$, and the
+    $S_{min}$/$E_{min}$ asymptotes. Returns the ``Axes``.
+    """
     if batch_sizes is None:
         batch_sizes = tradeoff.b_crit * np.logspace(-2, 2, 200)
     b = np.asarray(batch_sizes, dtype=float)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4.5))
-    ax.plot(tradeoff.examples(b), tradeoff.steps(b), label="S(B), E(B)")
+    ax = axes(ax, figsize=(6, 4.5))
+    ax.plot(tradeoff.examples(b), tradeoff.steps(b), label=label)
     ax.plot(2 * tradeoff.e_min, 2 * tradeoff.s_min, "o", color="C3",
             label=f"$B_{{crit}}$={tradeoff.b_crit:.3g}: 2$S_{{min}}$, 2$E_{{min}}$")
     ax.axhline(tradeoff.s_min, color="0.6", ls=":", lw=1)
