@@ -105,3 +105,70 @@ def test_builtin_mse_loss_matches_handwritten():
     manual = hessian_noise_scale(model, lambda o, t: ((o - t) ** 2).mean(), x, y)
     assert builtin.b_noise == pytest.approx(manual.b_noise, rel=1e-12)
     assert builtin.b_simple == pytest.approx(manual.b_simple, rel=1e-12)
+
+
+class _Shift(nn.Module):
+    """Per-example loss ½ (θ − x)ᵀ A (θ − x): gradient A(θ − x), Hessian A for every x."""
+
+    def __init__(self, theta):
+        super().__init__()
+        self.theta = nn.Parameter(theta)
+
+    def forward(self, x):
+        return x - self.theta
+
+
+def test_unbiased_removes_sample_size_bias():
+    """x ~ N(μ, C): G = A(θ − μ), Σ = A C A. Over many samples of n examples the plug-in
+    |G|², GᵀHG are biased by tr Σ/n, tr(HΣ)/n; unbiased() must remove that."""
+    rng = np.random.default_rng(0)
+    d, n, draws = 3, 6, 400
+    a = np.diag([1.0, 2.0, 4.0])
+    mu, theta = np.array([0.5, -0.3, 0.2]), np.zeros(d)
+    g = a @ (theta - mu)
+    sigma = a @ a  # C = I
+    at = torch.tensor(a)
+
+    def loss_fn(out, _t):
+        return 0.5 * torch.einsum("ni,ij,nj->n", out, at, out).mean()
+
+    model = _Shift(torch.tensor(theta)).double()
+    raw, fixed = [], []
+    for _ in range(draws):
+        x = torch.tensor(mu + rng.standard_normal((n, d)))
+        r = hessian_noise_scale(model, loss_fn, x, torch.zeros(n))
+        u = r.unbiased()
+        raw.append((r.g2, r.ghg))
+        fixed.append((u.g2, u.ghg, u.trace_sigma, u.trace_h_sigma))
+    raw, fixed = np.array(raw), np.array(fixed)
+    truth = np.array([g @ g, g @ a @ g, np.trace(sigma), np.trace(a @ sigma)])
+    se = fixed.std(axis=0, ddof=1) / np.sqrt(draws)
+    np.testing.assert_array_less(np.abs(fixed.mean(axis=0) - truth), 4 * se)  # 4 MC SE
+    # the plug-in values are off by tr Σ/n and tr(HΣ)/n, far beyond their MC error
+    raw_se = raw.std(axis=0, ddof=1) / np.sqrt(draws)
+    assert np.all(raw.mean(axis=0) - truth[:2] > 4 * raw_se)
+
+
+def test_unbiased_b_simple_equals_the_many_batches_estimator():
+    """For ddof=0 the corrected B_simple is gns_many on per-example squared norms."""
+    from empirical_batch import gns_many
+    from empirical_batch.measure import per_example_sq_norms
+
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 1)).double()
+    x, y = torch.randn(20, 4, dtype=torch.float64), torch.randn(20, 1, dtype=torch.float64)
+
+    def loss_fn(o, t):
+        return ((o - t) ** 2).mean()
+
+    u = hessian_noise_scale(model, loss_fn, x, y).unbiased()
+    small = per_example_sq_norms(model, loss_fn, x, y).detach().numpy()
+    model.zero_grad()
+    loss_fn(model(x), y).backward()
+    big = sum(float(p.grad.square().sum()) for p in model.parameters())
+    g2, tr = gns_many(small, big, 1)
+    # per_example_sq_norms accumulates in float32 (~6e-8 relative); the rest is float64
+    assert u.g2 == pytest.approx(g2, rel=1e-6)
+    assert u.trace_sigma == pytest.approx(tr, rel=1e-6)
+    with pytest.raises(ValueError, match="already corrected"):
+        u.unbiased()

@@ -68,14 +68,17 @@ def power_law(x, y):
 def hessian_scales(model, loss_fn, inputs, targets) -> dict:
     """B_noise, B_simple and |G|², GᵀHG, tr Σ, tr(HΣ) at the model's current weights.
 
-    The examples are treated as the data set the batches are drawn from (``ddof=0``).
+    The examples are treated as the data set the batches are drawn from (``ddof=0``);
+    ``b_noise_pop``/``b_simple_pop`` are the estimates for the population they were
+    drawn from (``HessianNoiseScale.unbiased``).
     Hessian-vector products run ``HVP_CHUNK`` at a time (memory n × chunk activations;
     the result does not depend on it beyond round-off).
     """
     from empirical_batch.measure import hessian_noise_scale
 
-    return hessian_noise_scale(model, loss_fn, inputs, targets,
-                               chunk_size=HVP_CHUNK).to_dict()
+    r = hessian_noise_scale(model, loss_fn, inputs, targets, chunk_size=HVP_CHUNK)
+    pop = r.unbiased()
+    return {**r.to_dict(), "b_noise_pop": pop.b_noise, "b_simple_pop": pop.b_simple}
 
 
 def collector_b_simple(model, loss_fn, inputs, targets) -> dict:

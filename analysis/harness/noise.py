@@ -18,8 +18,10 @@ The Hessian path treats the sample as the data set: its |G|² is the squared nor
 the sample-mean gradient, which carries tr Σ / n of sampling noise when the sample
 stands for a larger population (and GᵀHG carries tr(HΣ)/n). So its B_simple and
 B_noise saturate near n when the true values approach n. The population values
-used in the report remove these terms the way App. A.1 does for |G|² (numerator and
-denominator each unbiased, Bessel-corrected traces):
+used in the report (``b_noise_pop``, ``b_simple_pop``, from
+:meth:`empirical_batch.measure.HessianNoiseScale.unbiased`) remove these terms the
+way App. A.1 does for |G|² (numerator and denominator each unbiased,
+Bessel-corrected traces):
 
 .. math::
 
@@ -129,11 +131,6 @@ def run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame, optimiz
     scales.insert(1, "optimizer", optimizer)
     scales.insert(2, "batch_size", member.batch_size)
     scales.insert(3, "learning_rate", member.learning_rate)
-    n = scales["n_examples"].astype(float)
-    scales["b_noise_pop"] = (n / (n - 1) * scales["trace_h_sigma"]) / (
-        scales["ghg"] - scales["trace_h_sigma"] / (n - 1))
-    scales["b_simple_pop"] = (n / (n - 1) * scales["trace_sigma"]) / (
-        scales["g2"] - scales["trace_sigma"] / (n - 1))
     scales["eps_max"] = scales["g2"] / scales["ghg"]
     scales["dl_max"] = 0.5 * scales["g2"] ** 2 / scales["ghg"]
     return ReferenceRun(member, steps, scales, snaps, replay_error)

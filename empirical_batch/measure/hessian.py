@@ -11,6 +11,11 @@ Hessian-vector products of the mean loss
     \qquad B_{noise} = \frac{\operatorname{tr}(H\Sigma)}{G^THG}\ \text{(eq. 2.8)},
     \qquad B_{simple} = \frac{\operatorname{tr}\Sigma}{|G|^2}\ \text{(eq. 2.9)}.
 
+The plug-in :math:`|G|^2` and :math:`G^THG` of a finite sample carry sampling noise,
+:math:`\operatorname{tr}\Sigma/n` and :math:`\operatorname{tr}(H\Sigma)/n`; when the
+examples are a sample of a larger population (the training data),
+:meth:`HessianNoiseScale.unbiased` removes it (App. A.1, with :math:`H` held fixed).
+
 Cost: ``n`` per-example gradients and ``n + 1`` Hessian-vector products, all held
 in memory (``n × parameters``): for small models and data sets.
 """
@@ -37,9 +42,43 @@ class HessianNoiseScale:
     trace_sigma: float
     trace_h_sigma: float
     n_examples: int
+    ddof: int = 0
+    unbiased_for_population: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def unbiased(self) -> HessianNoiseScale:
+        r"""The estimate for the population the ``n`` examples were drawn from.
+
+        With :math:`\hat\Sigma` rescaled to the Bessel-corrected covariance,
+
+        .. math::
+
+            \operatorname{tr}\Sigma = \tfrac{n-\text{ddof}}{n-1}\operatorname{tr}\hat\Sigma,\quad
+            |G|^2 = |\bar g|^2 - \operatorname{tr}\Sigma / n,\quad
+            G^THG = \bar g^T H \bar g - \operatorname{tr}(H\Sigma) / n,
+
+        (and likewise :math:`\operatorname{tr}(H\Sigma)`): unbiased for independent
+        examples when :math:`H` does not vary between them (exact for a quadratic
+        loss). For ``ddof=0`` this B_simple equals :func:`~empirical_batch.gns_many`
+        on the per-example squared norms. Like that estimator, the corrected
+        :math:`|G|^2` may be negative when noise dominates.
+        """
+        if self.unbiased_for_population:
+            raise ValueError("this estimate is already corrected for the sample size")
+        n = self.n_examples
+        if n < 2:
+            raise ValueError(f"the sample-size correction needs n >= 2 examples, got {n}")
+        scale = (n - self.ddof) / (n - 1)
+        trs, trhs = self.trace_sigma * scale, self.trace_h_sigma * scale
+        g2, ghg = self.g2 - trs / n, self.ghg - trhs / n
+        return HessianNoiseScale(
+            b_noise=trhs / ghg if ghg != 0 else float("nan"),
+            b_simple=trs / g2 if g2 != 0 else float("nan"),
+            g2=g2, ghg=ghg, trace_sigma=trs, trace_h_sigma=trhs, n_examples=n,
+            ddof=1, unbiased_for_population=True,
+        )
 
     def quadratic_model(self):
         """The :class:`~empirical_batch.theory.QuadraticModel` with these scalars."""
@@ -102,5 +141,5 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
         b_noise=trace_h_sigma / ghg if ghg != 0 else float("nan"),
         b_simple=trace_sigma / g2 if g2 != 0 else float("nan"),
         g2=g2, ghg=ghg, trace_sigma=trace_sigma, trace_h_sigma=trace_h_sigma,
-        n_examples=int(n),
+        n_examples=int(n), ddof=ddof,
     )
