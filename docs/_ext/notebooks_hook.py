@@ -1,0 +1,158 @@
+"""MkDocs hook: execute ``notebooks/*.ipynb`` and publish them as site pages.
+
+The notebooks live in the repository's ``notebooks/`` folder, where users open them
+and where they read ``../data/``; they are committed without outputs. At each build
+this hook
+
+1. executes every notebook top to bottom with ``nbclient``, as
+   ``tests/test_notebooks.py`` does: the kernel is the interpreter running MkDocs
+   (``sys.executable``, through a kernelspec written to a temporary folder, so no
+   installed kernelspec is looked up), started with the repository root first on
+   ``PYTHONPATH`` (the pages show this checkout's ``empirical_batch``), one
+   BLAS/OpenMP thread, the inline matplotlib backend, and the notebook's own folder
+   as working directory. Up to one notebook per CPU core runs at a time;
+2. fails the build if a cell raises (the error names the notebook and shows the
+   cell's traceback): no page is published from a broken notebook;
+3. adds the executed copies, written to a temporary folder (never back to
+   ``notebooks/``), to the build as ``notebooks/<name>.ipynb``. The
+   ``mkdocs-jupyter`` plugin (configured with ``execute: false``) renders them,
+   figures inlined as PNG, and publishes the executed ``.ipynb`` beside each page.
+
+Why execute here rather than with the plugin's ``execute: true``: the plugin runs
+the notebooks one after another while rendering pages; running them side by side
+roughly halves the added build time on a two-core CI machine, and the kernel is
+pinned to this interpreter as in the tests. Registered in mkdocs.yml under ``hooks``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File
+
+NOTEBOOK_DIR = "notebooks"
+CELL_TIMEOUT_S = 300  # per cell, as in tests/test_notebooks.py
+KERNEL_NAME = "empirical-batch-docs"
+
+_tmp: Path | None = None  # this build's kernelspec, sockets and executed notebooks
+
+
+def _root(config) -> Path:
+    return Path(config["config_file_path"]).resolve().parent
+
+
+def _kernel_env(root: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
+    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    # one BLAS thread: the notebooks are sized for one core and run side by side
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = "1"
+    return env
+
+
+def _write_kernelspec(tmp: Path) -> Path:
+    kernels = tmp / "kernels"
+    spec_dir = kernels / KERNEL_NAME
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "empirical_batch docs",
+        "language": "python",
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    return kernels
+
+
+async def _execute_all(paths: list[Path], tmp: Path, root: Path) -> list[Path]:
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+
+    ksm = KernelSpecManager(kernel_dirs=[str(_write_kernelspec(tmp))])
+    env = _kernel_env(root)
+    out_dir = tmp / NOTEBOOK_DIR
+    out_dir.mkdir()
+    slots = asyncio.Semaphore(max(1, min(len(paths), os.cpu_count() or 1)))
+
+    async def execute(i: int, path: Path) -> Path:
+        async with slots:
+            nb = nbformat.read(path, as_version=4)
+            # IPC sockets in the temporary folder: local only, no TCP ports
+            km = AsyncKernelManager(
+                kernel_name=KERNEL_NAME, kernel_spec_manager=ksm,
+                transport="ipc", ip=str(tmp / f"kernel{i}"),
+            )
+            client = NotebookClient(
+                nb, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False,
+                resources={"metadata": {"path": str(path.parent)}},
+            )
+            await client.async_execute(cleanup_kc=True, env=env)
+            out = out_dir / path.name
+            nbformat.write(nb, out)
+            return out
+
+    results = await asyncio.gather(
+        *(execute(i, p) for i, p in enumerate(paths)), return_exceptions=True
+    )
+    failed = [(p, r) for p, r in zip(paths, results, strict=True) if isinstance(r, BaseException)]
+    if failed:
+        detail = "\n\n".join(f"{p.name}: {type(r).__name__}: {r}" for p, r in failed)
+        raise PluginError(f"{len(failed)} notebook(s) failed to execute:\n{detail}")
+    return results
+
+
+def _cleanup() -> None:
+    global _tmp
+    if _tmp is not None:
+        shutil.rmtree(_tmp, ignore_errors=True)
+        _tmp = None
+
+
+@event_priority(50)  # before mkdocs-jupyter (priority 0) wraps notebook files as pages
+def on_files(files, config):
+    global _tmp
+    root = _root(config)
+    paths = sorted((root / NOTEBOOK_DIR).glob("*.ipynb"))
+    if not paths:
+        raise PluginError(f"no notebooks found in {root / NOTEBOOK_DIR}")
+    _cleanup()
+    _tmp = Path(tempfile.mkdtemp(prefix="eb-docs-nb-"))
+    try:
+        executed = asyncio.run(_execute_all(paths, _tmp, root))
+    except BaseException:
+        _cleanup()
+        raise
+    for path in executed:
+        files.append(
+            File(
+                f"{NOTEBOOK_DIR}/{path.name}",
+                src_dir=str(_tmp),
+                dest_dir=config["site_dir"],
+                use_directory_urls=config["use_directory_urls"],
+            )
+        )
+    return files
+
+
+def on_post_build(config):
+    _cleanup()
+
+
+def on_build_error(error):
+    _cleanup()
+
+
+def on_serve(server, config, builder):
+    """``mkdocs serve`` rebuilds (and re-executes) when a notebook changes."""
+    server.watch(str(_root(config) / NOTEBOOK_DIR))
+    return server
