@@ -493,8 +493,8 @@ def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0, theta: float =
 
     The loss is $L(\theta) = \tfrac12\sum_i h_i\theta_i^2$ with
     $h_i = 1/i$, $i = 1..n$ (the noisy quadratic of Zhang et al. 2019),
-    evaluated at $\theta_i = $ ``theta`` for all i, so $G_i = h_i\theta$;
-    per-example gradient covariance $\Sigma = c\,H$ with $c$ = ``noise``.
+    evaluated at $\theta_i = \theta$ (argument ``theta``) for all i, so $G_i = h_i\theta$;
+    per-example gradient covariance $\Sigma = c\,H$ with $c$ the argument ``noise``.
     Then $B_{noise} = c\sum h_i^2 / (\theta^2\sum h_i^3)$ and
     $B_{simple} = c\sum h_i / (\theta^2\sum h_i^2)$.
 
