@@ -110,3 +110,16 @@ def test_cli_cuda_without_cuda_is_a_clear_error(tmp_path, capsys):
     assert main(["harness", "--config", "tiny", "--tasks", "digits", "--device", "cuda",
                  "--out", str(tmp_path)]) == 2
     assert "torch.cuda.is_available() is False" in capsys.readouterr().err
+
+
+def test_resolve_device_takes_strings_and_torch_devices():
+    from analysis.harness.pipeline import resolve_device
+
+    assert resolve_device("cpu") == resolve_device(torch.device("cpu")) == torch.device("cpu")
+    with pytest.raises(ValueError, match="auto, cpu or cuda"):
+        resolve_device(torch.device("meta"))
+    with pytest.raises(TypeError, match="device must be"):
+        resolve_device(0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="is_available"):
+            resolve_device(torch.device("cuda", 0))
