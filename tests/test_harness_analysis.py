@@ -139,3 +139,20 @@ def test_choose_targets_rule():
     np.testing.assert_allclose(t, [l_hard + 0.5 * (2.0 - l_hard), l_hard])
     with pytest.raises(ValueError, match="no training progress"):
         choose_targets(frame.assign(metric=2.0), (0.5,))
+
+
+def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):
+    # the full preset splits the batch gradients into vmap chunks to bound GPU memory;
+    # chunks of 3 batches (of 16, 64 and 256 batches of B) must give the same numbers
+    from analysis.harness import one_step
+
+    task = _Linear().to("cpu", torch.float64)
+    state = {"weight": 0.3 * torch.ones(1, task.options.dim, dtype=torch.float64)}
+    spec = OneStepSpec(batch_sizes=(1, 16, 64), n_batches=16, n_eps=8, n_checkpoints=1,
+                       n_examples=256, n_boot=20)
+    whole = one_step_at(task, state, spec, learning_rate=0.1, key=2)
+    monkeypatch.setattr(one_step, "GRAD_CHUNK_EXAMPLES", 200)  # 200 // 64 = 3 batches
+    chunked = one_step_at(task, state, spec, learning_rate=0.1, key=2)
+    # same batches, same arithmetic per batch; only vmap's kernel batching differs
+    cols = ["a", "b", "eps_opt", "dl_opt", "eps_opt_lo", "dl_opt_hi"]
+    np.testing.assert_allclose(chunked.table[cols], whole.table[cols], rtol=1e-10)

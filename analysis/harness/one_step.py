@@ -49,6 +49,13 @@ from .tasks.base import Task
 
 EPS_SPAN = (1e-4, 4.0)
 
+#: examples whose batch gradients are formed at once (``n_batches`` batches of B are
+#: split into vmap chunks of ``max(1, GRAD_CHUNK_EXAMPLES // B)`` batches). Unchunked,
+#: the ``full`` preset's sequence task would hold the float64 activations of
+#: 128 × 1024 windows (about 47 GB) at once; chunked at 2**15 windows, about 12 GB.
+#: The result does not depend on it beyond round-off.
+GRAD_CHUNK_EXAMPLES = 2**15
+
 
 @dataclass(frozen=True)
 class OneStepResult:
@@ -107,7 +114,6 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
     def loss_p(p, x, y):
         return task.loss_fn(functional_call(model, (p, buffers), (x,)), y)
 
-    batch_grads = vmap(grad(loss_p), in_dims=(None, 0, 0))
     losses_at = vmap(loss_p, in_dims=(0, None, None), chunk_size=64)
     with torch.no_grad():
         l0 = float(loss_p(params, x_o, y_o))
@@ -118,6 +124,9 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         idx = torch.randint(n_obj, (spec.n_batches, b), generator=gen).to(device)
         xs, ys = x_o[idx], y_o[idx]
+        chunk = max(1, GRAD_CHUNK_EXAMPLES // int(b))
+        batch_grads = vmap(grad(loss_p), in_dims=(None, 0, 0),
+                           chunk_size=chunk if chunk < spec.n_batches else None)
         g = batch_grads(params, xs, ys)  # each [n_batches, ...]
         with torch.no_grad():
             moved = {
