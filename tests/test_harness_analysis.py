@@ -143,16 +143,38 @@ def test_choose_targets_rule():
 
 def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):
     # the full preset splits the batch gradients into vmap chunks to bound GPU memory;
-    # chunks of 3 batches (of 16, 64 and 256 batches of B) must give the same numbers
-    from analysis.harness import one_step
+    # chunks of 14 and 3 batches (of 16 batches of B = 16, 64) give the same numbers
+    from analysis.harness import library
 
     task = _Linear().to("cpu", torch.float64)
     state = {"weight": 0.3 * torch.ones(1, task.options.dim, dtype=torch.float64)}
     spec = OneStepSpec(batch_sizes=(1, 16, 64), n_batches=16, n_eps=8, n_checkpoints=1,
                        n_examples=256, n_boot=20)
     whole = one_step_at(task, state, spec, learning_rate=0.1, key=2)
-    monkeypatch.setattr(one_step, "GRAD_CHUNK_EXAMPLES", 200)  # 200 // 64 = 3 batches
+    model = task.init_model(0).double()
+    x, y = task.objective_data()
+    per = library.saved_bytes_per_example(model, task.loss_fn, x, y)
+    monkeypatch.setattr(library, "SAVED_BYTES", int(3.5 * per * 64))
     chunked = one_step_at(task, state, spec, learning_rate=0.1, key=2)
     # same batches, same arithmetic per batch; only vmap's kernel batching differs
     cols = ["a", "b", "eps_opt", "dl_opt", "eps_opt_lo", "dl_opt_hi"]
     np.testing.assert_allclose(chunked.table[cols], whole.table[cols], rtol=1e-10)
+
+
+def test_hvp_chunk_shrinks_with_activation_memory_and_changes_nothing(monkeypatch):
+    from analysis.harness import library
+
+    task = _Linear().to("cpu", torch.float64)
+    model = task.init_model(0).double()
+    x, y = task.objective_data()
+    per = library.saved_bytes_per_example(model, task.loss_fn, x, y)
+    # a linear model saves at least its float64 input row per example
+    assert per >= 8 * task.options.dim
+    assert library.hvp_chunk(model, task.loss_fn, x, y) == library.HVP_CHUNK  # tiny model
+    whole = library.hessian_scales(model, task.loss_fn, x, y)
+    monkeypatch.setattr(library, "SAVED_BYTES", int(3.5 * per * x.shape[0]))
+    assert library.hvp_chunk(model, task.loss_fn, x, y) == 3
+    chunked = library.hessian_scales(model, task.loss_fn, x, y)
+    # same HVPs in chunks of 3 instead of 64: round-off only
+    for key in ("b_noise", "b_simple", "trace_h_sigma", "ghg"):
+        assert chunked[key] == pytest.approx(whole[key], rel=1e-10)
