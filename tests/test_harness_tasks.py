@@ -123,3 +123,19 @@ def test_resolve_device_takes_strings_and_torch_devices():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="is_available"):
             resolve_device(torch.device("cuda", 0))
+
+
+def test_plan_summary_counts_by_hand():
+    from analysis.harness.config import plan_summary
+
+    s = plan_summary(get_config("tiny", ["teacher_student", "sequence"])).set_index("task")
+    # teacher_student: B 4, 16, 64 × 3 SGD + 3 Adam rates × 1 seed; steps
+    # clip(ceil(192 / B), 24, 64) = 48, 24, 24 per run
+    assert s.loc["teacher_student", "runs"] == 18
+    assert s.loc["teacher_student", "run_steps"] == 6 * (48 + 24 + 24)
+    assert s.loc["teacher_student", "vmapped_steps"] == 2 * (48 + 24 + 24)  # 6 groups of 3
+    # one 16-16-1 tanh MLP: 16·16 + 16 + 16 + 1 parameters
+    assert s.loc["teacher_student", "parameters"] == 16 * 16 + 16 + 16 + 1
+    # sequence: clip(ceil(96 / B), 12, 24) = 24, 12, 12
+    assert s.loc["sequence", "run_steps"] == 6 * (24 + 12 + 12)
+    assert s.loc["sequence", "vmapped_steps"] == 2 * (24 + 12 + 12)

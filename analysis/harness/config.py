@@ -245,3 +245,54 @@ def get_config(name: str = "tiny", tasks: tuple[str, ...] | list[str] | None = N
 def rng_for(*key: int) -> np.random.Generator:
     """A numpy Generator determined by integer ``key`` (one-step batches, noise samples)."""
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
+
+
+def plan_summary(config: HarnessConfig):
+    """What ``config`` trains, per task: runs, steps, vmapped steps, model size.
+
+    ``run_steps`` counts every run's updates; ``vmapped_steps`` the steps of the
+    batched program (runs sharing an optimizer and a batch size step together);
+    ``steps_per_batch_size`` the step budget of each batch size. Noise and one-step
+    columns restate the analysis specs. One row per task (a pandas DataFrame).
+    """
+    import pandas as pd
+
+    from .trainer import group_members
+
+    rows = []
+    for p in config.plans:
+        task = p.make_task()
+        members = p.sweep.members()
+        budget = p.sweep.budget
+        rows.append({
+            "task": p.task,
+            "parameters": sum(t.numel() for t in task.init_model(0).parameters()),
+            "batch_sizes": f"{min(p.sweep.batch_sizes)}…{max(p.sweep.batch_sizes)} "
+                           f"({len(p.sweep.batch_sizes)})",
+            "learning_rates": ", ".join(f"{o} {len(g)}" for o, g in
+                                        p.sweep.learning_rates.items()),
+            "seeds": len(p.sweep.seeds),
+            "runs": len(members),
+            "steps_per_batch_size": f"{budget.steps(max(p.sweep.batch_sizes))}…"
+                                    f"{budget.steps(min(p.sweep.batch_sizes))}",
+            "run_steps": sum(budget.steps(m.batch_size) for m in members),
+            "vmapped_steps": sum(budget.steps(g[0].batch_size) for g in group_members(members)),
+            "noise_checkpoints": p.noise.n_checkpoints,
+            "noise_examples": p.noise.n_examples,
+            "one_step_batch_sizes": f"{min(p.one_step.batch_sizes)}…"
+                                    f"{max(p.one_step.batch_sizes)}",
+            "one_step_batches": p.one_step.n_batches,
+            "one_step_eps": p.one_step.n_eps,
+            "one_step_checkpoints": p.one_step.n_checkpoints,
+            "one_step_examples": p.one_step.n_examples,
+        })
+    return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    summary = plan_summary(get_config(sys.argv[1] if len(sys.argv) > 1 else "full"))
+    print(summary.T.to_string(header=False))
+    print(f"total: {summary['runs'].sum()} runs, {summary['run_steps'].sum()} run-steps, "
+          f"{summary['vmapped_steps'].sum()} vmapped steps")

@@ -39,6 +39,7 @@ done
 [[ "$SMOKE" == "1" ]] || SMOKE=0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+case "$OUT" in ""|/*) ;; *) OUT="$PWD/$OUT" ;; esac  # a relative OUT is from the caller's cwd
 cd "$ROOT"
 PYTHON="${PYTHON:-python3}"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
@@ -86,27 +87,30 @@ if ! "$PYTHON" - "$DEVICE" > "$LOGS/preflight.txt" 2>&1 <<'EOF'
 import importlib
 import sys
 
-missing = []
-for name in ("numpy", "scipy", "sympy", "pandas", "matplotlib", "tqdm", "sklearn",
-             "pytest", "hypothesis", "torch"):
-    try:
-        importlib.import_module(name)
-    except ImportError as exc:
-        missing.append(f"{name} ({exc})")
-if missing:
-    sys.exit("missing packages: " + ", ".join(missing))
-import torch
-
-import empirical_batch
-import analysis.harness.config  # noqa: F401
-
-print("empirical_batch", empirical_batch.__version__, "from", empirical_batch.__file__)
+try:
+    import torch
+except ImportError as exc:
+    sys.exit(f"torch is not importable ({exc})")
 if sys.argv[1] == "cuda":
     if not torch.cuda.is_available():
         sys.exit(f"CUDA is not available to torch {torch.__version__} (built for CUDA "
                  f"{torch.version.cuda}); this runbook needs one CUDA GPU. For a CPU smoke "
                  "test of the script itself use --dry-run or CPU_SMOKE=1.")
     print("cuda device:", torch.cuda.get_device_name(0))
+missing = []
+for name in ("numpy", "scipy", "sympy", "pandas", "matplotlib", "tqdm", "sklearn",
+             "pytest", "hypothesis"):
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        missing.append(f"{name} ({exc})")
+if missing:
+    sys.exit("missing packages: " + ", ".join(missing))
+
+import empirical_batch
+import analysis.harness.config  # noqa: F401
+
+print("empirical_batch", empirical_batch.__version__, "from", empirical_batch.__file__)
 print("preflight ok")
 EOF
 then
