@@ -54,7 +54,11 @@ def refresh(out: str | Path, page: Path = ROOT / "docs" / "validation.md",
     figures = sorted((out / "figures").glob("*.png"))
     for fig in figures:
         shutil.copy(fig, img / fig.name)
-    note = f"\n_Tables verbatim from `{out.as_posix()}/report.md`._\n\n"
+    try:  # a folder inside the checkout is named relative to it (no local paths on the page)
+        shown = out.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        shown = out.as_posix()
+    note = f"\n_Tables verbatim from `{shown}/report.md`._\n\n"
     links = ""
     if section is not None and figures:
         rel = Path(os.path.relpath(img, page.parent)).as_posix()
