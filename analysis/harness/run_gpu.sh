@@ -178,6 +178,7 @@ if torch.cuda.is_available():
 print("numpy", numpy.__version__, "scipy", scipy.__version__, "pandas", pandas.__version__,
       "scikit-learn", sklearn.__version__)
 print("cpu threads (torch):", torch.get_num_threads())
+print("float32 matmul precision:", torch.get_float32_matmul_precision())
 EOF
 }
 
