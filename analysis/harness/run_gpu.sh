@@ -7,12 +7,15 @@
 #   analysis/harness/run_gpu.sh --dry-run [OUT]  # CPU smoke test: tiny config, small benchmarks
 #   CPU_SMOKE=1 analysis/harness/run_gpu.sh      # the same as --dry-run
 #   PYTHON=/path/to/python analysis/harness/run_gpu.sh
+#   STEPS="harness docs_page" HARNESS_STAGE=analyze analysis/harness/run_gpu.sh
+#       (a rerun of some steps only; HARNESS_STAGE=analyze re-analyses the sweeps in OUT)
 #
 # Steps (each logged to OUT/logs/<step>.txt; rc and seconds in OUT/logs/steps.tsv):
 #   env            git commit, nvidia-smi, python/torch/CUDA and package versions
 #   pytest_gpu     python -m pytest -m gpu -q
 #   harness        python -m empirical_batch.cli harness --config full --device cuda --out OUT
-#                  (wall time in OUT/logs/harness_wall_s.txt; per-stage times in OUT/manifest.json)
+#                  (wall time in OUT/logs/harness_wall_s.txt; per-stage times in OUT/manifest.json;
+#                  with HARNESS_STAGE=analyze: logs/harness_analyze.txt, harness_analyze_wall_s.txt)
 #   docs_page      python -m analysis.harness.docs_page OUT --section full
 #                  (fills the "harness report full" section of docs/validation.md and
 #                  docs/img/harness-full/; in the smoke mode a copy under OUT/docs instead)
@@ -23,7 +26,7 @@
 # exits 1 if any step failed, and the summary names them.
 set -euo pipefail
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 
 SMOKE="${CPU_SMOKE:-0}"
 OUT=""
@@ -72,6 +75,16 @@ else
     PYTEST_ARGS=(-m gpu -q)
     DOCS_ARGS=(--section full)
 fi
+
+ALL_STEPS="env pytest_gpu harness docs_page bench_harness bench_simulate bench_measure"
+STEPS="${STEPS:-$ALL_STEPS}"
+for s in $STEPS; do
+    case " $ALL_STEPS " in *" $s "*) ;; *) echo "run_gpu.sh: unknown step $s in STEPS (steps: $ALL_STEPS)" >&2; exit 2 ;; esac
+done
+want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+HARNESS_STAGE="${HARNESS_STAGE:-all}"
+case "$HARNESS_STAGE" in all|sweep|analyze) ;; *) echo "run_gpu.sh: HARNESS_STAGE must be all, sweep or analyze" >&2; exit 2 ;; esac
+HARNESS_ARGS+=(--stage "$HARNESS_STAGE")
 
 echo "run_gpu.sh: $MODE"
 echo "  checkout $ROOT"
@@ -122,7 +135,8 @@ cat "$LOGS/preflight.txt"
 
 # ------------------------------------------------------------------ steps
 FAILED=()
-printf 'step\trc\tseconds\tcommand\n' > "$LOGS/steps.tsv"
+# appended to, so that a rerun of some steps (STEPS=...) keeps the earlier records
+[[ -f "$LOGS/steps.tsv" ]] || printf 'step\trc\tseconds\tcommand\n' > "$LOGS/steps.tsv"
 
 run_step() {  # run_step NAME CMD...: tee stdout+stderr to LOGS/NAME.txt, record rc and time
     local name="$1"; shift
@@ -182,20 +196,31 @@ print("float32 matmul precision:", torch.get_float32_matmul_precision())
 EOF
 }
 
-run_step env record_env
-run_step pytest_gpu "$PYTHON" -m pytest ${PYTEST_ARGS[@]+"${PYTEST_ARGS[@]}"}
-run_step harness "$PYTHON" -m empirical_batch.cli harness ${HARNESS_ARGS[@]+"${HARNESS_ARGS[@]}"} --out "$OUT"
-echo "$LAST_SECONDS" > "$LOGS/harness_wall_s.txt"
-if [[ -f "$OUT/report.md" ]]; then
-    run_step docs_page "$PYTHON" -m analysis.harness.docs_page "$OUT" ${DOCS_ARGS[@]+"${DOCS_ARGS[@]}"}
-else
-    echo "run_gpu.sh: no $OUT/report.md (the harness failed): docs_page skipped" | \
-        tee "$LOGS/docs_page.txt"
-    FAILED+=("docs_page")
+want env && run_step env record_env
+want pytest_gpu && run_step pytest_gpu "$PYTHON" -m pytest ${PYTEST_ARGS[@]+"${PYTEST_ARGS[@]}"}
+HARNESS_LOG=harness
+[[ "$HARNESS_STAGE" == all ]] || HARNESS_LOG="harness_$HARNESS_STAGE"
+if want harness; then
+    run_step "$HARNESS_LOG" "$PYTHON" -m empirical_batch.cli harness \
+        ${HARNESS_ARGS[@]+"${HARNESS_ARGS[@]}"} --out "$OUT"
+    echo "$LAST_SECONDS" > "$LOGS/${HARNESS_LOG}_wall_s.txt"
 fi
-run_step bench_harness "$PYTHON" benchmarks/bench_harness.py ${BENCH_HARNESS_ARGS[@]+"${BENCH_HARNESS_ARGS[@]}"}
-run_step bench_simulate "$PYTHON" benchmarks/bench_simulate.py ${BENCH_SIMULATE_ARGS[@]+"${BENCH_SIMULATE_ARGS[@]}"}
-run_step bench_measure "$PYTHON" benchmarks/bench_measure.py ${BENCH_MEASURE_ARGS[@]+"${BENCH_MEASURE_ARGS[@]}"}
+if want docs_page; then
+    if [[ -f "$OUT/report.md" ]]; then
+        run_step docs_page "$PYTHON" -m analysis.harness.docs_page "$OUT" \
+            ${DOCS_ARGS[@]+"${DOCS_ARGS[@]}"}
+    else
+        echo "run_gpu.sh: no $OUT/report.md (the harness failed): docs_page skipped" | \
+            tee "$LOGS/docs_page.txt"
+        FAILED+=("docs_page")
+    fi
+fi
+want bench_harness && run_step bench_harness "$PYTHON" benchmarks/bench_harness.py \
+    ${BENCH_HARNESS_ARGS[@]+"${BENCH_HARNESS_ARGS[@]}"}
+want bench_simulate && run_step bench_simulate "$PYTHON" benchmarks/bench_simulate.py \
+    ${BENCH_SIMULATE_ARGS[@]+"${BENCH_SIMULATE_ARGS[@]}"}
+want bench_measure && run_step bench_measure "$PYTHON" benchmarks/bench_measure.py \
+    ${BENCH_MEASURE_ARGS[@]+"${BENCH_MEASURE_ARGS[@]}"}
 if [[ "$SMOKE" == 0 ]] && command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi > "$LOGS/nvidia-smi-end.txt" 2>&1 || true
 fi
@@ -203,7 +228,10 @@ fi
 echo
 echo "=== summary ($MODE)"
 column -t -s $'\t' "$LOGS/steps.tsv" 2>/dev/null || cat "$LOGS/steps.tsv"
-echo "harness wall time: $(cat "$LOGS/harness_wall_s.txt") s (per stage: $OUT/manifest.json)"
+if [[ -f "$LOGS/${HARNESS_LOG}_wall_s.txt" ]]; then
+    echo "$HARNESS_LOG wall time: $(cat "$LOGS/${HARNESS_LOG}_wall_s.txt") s" \
+         "(per stage: $OUT/manifest*.json)"
+fi
 echo "outputs: $OUT (report.md, results/, figures/, sweeps/, manifest.json), logs: $LOGS"
 if [[ "$SMOKE" == 0 ]]; then
     echo "docs: docs/validation.md (section 'harness report full') and docs/img/harness-full/"
