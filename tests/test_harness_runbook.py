@@ -20,8 +20,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "analysis" / "harness" / "run_gpu
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
-def _run(*args, tmp_path):
-    env = {**os.environ, "PYTHON": sys.executable}
+def _run(*args, tmp_path, **extra_env):
+    env = {**os.environ, "PYTHON": sys.executable, **extra_env}
     env.pop("CPU_SMOKE", None)
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=120)
@@ -42,5 +42,9 @@ def test_bad_arguments(tmp_path):
     assert r.returncode == 2 and "unknown option --bogus" in r.stderr
     r = _run("a", "b", tmp_path=tmp_path)
     assert r.returncode == 2 and "one OUT folder only" in r.stderr
+    r = _run("--dry-run", str(tmp_path / "o"), tmp_path=tmp_path, STEPS="harness bogus")
+    assert r.returncode == 2 and "unknown step bogus" in r.stderr
+    r = _run("--dry-run", str(tmp_path / "o"), tmp_path=tmp_path, HARNESS_STAGE="fit")
+    assert r.returncode == 2 and "HARNESS_STAGE must be" in r.stderr
     r = _run("--help", tmp_path=tmp_path)
     assert r.returncode == 0 and "--dry-run" in r.stdout
