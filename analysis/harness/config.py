@@ -185,9 +185,10 @@ def _cpu() -> HarnessConfig:
 
 
 def _full() -> HarnessConfig:
-    # GPU preset (not yet run: no GPU was lent when it was written). Step budgets are
-    # set so the sweeps take ~150k vmapped steps in all (~1.5 ms each expected on an
-    # H100, dominated by kernel launches), leaving room for the analysis in 10 minutes.
+    # GPU preset (not yet run: no GPU was lent when it was written). The sweeps take
+    # 126,720 vmapped steps in all (`python -m analysis.harness.config full`); the step
+    # budgets were set hoping for ~1.5 ms per step on an H100 (kernel-launch bound, an
+    # unmeasured guess), leaving room for the analysis in 10 minutes.
     bs = tuple(2**k for k in range(0, 11))  # 1 … 1024: 11 powers of two
     budget = StepBudget(examples=2**14, min_steps=256, max_steps=2**13, n_log=32)
     one = OneStepSpec(batch_sizes=tuple(2**k for k in range(0, 12)), n_batches=256, n_eps=32,
