@@ -42,7 +42,7 @@ class _Linear(Task):
         x = x * scales
         y = x @ torch.ones(self.options.dim, 1, dtype=torch.float64) + torch.randn(
             self.options.n, 1, generator=g, dtype=torch.float64)
-        self._data = (x.to(self.dtype), y.to(self.dtype))
+        self._data = (x.to(self.device, self.dtype), y.to(self.device, self.dtype))
 
     def make_model(self):
         return torch.nn.Linear(self.options.dim, 1, bias=False)
@@ -178,3 +178,27 @@ def test_hvp_chunk_shrinks_with_activation_memory_and_changes_nothing(monkeypatc
     # same HVPs in chunks of 3 instead of 64: round-off only
     for key in ("b_noise", "b_simple", "trace_h_sigma", "ghg"):
         assert chunked[key] == pytest.approx(whole[key], rel=1e-10)
+
+
+def _noise_and_one_step(device):
+    task = _Linear().to(device, torch.float64)
+    state = {"weight": 0.3 * torch.ones(1, task.options.dim, dtype=torch.float64)}
+    spec = OneStepSpec(batch_sizes=(1, 16, 64), n_batches=16, n_eps=8, n_checkpoints=1,
+                       n_examples=256, n_boot=20)
+    one = one_step_at(task, state, spec, learning_rate=0.1, key=2)
+    scales = measure_scales(task, task.init_model(0), 128)
+    return one, scales
+
+
+@pytest.mark.gpu
+def test_noise_and_one_step_on_cuda_match_cpu():
+    (one_c, sc_c), (one_g, sc_g) = _noise_and_one_step("cpu"), _noise_and_one_step("cuda")
+    # the same data, examples and batches (drawn on the CPU) in float64 on both devices:
+    # summation order only; ΔL = L(θ) − L(θ − εG) cancels up to ~4 digits at the
+    # smallest ε, so the fitted a, b and ε_opt agree to ~1e-12 × 1e4, well inside 1e-6
+    cols = ["a", "b", "eps_opt", "dl_opt", "eps_opt_pred_hvp", "dl_opt_pred_hvp"]
+    np.testing.assert_allclose(one_g.table[cols], one_c.table[cols], rtol=1e-6)
+    for key in ("b_noise", "b_simple", "b_noise_pop", "g2", "ghg"):
+        assert sc_g[key] == pytest.approx(sc_c[key], rel=1e-9), key
+    # per_example_sq_norms accumulates in float32 (~1e-6 relative)
+    assert sc_g["b_simple_collector"] == pytest.approx(sc_c["b_simple_collector"], rel=1e-5)
