@@ -139,3 +139,15 @@ def test_plan_summary_counts_by_hand():
     # sequence: clip(ceil(96 / B), 12, 24) = 24, 12, 12
     assert s.loc["sequence", "run_steps"] == 6 * (24 + 12 + 12)
     assert s.loc["sequence", "vmapped_steps"] == 2 * (24 + 12 + 12)
+
+
+def test_plan_summary_with_a_bench_scale():
+    from analysis.harness.config import plan_summary, scale_budget
+
+    s = plan_summary(get_config("tiny", ["teacher_student"]), scale=0.5).set_index("task")
+    # budget × 0.5: clip(ceil(96 / B), 12, 32) = 24, 12, 12 for B = 4, 16, 64
+    assert s.loc["teacher_student", "run_steps"] == 6 * (24 + 12 + 12)
+    budget = get_config("tiny").plans[0].sweep.budget
+    assert scale_budget(budget, 1e-9).steps(1) == 1  # never below one step
+    with pytest.raises(ValueError, match="scale"):
+        scale_budget(budget, 0.0)

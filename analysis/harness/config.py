@@ -11,6 +11,7 @@ flags any batch size whose best rate sits at the edge of its grid.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -248,13 +249,30 @@ def rng_for(*key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
 
 
-def plan_summary(config: HarnessConfig):
+def scale_budget(budget: StepBudget, scale: float) -> StepBudget:
+    """``budget`` with its example and step counts × ``scale`` (at least 1; <= 8 logs).
+
+    What ``benchmarks/bench_harness.py --scale`` trains (the batched/plain ratio is
+    per step, so a fraction of the budget measures it).
+    """
+    if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    return StepBudget(
+        examples=max(1, math.ceil(budget.examples * scale)),
+        min_steps=max(1, math.ceil(budget.min_steps * scale)),
+        max_steps=max(1, math.ceil(budget.max_steps * scale)),
+        n_log=min(budget.n_log, 8),
+    )
+
+
+def plan_summary(config: HarnessConfig, scale: float | None = None):
     """What ``config`` trains, per task: runs, steps, vmapped steps, model size.
 
     ``run_steps`` counts every run's updates; ``vmapped_steps`` the steps of the
     batched program (runs sharing an optimizer and a batch size step together);
     ``steps_per_batch_size`` the step budget of each batch size. Noise and one-step
     columns restate the analysis specs. One row per task (a pandas DataFrame).
+    With ``scale``, the step budgets are those of ``bench_harness.py --scale``.
     """
     import pandas as pd
 
@@ -264,7 +282,7 @@ def plan_summary(config: HarnessConfig):
     for p in config.plans:
         task = p.make_task()
         members = p.sweep.members()
-        budget = p.sweep.budget
+        budget = p.sweep.budget if scale is None else scale_budget(p.sweep.budget, scale)
         rows.append({
             "task": p.task,
             "parameters": sum(t.numel() for t in task.init_model(0).parameters()),
@@ -293,7 +311,9 @@ def plan_summary(config: HarnessConfig):
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    summary = plan_summary(get_config(sys.argv[1] if len(sys.argv) > 1 else "full"))
+    # python -m analysis.harness.config [NAME [SCALE]]
+    summary = plan_summary(get_config(sys.argv[1] if len(sys.argv) > 1 else "full"),
+                           float(sys.argv[2]) if len(sys.argv) > 2 else None)
     print(summary.T.to_string(header=False))
     print(f"total: {summary['runs'].sum()} runs, {summary['run_steps'].sum()} run-steps, "
           f"{summary['vmapped_steps'].sum()} vmapped steps")
