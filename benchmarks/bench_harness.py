@@ -15,7 +15,6 @@ preceded by a short warm-up run that is not timed.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from dataclasses import replace
@@ -25,18 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from analysis.harness.config import get_config
+from analysis.harness.config import get_config, scale_budget
 from analysis.harness.pipeline import resolve_device
 from analysis.harness.trainer import Member, StepBudget, train_grid
-
-
-def scaled(budget: StepBudget, scale: float) -> StepBudget:
-    return StepBudget(
-        examples=max(1, math.ceil(budget.examples * scale)),
-        min_steps=max(1, math.ceil(budget.min_steps * scale)),
-        max_steps=max(1, math.ceil(budget.max_steps * scale)),
-        n_log=min(budget.n_log, 8),
-    )
 
 
 def _sync(dev):
@@ -65,7 +55,7 @@ def main(argv=None) -> int:
     tot_b = tot_p = 0.0
     for plan in cfg.plans:
         task = plan.make_task().to(dev)
-        budget = scaled(plan.sweep.budget, args.scale)
+        budget = scale_budget(plan.sweep.budget, args.scale)
         spec = replace(plan.sweep, budget=budget)
         members = spec.members()
         warm = [Member(m.optimizer, m.batch_size, m.learning_rate, m.seed) for m in members[:2]]

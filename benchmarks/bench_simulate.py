@@ -12,9 +12,13 @@ Run: python benchmarks/bench_simulate.py [--dims 10000] [--mc-steps 200]
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 from empirical_batch.simulate import NoisyQuadratic
 

@@ -50,3 +50,24 @@ def test_tiny_end_to_end(tmp_path, capsys):
 def test_analyze_needs_a_sweep(tmp_path):
     assert main(["harness", "--config", "tiny", "--tasks", "digits", "--stage", "analyze",
                  "--out", str(tmp_path), "--no-progress"]) == 2
+
+
+@pytest.mark.gpu
+def test_tiny_end_to_end_on_cuda(tmp_path):
+    """The whole pipeline on CUDA (plumbing: on the GPU the data come from the device's
+    generator, so the numbers differ from the CPU run and are not asserted)."""
+    out = tmp_path / "h"
+    assert main(["harness", "--config", "tiny", "--device", "cuda", "--out", str(out),
+                 "--no-progress"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["device"].startswith("cuda") and manifest["device_name"]
+    for task in ("teacher_student", "digits", "sequence"):
+        assert len(load_sweep(out / "sweeps" / f"{task}.csv").to_frame()) > 0
+        assert (out / "figures" / f"{task}_one_step.png").stat().st_size > 0
+    refs = pd.read_csv(out / "results" / "reference_runs.csv")
+    # plain-loop replay on the GPU of a batched GPU run: float32 round-off only
+    assert (refs["replay_error"] < 1e-4).all()
+    noise = pd.read_csv(out / "results" / "noise_along_reference.csv")
+    assert np.isfinite(noise[["b_simple", "b_simple_collector", "g2"]]).all().all()
+    one = pd.read_csv(out / "results" / "one_step.csv")
+    assert set(one["task"]) == {"teacher_student", "digits", "sequence"}

@@ -110,3 +110,44 @@ def test_cli_cuda_without_cuda_is_a_clear_error(tmp_path, capsys):
     assert main(["harness", "--config", "tiny", "--tasks", "digits", "--device", "cuda",
                  "--out", str(tmp_path)]) == 2
     assert "torch.cuda.is_available() is False" in capsys.readouterr().err
+
+
+def test_resolve_device_takes_strings_and_torch_devices():
+    from analysis.harness.pipeline import resolve_device
+
+    assert resolve_device("cpu") == resolve_device(torch.device("cpu")) == torch.device("cpu")
+    with pytest.raises(ValueError, match="auto, cpu or cuda"):
+        resolve_device(torch.device("meta"))
+    with pytest.raises(TypeError, match="device must be"):
+        resolve_device(0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="is_available"):
+            resolve_device(torch.device("cuda", 0))
+
+
+def test_plan_summary_counts_by_hand():
+    from analysis.harness.config import plan_summary
+
+    s = plan_summary(get_config("tiny", ["teacher_student", "sequence"])).set_index("task")
+    # teacher_student: B 4, 16, 64 × 3 SGD + 3 Adam rates × 1 seed; steps
+    # clip(ceil(192 / B), 24, 64) = 48, 24, 24 per run
+    assert s.loc["teacher_student", "runs"] == 18
+    assert s.loc["teacher_student", "run_steps"] == 6 * (48 + 24 + 24)
+    assert s.loc["teacher_student", "vmapped_steps"] == 2 * (48 + 24 + 24)  # 6 groups of 3
+    # one 16-16-1 tanh MLP: 16·16 + 16 + 16 + 1 parameters
+    assert s.loc["teacher_student", "parameters"] == 16 * 16 + 16 + 16 + 1
+    # sequence: clip(ceil(96 / B), 12, 24) = 24, 12, 12
+    assert s.loc["sequence", "run_steps"] == 6 * (24 + 12 + 12)
+    assert s.loc["sequence", "vmapped_steps"] == 2 * (24 + 12 + 12)
+
+
+def test_plan_summary_with_a_bench_scale():
+    from analysis.harness.config import plan_summary, scale_budget
+
+    s = plan_summary(get_config("tiny", ["teacher_student"]), scale=0.5).set_index("task")
+    # budget × 0.5: clip(ceil(96 / B), 12, 32) = 24, 12, 12 for B = 4, 16, 64
+    assert s.loc["teacher_student", "run_steps"] == 6 * (24 + 12 + 12)
+    budget = get_config("tiny").plans[0].sweep.budget
+    assert scale_budget(budget, 1e-9).steps(1) == 1  # never below one step
+    with pytest.raises(ValueError, match="scale"):
+        scale_budget(budget, 0.0)

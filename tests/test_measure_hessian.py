@@ -172,3 +172,19 @@ def test_unbiased_b_simple_equals_the_many_batches_estimator():
     assert u.trace_sigma == pytest.approx(tr, rel=1e-6)
     with pytest.raises(ValueError, match="already corrected"):
         u.unbiased()
+
+
+def _mlp_scales(device):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)).double().to(device)
+    x = torch.randn(12, 3, dtype=torch.float64).to(device)
+    y = torch.randn(12, 1, dtype=torch.float64).to(device)
+    return hessian_noise_scale(model, lambda o, t: ((o - t) ** 2).mean(), x, y, chunk_size=5)
+
+
+@pytest.mark.gpu
+def test_cuda_matches_cpu():
+    cpu, gpu = _mlp_scales(torch.device("cpu")), _mlp_scales(torch.device("cuda"))
+    # float64 on both devices: summation order only
+    for key in ("b_noise", "b_simple", "g2", "ghg", "trace_sigma", "trace_h_sigma"):
+        assert getattr(gpu, key) == pytest.approx(getattr(cpu, key), rel=1e-9), key

@@ -176,3 +176,30 @@ def test_collector_ignores_torch_func_passes():
     plain, mixed = run(False), run(True)
     for key in plain:
         np.testing.assert_array_equal(plain[key], mixed[key])
+
+
+def _norms_and_collector(device, method):
+    """per_example_sq_norms and one PerExampleNoiseScale step of TinySeq on ``device``."""
+    torch.manual_seed(1)
+    model = TinySeq().double().to(device)
+    tok = torch.randint(0, 11, (6, 3)).to(device)
+    y = torch.randn(6, 1, dtype=torch.float64).to(device)
+    norms = per_example_sq_norms(model, _mse, tok, y, method=method)
+    assert norms.device == tok.device
+    col = PerExampleNoiseScale(model)
+    _mse(model(tok), y).backward()
+    col.step()
+    row = col.to_frame().iloc[0]
+    return norms.cpu().double(), row.sq_norm_small, row.sq_norm_big
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["auto", "vmap", "loop"])
+def test_cuda_matches_cpu(method):
+    cpu = _norms_and_collector(torch.device("cpu"), method)
+    gpu = _norms_and_collector(torch.device("cuda"), method)
+    # same arithmetic on another device (float32 accumulation in the fast path and
+    # the hooks, float64 elsewhere): summation order only, ~1e-6 relative
+    torch.testing.assert_close(gpu[0], cpu[0], rtol=1e-5, atol=0)
+    assert gpu[1] == pytest.approx(cpu[1], rel=1e-5)
+    assert gpu[2] == pytest.approx(cpu[2], rel=1e-10)  # float64 .grad norms

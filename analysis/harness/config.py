@@ -11,6 +11,7 @@ flags any batch size whose best rate sits at the edge of its grid.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -185,9 +186,10 @@ def _cpu() -> HarnessConfig:
 
 
 def _full() -> HarnessConfig:
-    # GPU preset (not yet run: no GPU was lent when it was written). Step budgets are
-    # set so the sweeps take ~150k vmapped steps in all (~1.5 ms each expected on an
-    # H100, dominated by kernel launches), leaving room for the analysis in 10 minutes.
+    # GPU preset (not yet run: no GPU was lent when it was written). The sweeps take
+    # 126,720 vmapped steps in all (`python -m analysis.harness.config full`); the step
+    # budgets were set hoping for ~1.5 ms per step on an H100 (kernel-launch bound, an
+    # unmeasured guess), leaving room for the analysis in 10 minutes.
     bs = tuple(2**k for k in range(0, 11))  # 1 … 1024: 11 powers of two
     budget = StepBudget(examples=2**14, min_steps=256, max_steps=2**13, n_log=32)
     one = OneStepSpec(batch_sizes=tuple(2**k for k in range(0, 12)), n_batches=256, n_eps=32,
@@ -245,3 +247,73 @@ def get_config(name: str = "tiny", tasks: tuple[str, ...] | list[str] | None = N
 def rng_for(*key: int) -> np.random.Generator:
     """A numpy Generator determined by integer ``key`` (one-step batches, noise samples)."""
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
+
+
+def scale_budget(budget: StepBudget, scale: float) -> StepBudget:
+    """``budget`` with its example and step counts × ``scale`` (at least 1; <= 8 logs).
+
+    What ``benchmarks/bench_harness.py --scale`` trains (the batched/plain ratio is
+    per step, so a fraction of the budget measures it).
+    """
+    if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    return StepBudget(
+        examples=max(1, math.ceil(budget.examples * scale)),
+        min_steps=max(1, math.ceil(budget.min_steps * scale)),
+        max_steps=max(1, math.ceil(budget.max_steps * scale)),
+        n_log=min(budget.n_log, 8),
+    )
+
+
+def plan_summary(config: HarnessConfig, scale: float | None = None):
+    """What ``config`` trains, per task: runs, steps, vmapped steps, model size.
+
+    ``run_steps`` counts every run's updates; ``vmapped_steps`` the steps of the
+    batched program (runs sharing an optimizer and a batch size step together);
+    ``steps_per_batch_size`` the step budget of each batch size. Noise and one-step
+    columns restate the analysis specs. One row per task (a pandas DataFrame).
+    With ``scale``, the step budgets are those of ``bench_harness.py --scale``.
+    """
+    import pandas as pd
+
+    from .trainer import group_members
+
+    rows = []
+    for p in config.plans:
+        task = p.make_task()
+        members = p.sweep.members()
+        budget = p.sweep.budget if scale is None else scale_budget(p.sweep.budget, scale)
+        rows.append({
+            "task": p.task,
+            "parameters": sum(t.numel() for t in task.init_model(0).parameters()),
+            "batch_sizes": f"{min(p.sweep.batch_sizes)}…{max(p.sweep.batch_sizes)} "
+                           f"({len(p.sweep.batch_sizes)})",
+            "learning_rates": ", ".join(f"{o} {len(g)}" for o, g in
+                                        p.sweep.learning_rates.items()),
+            "seeds": len(p.sweep.seeds),
+            "runs": len(members),
+            "steps_per_batch_size": f"{budget.steps(max(p.sweep.batch_sizes))}…"
+                                    f"{budget.steps(min(p.sweep.batch_sizes))}",
+            "run_steps": sum(budget.steps(m.batch_size) for m in members),
+            "vmapped_steps": sum(budget.steps(g[0].batch_size) for g in group_members(members)),
+            "noise_checkpoints": p.noise.n_checkpoints,
+            "noise_examples": p.noise.n_examples,
+            "one_step_batch_sizes": f"{min(p.one_step.batch_sizes)}…"
+                                    f"{max(p.one_step.batch_sizes)}",
+            "one_step_batches": p.one_step.n_batches,
+            "one_step_eps": p.one_step.n_eps,
+            "one_step_checkpoints": p.one_step.n_checkpoints,
+            "one_step_examples": p.one_step.n_examples,
+        })
+    return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    # python -m analysis.harness.config [NAME [SCALE]]
+    summary = plan_summary(get_config(sys.argv[1] if len(sys.argv) > 1 else "full"),
+                           float(sys.argv[2]) if len(sys.argv) > 2 else None)
+    print(summary.T.to_string(header=False))
+    print(f"total: {summary['runs'].sum()} runs, {summary['run_steps'].sum()} run-steps, "
+          f"{summary['vmapped_steps'].sum()} vmapped steps")

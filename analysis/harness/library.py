@@ -18,8 +18,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-#: Hessian-vector products evaluated at once by ``hessian_noise_scale``
+#: most Hessian-vector products evaluated at once by ``hessian_noise_scale``
 HVP_CHUNK = 64
+
+#: bound on (bytes autograd saves per example) × (examples in one vmapped chunk) for
+#: the HVPs (:func:`hvp_chunk`) and the one-step batch gradients: it sets the chunk for
+#: models with large activations. Peak memory measured on the CPU for the ``sequence``
+#: transformer was about 6× this product for HVPs (double backward) and 3× for
+#: batch gradients, so 2 GiB here is roughly 6–12 GiB of memory.
+SAVED_BYTES = 2**31
 
 #: fit options used everywhere in the harness (library defaults, stated once)
 FIT_OPTIONS = {"combine": "mean", "ci": 0.95, "n_boot": 1000, "seed": 0}
@@ -65,18 +72,57 @@ def power_law(x, y):
     return fit_power_law(x, y)
 
 
+def saved_bytes_per_example(model, loss_fn, inputs, targets) -> int:
+    """Bytes autograd saves for the backward per example (a forward of 2 minus one of 1).
+
+    The difference cancels what does not grow with the batch (the saved weights).
+    """
+    import torch
+
+    def saved(k: int) -> int:
+        total = 0
+
+        def pack(t):
+            nonlocal total
+            total += t.numel() * t.element_size()
+            return t
+
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss_fn(model(inputs[:k]), targets[:k])
+        return total
+
+    return max(saved(2) - saved(1), 1)
+
+
+def hvp_chunk(model, loss_fn, inputs, targets) -> int:
+    """HVPs per vmapped chunk: ``HVP_CHUNK``, fewer when the activations are large.
+
+    Each HVP of the mean loss over the ``n`` examples is a double backward through
+    all of them, so a chunk of c HVPs holds about c × n × (saved bytes per example)
+    several times over; c is the largest value (at most ``HVP_CHUNK``, at least 1)
+    with c × n × saved bytes <= ``SAVED_BYTES``. The ``full`` preset's sequence
+    task (1,024 windows in float64) would otherwise need over 100 GiB at c = 64.
+    """
+    n = int(inputs.shape[0])
+    if n < 2:
+        return HVP_CHUNK
+    per = saved_bytes_per_example(model, loss_fn, inputs, targets)
+    return int(max(1, min(HVP_CHUNK, SAVED_BYTES // (per * n))))
+
+
 def hessian_scales(model, loss_fn, inputs, targets) -> dict:
     """B_noise, B_simple and |G|², GᵀHG, tr Σ, tr(HΣ) at the model's current weights.
 
     The examples are treated as the data set the batches are drawn from (``ddof=0``);
     ``b_noise_pop``/``b_simple_pop`` are the estimates for the population they were
     drawn from (``HessianNoiseScale.unbiased``).
-    Hessian-vector products run ``HVP_CHUNK`` at a time (memory n × chunk activations;
-    the result does not depend on it beyond round-off).
+    Hessian-vector products run :func:`hvp_chunk` at a time (memory n × chunk
+    activations; the result does not depend on it beyond round-off).
     """
     from empirical_batch.measure import hessian_noise_scale
 
-    r = hessian_noise_scale(model, loss_fn, inputs, targets, chunk_size=HVP_CHUNK)
+    chunk = hvp_chunk(model, loss_fn, inputs, targets)
+    r = hessian_noise_scale(model, loss_fn, inputs, targets, chunk_size=chunk)
     pop = r.unbiased()
     return {**r.to_dict(), "b_noise_pop": pop.b_noise, "b_simple_pop": pop.b_simple}
 

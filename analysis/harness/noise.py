@@ -188,4 +188,7 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float) -> floa
     vals = s[column].to_numpy(float)[:end]
     if not np.all(np.isfinite(vals) & (vals > 0)) or end < 2:
         return float("nan")
-    return float(np.trapezoid(vals, steps) / (steps[-1] - steps[0]))
+    # the trapezoid rule written out: np.trapezoid needs numpy >= 2.0, the project
+    # supports numpy >= 1.26 (and np.trapz is gone from numpy 2.x)
+    area = np.sum(0.5 * (vals[1:] + vals[:-1]) * np.diff(steps))
+    return float(area / (steps[-1] - steps[0]))

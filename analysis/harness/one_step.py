@@ -101,13 +101,17 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
     eps = scale * np.geomspace(*EPS_SPAN, spec.n_eps)
     eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
 
+    # batch gradients in vmap chunks of c batches, c × B × (saved bytes per example)
+    # <= library.SAVED_BYTES: unchunked, the full preset's sequence task would hold the
+    # float64 activations of 128 × 1024 windows at once (about 1 MB each on the CPU).
+    # The result does not depend on the chunk beyond round-off.
+    per_example = library.saved_bytes_per_example(model, task.loss_fn, x_o, y_o)
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
 
     def loss_p(p, x, y):
         return task.loss_fn(functional_call(model, (p, buffers), (x,)), y)
 
-    batch_grads = vmap(grad(loss_p), in_dims=(None, 0, 0))
     losses_at = vmap(loss_p, in_dims=(0, None, None), chunk_size=64)
     with torch.no_grad():
         l0 = float(loss_p(params, x_o, y_o))
@@ -118,6 +122,9 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         idx = torch.randint(n_obj, (spec.n_batches, b), generator=gen).to(device)
         xs, ys = x_o[idx], y_o[idx]
+        chunk = max(1, library.SAVED_BYTES // (per_example * int(b)))
+        batch_grads = vmap(grad(loss_p), in_dims=(None, 0, 0),
+                           chunk_size=chunk if chunk < spec.n_batches else None)
         g = batch_grads(params, xs, ys)  # each [n_batches, ...]
         with torch.no_grad():
             moved = {

@@ -24,13 +24,21 @@ from .sweep import run_sweep, sweep_path, write_sweep
 STAGES = ("all", "sweep", "analyze")
 
 
-def resolve_device(device: str = "auto") -> torch.device:
-    """``auto`` → CUDA when available, else CPU; ``cuda`` without CUDA is an error."""
-    if device not in ("auto", "cpu", "cuda") and not str(device).startswith("cuda:"):
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``auto`` → CUDA when available, else CPU; ``cuda`` without CUDA is an error.
+
+    Accepts the strings ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or a ``torch.device``
+    of type cpu or cuda.
+    """
+    if isinstance(device, torch.device):
+        device = str(device)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string or torch.device, got {type(device).__name__}")
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
         raise ValueError(f"--device must be auto, cpu or cuda[:N], got {device!r}")
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
+    if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda was asked for but torch.cuda.is_available() is False")
     return torch.device(device)
 
@@ -59,7 +67,7 @@ def run_harness(
     *,
     stage: str = "all",
     shard: tuple[int, int] = (0, 1),
-    device: str = "auto",
+    device: str | torch.device = "auto",
     progress: bool = True,
     command: str | None = None,
     threads: int | None = None,
