@@ -337,12 +337,17 @@ def nonneg_rows(a, s, c) -> np.ndarray:
     return ok
 
 
-def _sums(k, logrho, rows, e):
-    """exp(max(k_j log rho, -700)) @ rows.T (float64, no BLAS), using scratch ``e``."""
+def _exp_into(k, logrho, e):
+    """e <- exp(max(k_j log rho, -700)), shape (len(k), d)."""
     np.multiply(k[:, None], logrho[None, :], out=e)
     with np.errstate(under="ignore"):
         _flush_exp(e, _FLOOR64)
-    return np.einsum("kd,md->km", e, rows)
+    return e
+
+
+def _sums(k, logrho, rows, e):
+    """exp(max(k_j log rho, -700)) @ rows.T in float64 with scratch ``e`` (no BLAS)."""
+    return np.einsum("kd,md->km", _exp_into(k, logrho, e), rows)
 
 
 def _hermite_root(u0, u1, g0, g1, m0, m1):
@@ -501,38 +506,60 @@ def _grid_estimate(rows, lr_has, logrho, rho, c, y, p0, work):
     """Root estimates from a grid shared by all runs (step 1 of first_crossing_affine).
 
     ``rows`` are those of :func:`first_crossing_affine`; ``p0`` is P(0) of each run.
-    The grid k = 3 * 2**j needs no exponentials: rho**(2k) = (rho**k)**2 (relative
-    rounding 2**j u, harmless for an estimate; values are kept above _GRID_FLOOR
-    before squaring, which over-counts a term by < 1e-150 of its weight, far below
-    the targets, y > 1e-50 P(0), that reach this path).
+    The grid needs no exponentials beyond the first few points: for k = 3 * 2**j,
+    rho**(2k) = (rho**k)**2, and the points g (1 + m / R) inside [g, 2g] are
+    rho**g (rho**(g / R))**m with g / R also on the grid (relative rounding ~k u,
+    harmless for an estimate; factors are kept above _GRID_FLOOR, which over-counts a
+    term by < 1e-150 of its weight, far below the targets, y > 1e-50 P(0), that
+    reach this path).
     """
-    W = _WIN
+    W, R = _WIN, _REFINE
+    lev = R.bit_length() - 1  # g / R is the grid point lev doublings below g
+    d = rho.size
     # P(k) <= P(0) rho_max^k bounds every root: k <= log(y / P0) / log(rho_max)
     kmax = max(float(np.max(np.log(y / p0) / np.max(lr_has))), W)
-    grid = W * 2.0 ** np.arange(int(np.ceil(np.log2(kmax / W))) + 2)
-    e = work("grid", grid.size, rho.size)
+    nk = int(np.ceil(np.log2(kmax / W))) + 2
+    grid = W * 2.0 ** np.arange(nk)
+    e = work("grid", nk * R, d)  # coarse rows, then the refinement rows
     e[0] = rho
     for _ in range(1, W):
         e[0] *= rho
-    for i in range(1, grid.size):
+    for i in range(1, nk):
         np.maximum(e[i - 1], _GRID_FLOOR, out=e[i])
         np.square(e[i], out=e[i])
-    v = np.einsum("kd,md->km", e, rows[2:4])
+    v = np.einsum("kd,md->km", e[:nk], rows[2:4])
     pk = v[:, 0] + c[:, None] * v[:, 1]
-    dpk = np.full(pk.shape, np.nan)
     j = np.maximum(np.sum(pk > y[:, None], axis=1) - 1, 0)  # last grid point above y
-    for i in np.unique(np.concatenate([j, np.minimum(j + 1, grid.size - 1)])):
-        v = np.einsum("d,md->m", e[i], rows[:2])  # slopes at the bracket ends only
-        dpk[:, i] = v[0] + c * v[1]
-    inner = np.unique(j[j < grid.size - 1])
-    if inner.size:  # cut the intervals that hold a root into geometric pieces
-        extra = np.outer(grid[inner], 2.0 ** (np.arange(1, _REFINE) / _REFINE)).ravel()
-        v = _sums(extra, logrho, rows[:4], work("e", extra.size, rho.size))
+    inner = np.unique(j[j < nk - 1])
+    n_e = nk
+    if inner.size:  # cut the intervals that hold a root into R pieces
+        extra = np.outer(grid[inner], 1.0 + np.arange(1, R) / R).ravel()
+        step = work("step", 1, d)[0]
+        for i in inner:
+            if i < lev:  # g / R is not on the grid
+                _exp_into(grid[i] * (1.0 + np.arange(1, R) / R), logrho, e[n_e : n_e + R - 1])
+                n_e += R - 1
+                continue
+            np.maximum(e[i - lev], _GRID_FLOOR, out=step)
+            np.maximum(e[i], _GRID_FLOOR, out=e[n_e])
+            e[n_e] *= step
+            for _ in range(R - 2):
+                np.maximum(e[n_e], _GRID_FLOOR, out=e[n_e + 1])
+                e[n_e + 1] *= step
+                n_e += 1
+            n_e += 1
+        v = np.einsum("kd,md->km", e[nk:n_e], rows[2:4])
         order = np.argsort(np.concatenate([grid, extra]))
         grid = np.concatenate([grid, extra])[order]
-        pk = np.concatenate([pk, v[:, 2] + c[:, None] * v[:, 3]], axis=1)[:, order]
-        dpk = np.concatenate([dpk, v[:, 0] + c[:, None] * v[:, 1]], axis=1)[:, order]
+        pk = np.concatenate([pk, v[:, 0] + c[:, None] * v[:, 1]], axis=1)[:, order]
+        src_row = order  # row of e that holds each sorted grid point
         j = np.maximum(np.sum(pk > y[:, None], axis=1) - 1, 0)
+    else:
+        src_row = np.arange(nk)
+    dpk = np.full(pk.shape, np.nan)
+    for i in np.unique(np.concatenate([j, np.minimum(j + 1, grid.size - 1)])):
+        v = np.einsum("d,md->m", e[src_row[i]], rows[:2])  # slopes at bracket ends only
+        dpk[:, i] = v[0] + c * v[1]
     r = np.arange(y.size)
     jr = np.minimum(j + 1, grid.size - 1)
     k_l, k_r = grid[j], grid[jr]
