@@ -201,8 +201,9 @@ def test_nonneg_rows_against_exact_arithmetic(a, s, c):
     a, s = np.array(a[:m]), np.array(s[:m])
     c = np.array(c)
     pos = s > 0
-    if pos.any():  # include the boundary value c = -min(a/s) itself
-        c = np.append(c, -float(np.min(a[pos] / s[pos])))
+    if pos.any():  # the boundary c = -min(a/s) itself and values just either side
+        q = float(np.min(a[pos] / s[pos]))
+        c = np.append(c, -q * (1.0 + np.array([0.0, 1e-15, -1e-15, 1e-9, -1e-9, 1e-3])))
     ok = nonneg_rows(a, s, c)
     for r, cr_ in enumerate(c):
         exact = [Fraction(ai) + Fraction(cr_) * Fraction(si) for ai, si in zip(a, s, strict=True)]
