@@ -45,7 +45,7 @@ def exact_p(a, s, c, logrho, k):
 
 
 def margin(a, s, c, logrho, k):
-    """The documented decision margin at k: (d + 1500) u (A + |c| S), generously x4."""
+    """Above the documented decision margin at k, (d + 3000) u (A + |c| S), for d >= 1."""
     pos = exact_p(a, np.zeros_like(s), 0.0, logrho, k) + abs(c) * exact_p(
         s, np.zeros_like(s), 0.0, logrho, k
     )

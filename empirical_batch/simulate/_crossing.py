@@ -25,6 +25,15 @@ Method (all vectorised over many runs at once):
    lower bound :math:`L_\infty + P(hi) + N(lo)` on each interval and scans short
    intervals exactly, left to right, so the first crossing found is the first one.
 
+Fast path for sweeps (:func:`first_crossing_affine`): the runs of one learning rate
+share the rates :math:`\rho_i`, and their weights are affine in :math:`1/B`,
+:math:`w = a + c\,s`. When all are :math:`\ge 0`, :math:`P(k) = A(k) + c\,S(k)`
+for every batch size from one vector :math:`\rho^k`. A shared grid (built by
+squaring, no exponentials) and a cubic Hermite estimate place each root; a float64
+check of :math:`P` at three consecutive integers around it settles the run, each
+comparison decided only beyond its rigorous rounding bound. Runs it cannot settle go
+to :func:`first_crossing`.
+
 Everything is exact up to floating-point evaluation of :math:`L(k)`.
 """
 
@@ -32,20 +41,17 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["first_crossing"]
+__all__ = ["Workspace", "first_crossing", "first_crossing_affine", "nonneg_rows"]
 
 _NEG_BIG = -1e4  # stands in for log(0) of a rate: rho**k underflows to 0 for k >= 1
 _SCAN = 256  # intervals this short are scanned exactly in branch and bound
-# exp() arguments are clipped below at these floors before exponentiating: it avoids
+# exp() arguments are clipped below at this floor before exponentiating: it avoids
 # subnormal numbers, which make the following sums ~100x slower. A clipped term is
-# over-counted by at most exp(floor) = 1.8e-35 (float32: the Newton estimate only) or
-# 1e-304 (float64) times its weight, which cannot change a comparison of P(k) with a
-# target above 1e-280·P(0); smaller targets go to the log-domain path.
+# over-counted by at most exp(-700) < 1e-303 times its weight (the fast path adds this
+# to its error bound).
 # Sums use einsum rather than BLAS (``@``): these products are small and many, and
-# a threaded BLAS is slow on them on a busy machine.
-_FLOOR32 = np.float32(-80.0)
+# a threaded BLAS is several times slower on them on a busy machine.
 _FLOOR64 = -700.0
-_TINY = 1e-280
 
 
 def _flush_exp(e: np.ndarray, floor) -> None:
@@ -389,7 +395,7 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
 
     A comparison :math:`P(k) \lessgtr y` is decided only if it holds beyond the
     rigorous error bound of the float64 evaluation (summation, exponentials and the
-    clipping of tiny terms: relative :math:`(d + 1500)u` of :math:`A + |c|S`); a run
+    clipping of tiny terms: relative :math:`(d + 3000)u` of :math:`A + |c|S`); a run
     within that margin, or not settled in ``_ROUNDS`` evaluations, is returned as NaN
     for :func:`first_crossing`.
 
@@ -402,7 +408,9 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
     y : array (n,), > 0
         ``target - L_inf`` per run.
     logrho, rho : array (d,)
-        Rates :math:`0 \le \rho_i < 1` and their logs (``_NEG_BIG`` for a rate of 0).
+        Log-rates (``_NEG_BIG`` for a rate of 0) and rates :math:`0 \le \rho_i < 1`.
+        The answer is exact for the rates ``exp(logrho)``; ``rho`` must agree to
+        :math:`(|\log\rho_i| + 1)u` relative, as ``r * r`` and ``2 log|r|`` do.
     work : Workspace, optional
         Scratch arrays to reuse across calls.
 
@@ -427,10 +435,11 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
     for j, base in ((0, 2), (1, 3), (2 * W + 2, 2 * W), (2 * W + 3, 2 * W + 1)):
         np.multiply(rows[base], logrho, out=rows[j])
     cabs = np.abs(c)
-    # |computed P - sum_i w_i rho_i^k| <= tol * (A + |c| S) + floor_err: sums of d
-    # nonnegative terms (d u), exp(k log rho) (rounding of the argument and of log rho,
-    # |k log rho| <= 745: 2 * 745 u), rho^j (W u), products and A + c S (a few u)
-    tol = (d + 2 * 745 + W + 16) * _U * 1.01
+    # |computed P(k) - sum_i w_i exp(k log rho_i)| <= tol * (A + |c| S) + floor_err:
+    # sums of d nonnegative terms (d u), exp(k log rho) (argument rounding, |t| <= 700:
+    # 746 u), rho^j against exp(j log rho) (j (|log rho| + 1) u each, and terms with
+    # |log rho| > 745 are below the floor term), products and A + c S (a few u)
+    tol = (d + (W + 1) * 746 + 16) * _U * 1.01
     v0 = rows.sum(axis=1)  # the sums at k = 0
     floor_err = 1e-303 * (v0[2] + cabs * v0[3])  # clipped terms: < exp(-700) of weight
 
