@@ -303,7 +303,7 @@ def _search_cap(l_inf, w, logrho, target) -> float:
 # --- fast path: many runs sharing their rates ---------------------------------------
 _WIN = 3  # consecutive integers decided by one float64 evaluation: P(k0), P(k0+1), P(k0+2)
 _ROUNDS = 12  # float64 evaluations per run before it is left to first_crossing
-_REFINE = 4  # geometric pieces per coarse grid interval (factor 2) that holds a root
+_HERMITE_STEPS = 2  # Newton steps for the root of the interpolating cubic
 _GRID_FLOOR = 1e-150  # grid values are kept above this before squaring (no subnormals)
 _U = np.finfo(float).eps / 2  # unit roundoff
 
@@ -359,15 +359,15 @@ def _sums(k, logrho, rows, e):
 def _hermite_root(u0, u1, g0, g1, m0, m1):
     """Root in [u0, u1] of the cubic Hermite interpolant of g (g0 > 0 >= g1, slopes m)."""
     du = u1 - u0
+    d0, d1 = du * m0, du * m1
     t = np.clip(g0 / (g0 - g1), 0.0, 1.0)  # secant start
-    for _ in range(4):  # Newton on the cubic, kept inside [0, 1]
-        t2, t3 = t * t, t * t * t
-        h = ((2 * t3 - 3 * t2 + 1) * g0 + (t3 - 2 * t2 + t) * du * m0
-             + (3 * t2 - 2 * t3) * g1 + (t3 - t2) * du * m1)
-        dh = ((6 * t2 - 6 * t) * (g0 - g1) + (3 * t2 - 4 * t + 1) * du * m0
-              + (3 * t2 - 2 * t) * du * m1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.clip(np.where(dh < 0, t - h / dh, t), 0.0, 1.0)
+    for _ in range(_HERMITE_STEPS):  # Newton on the cubic, kept inside [0, 1]
+        t2 = t * t
+        t3 = t2 * t
+        h = (2 * t3 - 3 * t2 + 1) * g0 + (t3 - 2 * t2 + t) * d0 + (3 * t2 - 2 * t3) * g1
+        h += (t3 - t2) * d1
+        dh = (6 * t2 - 6 * t) * (g0 - g1) + (3 * t2 - 4 * t + 1) * d0 + (3 * t2 - 2 * t) * d1
+        t = np.clip(np.where(dh < 0, t - h / dh, t), 0.0, 1.0)
     return u0 + t * du
 
 
@@ -381,11 +381,11 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
     run, and with the precomputed :math:`a\rho^j, s\rho^j` also :math:`P(k+1)` and
     :math:`P(k+2)`.
 
-    1. A grid :math:`k = 3\cdot 2^j` (by repeated squaring of :math:`\rho^3`, no
-       exponentials) brackets every root; the intervals that hold a root are cut
-       into ``_REFINE`` geometric pieces. In its piece, the root of each run is
-       estimated by the cubic Hermite interpolant of :math:`\log P` in
-       :math:`\log k`, clamped to the bracket that convexity of :math:`\log P` in
+    1. A grid :math:`k = \tfrac34 2^j` (from :math:`\rho^3` by square roots and
+       repeated squaring: no exponentials) brackets every root; the intervals that
+       hold a root are cut into four pieces (products of grid powers). In its piece,
+       the root of each run is estimated by the cubic Hermite interpolant of
+       :math:`\log P` in :math:`\log k`, clamped to the bracket that convexity of :math:`\log P` in
        :math:`k` gives (tangents from either end lie below, the chord above).
     2. A float64 check of :math:`P(k_0), P(k_0+1), P(k_0+2)` around the estimate
        (one pass per distinct :math:`k_0`) settles the run if the target lies
@@ -471,7 +471,7 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
     todo = todo[y[todo] > 1e100 * _GRID_FLOOR * p[todo, 0]]
     if todo.size == 0:
         return res
-    kest = _grid_estimate(rows, logrho[has], logrho, rho, c[todo], y[todo], p[todo, 0], work)
+    kest = _grid_estimate(rows, logrho[has], rho, c[todo], y[todo], p[todo, 0], work)
     # the window (k0, k0 + W - 1] holds every root within 0.5 of the estimate
     k0 = np.maximum(np.round(kest) - 1.0, lo[todo])
     for rnd in range(_ROUNDS):
@@ -511,64 +511,61 @@ def _settle(res, rows, k0, sign, lo):
     return rows[decided & ~hit & ~zero]
 
 
-def _grid_estimate(rows, lr_has, logrho, rho, c, y, p0, work):
+def _grid_estimate(rows, lr_has, rho, c, y, p0, work):
     """Root estimates from a grid shared by all runs (step 1 of first_crossing_affine).
 
     ``rows`` are those of :func:`first_crossing_affine`; ``p0`` is P(0) of each run.
-    The grid needs no exponentials beyond the first few points: for k = 3 * 2**j,
-    rho**(2k) = (rho**k)**2, and the points g (1 + m / R) inside [g, 2g] are
-    rho**g (rho**(g / R))**m with g / R also on the grid (relative rounding ~k u,
-    harmless for an estimate; factors are kept above _GRID_FLOOR, which over-counts a
-    term by < 1e-150 of its weight, far below the targets, y > 1e-50 P(0), that
-    reach this path).
+    The grid k = (3/4) 2**j needs no exponentials: rho**3 by products, two square
+    roots, then rho**(2k) = (rho**k)**2; the points g (1 + m/4) that cut [g, 2g] are
+    rho**g (rho**(g/4))**m, with g/4 on the grid. Relative rounding is ~k u, harmless
+    for an estimate; factors are kept above _GRID_FLOOR, which over-counts a term by
+    < 1e-150 of its weight, far below the targets, y > 1e-50 P(0), that come here.
     """
-    W, R = _WIN, _REFINE
-    lev = R.bit_length() - 1  # g / R is the grid point lev doublings below g
+    W, R, lev = _WIN, 4, 2  # g / R is the grid point lev doublings below g
     d = rho.size
     # P(k) <= P(0) rho_max^k bounds every root: k <= log(y / P0) / log(rho_max)
     kmax = max(float(np.max(np.log(y / p0) / np.max(lr_has))), W)
-    nk = int(np.ceil(np.log2(kmax / W))) + 2
-    grid = W * 2.0 ** np.arange(nk)
-    e = work("grid", nk * R, d)  # coarse rows, then the refinement rows
-    e[0] = rho
+    nk = int(np.ceil(np.log2(kmax / W))) + 2 + lev
+    grid = W / R * 2.0 ** np.arange(nk)
+    e = work("grid", nk + (R - 1) * nk, d)  # coarse rows, then the refinement rows
+    e[lev] = rho
     for _ in range(1, W):
-        e[0] *= rho
-    for i in range(1, nk):
+        e[lev] *= rho
+    for i in range(lev - 1, -1, -1):
+        np.sqrt(e[i + 1], out=e[i])
+    for i in range(lev + 1, nk):
         np.maximum(e[i - 1], _GRID_FLOOR, out=e[i])
         np.square(e[i], out=e[i])
     v = np.einsum("kd,md->km", e[:nk], rows[2:4])
     pk = v[:, 0] + c[:, None] * v[:, 1]
     j = np.maximum(np.sum(pk > y[:, None], axis=1) - 1, 0)  # last grid point above y
-    inner = np.unique(j[j < nk - 1])
-    n_e = nk
+    inner = np.unique(j[(j >= lev) & (j < nk - 1)])
+    src_row = np.arange(nk)  # row of e that holds each (sorted) grid point
     if inner.size:  # cut the intervals that hold a root into R pieces
-        extra = np.outer(grid[inner], 1.0 + np.arange(1, R) / R).ravel()
-        step = work("step", 1, d)[0]
-        for i in inner:
-            if i < lev:  # g / R is not on the grid
-                _exp_into(grid[i] * (1.0 + np.arange(1, R) / R), logrho, e[n_e : n_e + R - 1])
-                n_e += R - 1
-                continue
-            np.maximum(e[i - lev], _GRID_FLOOR, out=step)
-            np.maximum(e[i], _GRID_FLOOR, out=e[n_e])
-            e[n_e] *= step
-            for _ in range(R - 2):
-                np.maximum(e[n_e], _GRID_FLOOR, out=e[n_e + 1])
-                e[n_e + 1] *= step
-                n_e += 1
-            n_e += 1
-        v = np.einsum("kd,md->km", e[nk:n_e], rows[2:4])
-        order = np.argsort(np.concatenate([grid, extra]))
-        grid = np.concatenate([grid, extra])[order]
-        pk = np.concatenate([pk, v[:, 0] + c[:, None] * v[:, 1]], axis=1)[:, order]
-        src_row = order  # row of e that holds each sorted grid point
+        ni = inner.size
+        ext = e[nk : nk + (R - 1) * ni].reshape(R - 1, ni, d)
+        step = work("step", ni, d)
+        np.take(e, inner - lev, axis=0, out=step)
+        np.maximum(step, _GRID_FLOOR, out=step)
+        np.take(e, inner, axis=0, out=ext[0])
+        for m in range(R - 1):
+            if m:
+                ext[m] = ext[m - 1]
+            np.maximum(ext[m], _GRID_FLOOR, out=ext[m])
+            ext[m] *= step
+        v = np.einsum("kd,md->km", e[nk : nk + (R - 1) * ni], rows[2:4])
+        extra = np.outer(1.0 + np.arange(1, R) / R, grid[inner]).ravel()  # same order
+        src_row = np.argsort(np.concatenate([grid, extra]))
+        grid = np.concatenate([grid, extra])[src_row]
+        pk = np.concatenate([pk, v[:, 0] + c[:, None] * v[:, 1]], axis=1)[:, src_row]
         j = np.maximum(np.sum(pk > y[:, None], axis=1) - 1, 0)
-    else:
-        src_row = np.arange(nk)
+    # slopes, at the bracket ends only
+    ends = np.unique(np.concatenate([j, np.minimum(j + 1, grid.size - 1)]))
+    er = work("ends", ends.size, d)
+    np.take(e, src_row[ends], axis=0, out=er)
+    v = np.einsum("kd,md->km", er, rows[:2])
     dpk = np.full(pk.shape, np.nan)
-    for i in np.unique(np.concatenate([j, np.minimum(j + 1, grid.size - 1)])):
-        v = np.einsum("d,md->m", e[src_row[i]], rows[:2])  # slopes at bracket ends only
-        dpk[:, i] = v[0] + c * v[1]
+    dpk[:, ends] = v[:, 0] + c[:, None] * v[:, 1]
     r = np.arange(y.size)
     jr = np.minimum(j + 1, grid.size - 1)
     k_l, k_r = grid[j], grid[jr]
