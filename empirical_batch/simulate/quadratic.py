@@ -451,6 +451,7 @@ class NoisyQuadratic:
         bounds = np.searchsorted(inv[order], np.arange(uniq.size + 1))
         aw = np.where(act, 0.5 * h * m0, 0.0)
         work = Workspace()  # scratch arrays shared by the learning rates
+        l0 = self.initial_loss()
         for g, lr in enumerate(uniq):
             rows = order[bounds[g] : bounds[g + 1]]
             x = lr * hp
@@ -469,9 +470,10 @@ class NoisyQuadratic:
             y = t[rows] - inv_b * sw.sum()
             # weights aw - sw / B: all >= 0 for these rows (checked without forming them)
             nonneg = nonneg_rows(aw, sw, -inv_b)
-            fast = nonneg & (y > 0)
             res = np.full(rows.size, np.nan)
             res[nonneg & (y < 0)] = np.inf  # L(k) >= L_inf > target for every k
+            res[t[rows] >= l0] = 0.0  # L(0) is the initial loss, whatever a and B
+            fast = nonneg & (y > 0) & np.isnan(res)
             if fast.any():
                 res[fast] = first_crossing_affine(
                     aw, sw, -inv_b[fast], y[fast], logrho, rho, work=work
