@@ -247,3 +247,16 @@ def test_sweep_over_batch_sizes_equals_recursion(h, lr):
     fin = np.isfinite(want)
     np.testing.assert_array_equal(got[fin], want[fin])
     assert np.all(got[~fin] > 6000)
+
+
+def test_target_equal_to_initial_loss_takes_zero_steps():
+    """L(0) = initial loss for every rate and batch size; the tie L(0) = target is 0 steps
+    on the fast path (small B: weights of one sign) and the general one (large rates)."""
+    nq = NoisyQuadratic(1.0 / np.arange(1, 9), 0.3, [1.0, 0.0, 2.0, 1.0, 0.5, 0.0, 1.0, 3.0])
+    lrs = np.array([0.01, 0.5, 1.2, 1.9])
+    bs = np.array([1.0, 2.0, 64.0])
+    got = nq.steps_to_target(nq.initial_loss(), lrs[None, :], bs[:, None])
+    np.testing.assert_array_equal(got, 0.0)
+    # just below L(0) at least one step is needed
+    below = np.nextafter(nq.initial_loss(), 0.0)
+    assert np.all(nq.steps_to_target(below, lrs[None, :], bs[:, None]) >= 1)
