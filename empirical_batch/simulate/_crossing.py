@@ -312,7 +312,7 @@ class Workspace:
     """Scratch arrays reused across calls of :func:`first_crossing_affine`.
 
     A fresh array of more than ~128 KiB is new memory from the OS, paid for by a page
-    fault per 4 KiB on first write; here that cost about a third of a sweep.
+    fault per 4 KiB on first write: a sizeable share of a sweep's time otherwise.
     """
 
     def __init__(self):
