@@ -410,9 +410,10 @@ class NoisyQuadratic:
         diverges (:math:`|1 - a\hat h_i| \ge 1` in a direction with weight), the
         expected loss stays above the target, or (if given) more than ``max_steps``
         steps are needed. For plain SGD the search is exact and independent of
-        ``max_steps`` (see :mod:`empirical_batch.simulate._crossing`: Newton on a
-        convex envelope, integer verification, bisection and branch-and-bound
-        fallbacks). A run that crosses the target only transiently before
+        ``max_steps`` (see :mod:`empirical_batch.simulate._crossing`: runs of one
+        learning rate solved together from shared powers of the rates, float64
+        checks with a rigorous rounding margin; Newton, bisection and
+        branch-and-bound fallbacks). A run that crosses the target only transiently before
         diverging is counted as ``inf``, like a diverged run in a sweep. With momentum
         or EMA the expected loss is iterated step by step up to ``max_steps``
         (default 100000): exact, O(k·dims).
