@@ -27,19 +27,20 @@ from empirical_batch.simulate._crossing import (
     nonneg_rows,
 )
 
-mpmath.mp.dps = 60
+MP = mpmath.MPContext()  # a private 60-digit context: the global mpmath one is untouched
+MP.dps = 60
 U = np.finfo(float).eps / 2
 
 
 def exact_p(a, s, c, logrho, k):
     """P(k) in 60-digit arithmetic; a rate of 0 (logrho = _NEG_BIG) is exactly 0."""
-    tot = mpmath.mpf(0)
+    tot = MP.mpf(0)
     for ai, si, li in zip(a, s, logrho, strict=True):
-        w = mpmath.mpf(float(ai)) + mpmath.mpf(float(c)) * mpmath.mpf(float(si))
+        w = MP.mpf(float(ai)) + MP.mpf(float(c)) * MP.mpf(float(si))
         if li <= _NEG_BIG:
-            rk = mpmath.mpf(1) if k == 0 else mpmath.mpf(0)
+            rk = MP.mpf(1) if k == 0 else MP.mpf(0)
         else:
-            rk = mpmath.exp(mpmath.mpf(float(li)) * k)
+            rk = MP.exp(MP.mpf(float(li)) * k)
         tot += w * rk
     return tot
 
@@ -49,12 +50,12 @@ def margin(a, s, c, logrho, k):
     pos = exact_p(a, np.zeros_like(s), 0.0, logrho, k) + abs(c) * exact_p(
         s, np.zeros_like(s), 0.0, logrho, k
     )
-    return 4 * (len(a) + 1600) * U * pos + mpmath.mpf(1e-300)
+    return 4 * (len(a) + 1600) * U * pos + MP.mpf(1e-300)
 
 
 def check(a, s, c, y, logrho, got):
     """got is exact, or NaN with the target within the margin of P near the answer."""
-    y = mpmath.mpf(float(y))
+    y = MP.mpf(float(y))
     if np.isnan(got):
         # find the exact answer by doubling + bisection on the exact P
         lo, hi = 0, 1
