@@ -449,24 +449,24 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
         uk, inv = np.unique(k0, return_inverse=True)
         if uk.size == 1 and uk[0] == 0:
             v = np.broadcast_to(v0, (idx.size, v0.size))
-        else:
-            m = rows if slopes else rows[2 : 2 * W + 2]
-            v = _sums(uk, logrho, m, work("e", uk.size, d))[inv]
-            if not slopes:  # same column layout as rows
-                v = np.pad(v, ((0, 0), (2, 2)))
+        elif slopes:
+            v = _sums(uk, logrho, rows, work("e", uk.size, d))[inv]
+        else:  # values only, in the columns they have in rows
+            v = np.empty((idx.size, 2 * W + 4))
+            v[:, 2 : 2 * W + 2] = _sums(uk, logrho, rows[2 : 2 * W + 2], work("e", uk.size, d))[inv]
         cc = c[idx, None]
         va, vs = v[:, 2 : 2 * W + 2 : 2], v[:, 3 : 2 * W + 2 : 2]
         p = va + cc * vs
         err = tol * (va + cabs[idx, None] * vs) + floor_err[idx, None]
         gap = p - y[idx, None]
-        sign = np.where(gap > err, 1, np.where(-gap >= err, -1, 0))
+        sign = (gap > err).view(np.int8) - (-gap >= err).view(np.int8)
         dp = v[:, [0, 2 * W + 2]] + cc * v[:, [1, 2 * W + 3]] if slopes else None
         return sign, p, dp
 
     todo, k0 = np.arange(n), np.zeros(n)
     lo = np.full(n, W - 1.0)  # largest k known to have P(k) > y (once past k = 0)
     sign, p, _ = window(todo, k0, False)
-    todo = _settle(res, todo, k0, sign, lo)
+    todo = todo[_settle(res, todo, k0, sign, lo)]
     # targets near the grid's floor are left to first_crossing
     todo = todo[y[todo] > 1e100 * _GRID_FLOOR * p[todo, 0]]
     if todo.size == 0:
@@ -476,11 +476,10 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
     k0 = np.maximum(np.round(kest) - 1.0, lo[todo])
     for rnd in range(_ROUNDS):
         sign, p, dp = window(todo, k0, rnd > 0)
-        rest = _settle(res, todo, k0, sign, lo)
-        if rest.size == 0:
+        keep = _settle(res, todo, k0, sign, lo)
+        if not keep.any():
             break
-        keep = np.isin(todo, rest)
-        todo, k0, sign, p = rest, k0[keep], sign[keep], p[keep]
+        todo, k0, sign, p = todo[keep], k0[keep], sign[keep], p[keep]
         right = sign[:, -1] > 0  # all above: the root is right of the window
         if rnd == 0:  # near miss: the adjacent window
             k0 = np.where(right, k0 + W - 1, np.maximum(k0 - (W - 1), lo[todo]))
@@ -497,7 +496,8 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
 
 
 def _settle(res, rows, k0, sign, lo):
-    """Record rows whose window holds the crossing; update ``lo``; return the rest.
+    """Record rows whose window holds the crossing; update ``lo``; return a mask of
+    the rows still open.
 
     Rows with an undecided comparison are dropped (left NaN for the exact fallback).
     """
@@ -508,7 +508,7 @@ def _settle(res, rows, k0, sign, lo):
     res[rows[zero]] = 0.0
     above = decided & (sign[:, -1] > 0)
     lo[rows[above]] = k0[above] + sign.shape[1] - 1
-    return rows[decided & ~hit & ~zero]
+    return decided & ~hit & ~zero
 
 
 def _grid_estimate(rows, lr_has, rho, c, y, p0, work):
