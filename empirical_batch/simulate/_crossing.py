@@ -385,8 +385,9 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
        repeated squaring: no exponentials) brackets every root; the intervals that
        hold a root are cut into four pieces (products of grid powers). In its piece,
        the root of each run is estimated by the cubic Hermite interpolant of
-       :math:`\log P` in :math:`\log k`, clamped to the bracket that convexity of :math:`\log P` in
-       :math:`k` gives (tangents from either end lie below, the chord above).
+       :math:`\log P` in :math:`\log k`, clamped to the bracket that convexity of
+       :math:`\log P` in :math:`k` gives (tangents from either end lie below, the
+       chord above).
     2. A float64 check of :math:`P(k_0), P(k_0+1), P(k_0+2)` around the estimate
        (one pass per distinct :math:`k_0`) settles the run if the target lies
        inside; a near miss checks the adjacent window, then Newton steps on
