@@ -25,6 +25,15 @@ Method (all vectorised over many runs at once):
    lower bound :math:`L_\infty + P(hi) + N(lo)` on each interval and scans short
    intervals exactly, left to right, so the first crossing found is the first one.
 
+Fast path for sweeps (:func:`first_crossing_affine`): the runs of one learning rate
+share the rates :math:`\rho_i`, and their weights are affine in :math:`1/B`,
+:math:`w = a + c\,s`. When all are :math:`\ge 0`, :math:`P(k) = A(k) + c\,S(k)`
+for every batch size from one vector :math:`\rho^k`. A shared grid (built by
+squaring, no exponentials) and a cubic Hermite estimate place each root; a float64
+check of :math:`P` at three consecutive integers around it settles the run, each
+comparison decided only beyond its rigorous rounding bound. Runs it cannot settle go
+to :func:`first_crossing`.
+
 Everything is exact up to floating-point evaluation of :math:`L(k)`.
 """
 
@@ -32,20 +41,17 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["first_crossing"]
+__all__ = ["Workspace", "first_crossing", "first_crossing_affine", "nonneg_rows"]
 
 _NEG_BIG = -1e4  # stands in for log(0) of a rate: rho**k underflows to 0 for k >= 1
 _SCAN = 256  # intervals this short are scanned exactly in branch and bound
-# exp() arguments are clipped below at these floors before exponentiating: it avoids
+# exp() arguments are clipped below at this floor before exponentiating: it avoids
 # subnormal numbers, which make the following sums ~100x slower. A clipped term is
-# over-counted by at most exp(floor) = 1.8e-35 (float32: the Newton estimate only) or
-# 1e-304 (float64) times its weight, which cannot change a comparison of P(k) with a
-# target above 1e-280·P(0); smaller targets go to the log-domain path.
+# over-counted by at most exp(-700) < 1e-303 times its weight (the fast path adds this
+# to its error bound).
 # Sums use einsum rather than BLAS (``@``): these products are small and many, and
-# a threaded BLAS is slow on them on a busy machine.
-_FLOOR32 = np.float32(-80.0)
+# a threaded BLAS is several times slower on them on a busy machine.
 _FLOOR64 = -700.0
-_TINY = 1e-280
 
 
 def _flush_exp(e: np.ndarray, floor) -> None:
@@ -293,109 +299,286 @@ def _search_cap(l_inf, w, logrho, target) -> float:
     return float(np.ceil(np.log(1e-300 / np.sum(np.abs(w))) / np.max(logrho)))
 
 
-def _grid_start(w32, lr32, ly, n_grid: int = 24) -> np.ndarray:
-    """A Newton start left of each root, from P on a k-grid shared by all rows.
 
-    P and P' at the grid points of every row are two small matrix products with
-    exp(k_j logrho) (the rates are shared); from the last grid point still above the
-    target one Newton step is taken (it stays left of the root: log P is convex).
+# --- fast path: many runs sharing their rates ---------------------------------------
+_WIN = 3  # consecutive integers decided by one float64 evaluation: P(k0), P(k0+1), P(k0+2)
+_ROUNDS = 12  # float64 evaluations per run before it is left to first_crossing
+_HERMITE_STEPS = 2  # Newton steps for the root of the interpolating cubic
+_GRID_FLOOR = 1e-150  # grid values are kept above this before squaring (no subnormals)
+_U = np.finfo(float).eps / 2  # unit roundoff
+
+
+class Workspace:
+    """Scratch arrays reused across calls of :func:`first_crossing_affine`.
+
+    A fresh array of more than ~128 KiB is new memory from the OS, paid for by a page
+    fault per 4 KiB on first write: a sizeable share of a sweep's time otherwise.
     """
-    n = ly.shape[0]
-    lrmax = float(np.max(lr32))
-    if not lrmax < 0:
-        return np.zeros(n)
-    # P(k) <= P(0) rho_max^k bounds every root: k <= log(y/P0) / log(rho_max)
-    kmax = max(float(np.min(ly)) / lrmax, 1.0)
-    grid = np.concatenate([[0.0], np.geomspace(1.0, kmax, n_grid - 1)]).astype(np.float32)
-    e = np.multiply.outer(grid, lr32)
+
+    def __init__(self):
+        self._bufs: dict[str, np.ndarray] = {}
+
+    def __call__(self, name: str, rows: int, cols: int) -> np.ndarray:
+        size = rows * cols
+        buf = self._bufs.get(name)
+        if buf is None or buf.size < size:
+            buf = self._bufs[name] = np.empty(size)
+        return buf[:size].reshape(rows, cols)
+
+
+def nonneg_rows(a, s, c) -> np.ndarray:
+    """Rows ``r`` whose weights ``a + c[r] * s`` are all ``>= 0`` (``a, s >= 0``).
+
+    Decided from ``min(a_i / s_i)`` with a rounding margin; rows inside the margin are
+    checked elementwise.
+    """
+    c = np.asarray(c, float)
+    pos = s > 0
+    if not pos.any():
+        return np.ones(c.shape, bool)
+    q = float(np.min(a[pos] / s[pos]))  # a + c s >= 0 for all i  <=>  -c <= q
+    ok = -c <= q * (1.0 - 4 * _U)
+    for r in np.flatnonzero(~ok & (-c <= q * (1.0 + 4 * _U))):
+        ok[r] = bool(np.all(a + c[r] * s >= 0))
+    return ok
+
+
+def _exp_into(k, logrho, e):
+    """e <- exp(max(k_j log rho, -700)), shape (len(k), d)."""
+    np.multiply(k[:, None], logrho[None, :], out=e)
     with np.errstate(under="ignore"):
-        _flush_exp(e, _FLOOR32)
-    pg = np.einsum("nd,kd->nk", w32, e).astype(np.float64)  # (n, K)
-    dpg = np.einsum("nd,kd->nk", w32 * lr32, e).astype(np.float64)
-    above = pg > np.exp(ly)[:, None]
-    j = np.maximum(above.sum(axis=1) - 1, 0)  # last grid point above target (P decreasing)
-    rows = np.arange(n)
-    p, dp = pg[rows, j], dpg[rows, j]
-    k = grid[j].astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        g = np.log(p) - ly
-        step = np.where((g > 0) & (p > 0) & (dp < 0), -g * p / dp, 0.0)
-    return k + np.where(np.isfinite(step), step, 0.0)
+        _flush_exp(e, _FLOOR64)
+    return e
 
 
-def first_crossing_shared(w, logrho, rho, y) -> np.ndarray:
-    """Fast path: rows that share decay rates and have weights ``w >= 0``.
+def _sums(k, logrho, rows, e):
+    """exp(max(k_j log rho, -700)) @ rows.T in float64 with scratch ``e`` (no BLAS)."""
+    return np.einsum("kd,md->km", _exp_into(k, logrho, e), rows)
+
+
+def _hermite_root(u0, u1, g0, g1, m0, m1):
+    """Root in [u0, u1] of the cubic Hermite interpolant of g (g0 > 0 >= g1, slopes m)."""
+    du = u1 - u0
+    d0, d1 = du * m0, du * m1
+    t = np.clip(g0 / (g0 - g1), 0.0, 1.0)  # secant start
+    for _ in range(_HERMITE_STEPS):  # Newton on the cubic, kept inside [0, 1]
+        t2 = t * t
+        t3 = t2 * t
+        h = (2 * t3 - 3 * t2 + 1) * g0 + (t3 - 2 * t2 + t) * d0 + (3 * t2 - 2 * t3) * g1
+        h += (t3 - t2) * d1
+        dh = (6 * t2 - 6 * t) * (g0 - g1) + (3 * t2 - 4 * t + 1) * d0 + (3 * t2 - 2 * t) * d1
+        t = np.clip(np.where(dh < 0, t - h / dh, t), 0.0, 1.0)
+    return u0 + t * du
+
+
+def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = None):
+    r"""Fast path for runs that share their rates: weights :math:`w_r = a + c_r s \ge 0`.
+
+    All runs of one learning rate have the same rates :math:`\rho_i` and weights that
+    are affine in :math:`1/B`, so :math:`P_r(k) = A(k) + c_r S(k)` with
+    :math:`A(k) = \sum_i a_i\rho_i^k` and :math:`S(k) = \sum_i s_i\rho_i^k`: one
+    vector :math:`\rho^k` (one pass of exponentials) gives :math:`P(k)` of every
+    run, and with the precomputed :math:`a\rho^j, s\rho^j` also :math:`P(k+1)` and
+    :math:`P(k+2)`.
+
+    1. A grid :math:`k = \tfrac34 2^j` (from :math:`\rho^3` by square roots and
+       repeated squaring: no exponentials) brackets every root; the intervals that
+       hold a root are cut into four pieces (products of grid powers). In its piece,
+       the root of each run is estimated by the cubic Hermite interpolant of
+       :math:`\log P` in :math:`\log k`, clamped to the bracket that convexity of
+       :math:`\log P` in :math:`k` gives (tangents from either end lie below, the
+       chord above).
+    2. A float64 check of :math:`P(k_0), P(k_0+1), P(k_0+2)` around the estimate
+       (one pass per distinct :math:`k_0`) settles the run if the target lies
+       inside; a near miss checks the adjacent window, then Newton steps on
+       :math:`\log P` from the window end nearest the root place the next window
+       (they land left of the root, by convexity).
+
+    A comparison :math:`P(k) \lessgtr y` is decided only if it holds beyond the
+    rigorous error bound of the float64 evaluation (summation, exponentials and the
+    clipping of tiny terms: relative :math:`(d + 3000)u` of :math:`A + |c|S`); a run
+    within that margin, or not settled in ``_ROUNDS`` evaluations, is returned as NaN
+    for :func:`first_crossing`.
 
     Parameters
     ----------
-    w : array (n, d), all >= 0
-        Weights of each row (one run each).
-    logrho, rho : array (d,)
-        Shared log-rates (``_NEG_BIG`` for a rate of 0) and rates.
+    a, s : array (d,), >= 0
+        The two weight vectors.
+    c : array (n,)
+        Coefficient of ``s`` per run, with ``a + c[r] * s >= 0`` (:func:`nonneg_rows`).
     y : array (n,), > 0
-        ``target - L_inf`` per row.
+        ``target - L_inf`` per run.
+    logrho, rho : array (d,)
+        Log-rates (``_NEG_BIG`` for a rate of 0) and rates :math:`0 \le \rho_i < 1`.
+        The answer is exact for the rates ``exp(logrho)``; ``rho`` must agree to
+        :math:`(|\log\rho_i| + 1)u` relative, as ``r * r`` and ``2 log|r|`` do.
+    work : Workspace, optional
+        Scratch arrays to reuse across calls.
 
     Returns
     -------
-    array (n,): the exact first crossing, or NaN where this path could not settle
-    the row (the caller then uses :func:`first_crossing`).
+    array (n,): the exact first crossing, or NaN where this path did not settle it.
     """
-    n = y.shape[0]
+    a, s, logrho, rho = (np.asarray(v, float) for v in (a, s, logrho, rho))
+    c, y = np.asarray(c, float), np.asarray(y, float)
+    work = Workspace() if work is None else work
+    n, d, W = y.shape[0], a.shape[0], _WIN
     res = np.full(n, np.nan)
-    p0 = w.sum(axis=1)
-    res[p0 <= y] = 0.0
-    act = np.flatnonzero((p0 > y) & (y > _TINY * p0))  # the rest: log-domain path
-    if act.size == 0:
+    has = (a > 0) | (s > 0)
+    if n == 0 or not has.any() or np.any(a < 0) or np.any(s < 0) or np.any(logrho[has] >= 0):
         return res
-    # Newton on log P(k) in float32, weights scaled by P(0)
-    w32 = (w[act] / p0[act, None]).astype(np.float32)
-    lr32 = logrho.astype(np.float32)
-    ly = np.log(y[act] / p0[act])
-    k = _grid_start(w32, lr32, ly)
-    live = np.flatnonzero(ly > np.log(1e-25))  # else float32 would underflow
-    for _ in range(60):
-        if live.size == 0:
-            break
-        e = np.multiply.outer(k[live].astype(np.float32), lr32)
-        with np.errstate(under="ignore"):
-            _flush_exp(e, _FLOOR32)
-        e *= w32[live]
-        s = e.sum(axis=1, dtype=np.float64)
-        ds = np.einsum("nd,d->n", e, lr32).astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            g = np.log(s) - ly[live]
-            step = np.where((g > 0) & (s > 0) & (ds < 0), -g * s / ds, 0.0)
-        k[live] += step
-        live = live[step > 0.01]  # the integer check below settles the rest
-    kc = np.maximum(np.ceil(k - 1e-9), 1.0)  # P(0) > y, so the answer is >= 1
-    # exact check in float64: P(kc - 1) > y >= P(kc)
-    wa = w[act]
-    ya = y[act]
+    # rows: a log rho, s log rho (slopes), then a rho^j, s rho^j for j < W, then the
+    # slopes at rho^(W-1); rows[:4] are a, s and their slopes, rows[2:2W+2] the values
+    rows = work("rows", 2 * W + 4, d)
+    rows[2], rows[3] = a, s
+    for j in range(2, 2 * W):
+        np.multiply(rows[j], rho, out=rows[j + 2])
+    for j, base in ((0, 2), (1, 3), (2 * W + 2, 2 * W), (2 * W + 3, 2 * W + 1)):
+        np.multiply(rows[base], logrho, out=rows[j])
+    cabs = np.abs(c)
+    # |computed P(k) - sum_i w_i exp(k log rho_i)| <= tol * (A + |c| S) + floor_err:
+    # sums of d nonnegative terms (d u), exp(k log rho) (argument rounding, |t| <= 700:
+    # 746 u), rho^j against exp(j log rho) (j (|log rho| + 1) u each, and terms with
+    # |log rho| > 745 are below the floor term), products and A + c S (a few u)
+    tol = (d + (W + 1) * 746 + 16) * _U * 1.01
+    v0 = rows.sum(axis=1)  # the sums at k = 0
+    floor_err = 1e-303 * (v0[2] + cabs * v0[3])  # clipped terms: < exp(-700) of weight
 
-    def p_pair(kk):
-        e = np.multiply.outer(kk - 1.0, logrho)
-        with np.errstate(under="ignore"):
-            _flush_exp(e, _FLOOR64)
-        e *= wa if kk.size == act.size else wa[sel]
-        return e.sum(axis=1), np.einsum("nd,d->n", e, rho)
+    def window(idx, k0, slopes):
+        """Signs of P(k0 + j) - y (+1 above, -1 at or below, 0 undecided), P, and
+        (if ``slopes``) dP/dk at k0 and k0 + W - 1."""
+        uk, inv = np.unique(k0, return_inverse=True)
+        if uk.size == 1 and uk[0] == 0:
+            v = np.broadcast_to(v0, (idx.size, v0.size))
+        elif slopes:
+            v = _sums(uk, logrho, rows, work("e", uk.size, d))[inv]
+        else:  # values only, in the columns they have in rows
+            v = np.empty((idx.size, 2 * W + 4))
+            v[:, 2 : 2 * W + 2] = _sums(uk, logrho, rows[2 : 2 * W + 2], work("e", uk.size, d))[inv]
+        cc = c[idx, None]
+        va, vs = v[:, 2 : 2 * W + 2 : 2], v[:, 3 : 2 * W + 2 : 2]
+        p = va + cc * vs
+        err = tol * (va + cabs[idx, None] * vs) + floor_err[idx, None]
+        gap = p - y[idx, None]
+        sign = (gap > err).view(np.int8) - (-gap >= err).view(np.int8)
+        dp = v[:, [0, 2 * W + 2]] + cc * v[:, [1, 2 * W + 3]] if slopes else None
+        return sign, p, dp
 
-    sel = slice(None)
-    pm, pk = p_pair(kc)
-    ok = (pm > ya) & (pk <= ya)
-    out = np.where(ok, kc, np.nan)
-    # a near miss by one step either way
-    for shift in (1.0, -1.0):
-        miss = np.flatnonzero(np.isnan(out))
-        if miss.size == 0:
+    todo, k0 = np.arange(n), np.zeros(n)
+    lo = np.full(n, W - 1.0)  # largest k known to have P(k) > y (once past k = 0)
+    sign, p, _ = window(todo, k0, False)
+    todo = todo[_settle(res, todo, k0, sign, lo)]
+    # targets near the grid's floor are left to first_crossing
+    todo = todo[y[todo] > 1e100 * _GRID_FLOOR * p[todo, 0]]
+    if todo.size == 0:
+        return res
+    kest = _grid_estimate(rows, logrho[has], rho, c[todo], y[todo], p[todo, 0], work)
+    # the window (k0, k0 + W - 1] holds every root within 0.5 of the estimate
+    k0 = np.maximum(np.round(kest) - 1.0, lo[todo])
+    for rnd in range(_ROUNDS):
+        sign, p, dp = window(todo, k0, rnd > 0)
+        keep = _settle(res, todo, k0, sign, lo)
+        if not keep.any():
             break
-        cand = kc[miss] + shift
-        keep = cand >= 1.0
-        miss, cand = miss[keep], cand[keep]
-        if miss.size == 0:
+        todo, k0, sign, p = todo[keep], k0[keep], sign[keep], p[keep]
+        right = sign[:, -1] > 0  # all above: the root is right of the window
+        if rnd == 0:  # near miss: the adjacent window
+            k0 = np.where(right, k0 + W - 1, np.maximum(k0 - (W - 1), lo[todo]))
             continue
-        sel = miss
-        pm2, pk2 = p_pair(cand)
-        good = (pm2 > ya[miss]) & (pk2 <= ya[miss])
-        out[miss[good]] = cand[good]
-    res[act] = out
+        # Newton on log P from the window end nearest the root (lands left of it)
+        pe = np.where(right, p[:, -1], p[:, 0])
+        dpe = np.where(right, dp[keep, 1], dp[keep, 0])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            knew = np.where(right, k0 + W - 1, k0) - np.log(pe / y[todo]) * pe / dpe
+        ok = np.isfinite(knew) & (dpe < 0)
+        todo, knew = todo[ok], knew[ok]
+        k0 = np.maximum(np.ceil(knew) - 1.0, lo[todo])
     return res
+
+
+def _settle(res, rows, k0, sign, lo):
+    """Record rows whose window holds the crossing; update ``lo``; return a mask of
+    the rows still open.
+
+    Rows with an undecided comparison are dropped (left NaN for the exact fallback).
+    """
+    decided = np.all(sign != 0, axis=1)
+    hit = decided & (sign[:, 0] > 0) & (sign[:, -1] < 0)
+    res[rows[hit]] = k0[hit] + np.sum(sign[hit] > 0, axis=1)
+    zero = decided & (k0 == 0) & (sign[:, 0] < 0)
+    res[rows[zero]] = 0.0
+    above = decided & (sign[:, -1] > 0)
+    lo[rows[above]] = k0[above] + sign.shape[1] - 1
+    return decided & ~hit & ~zero
+
+
+def _grid_estimate(rows, lr_has, rho, c, y, p0, work):
+    """Root estimates from a grid shared by all runs (step 1 of first_crossing_affine).
+
+    ``rows`` are those of :func:`first_crossing_affine`; ``p0`` is P(0) of each run.
+    The grid k = (3/4) 2**j needs no exponentials: rho**3 by products, two square
+    roots, then rho**(2k) = (rho**k)**2; the points g (1 + m/4) that cut [g, 2g] are
+    rho**g (rho**(g/4))**m, with g/4 on the grid. Relative rounding is ~k u, harmless
+    for an estimate; factors are kept above _GRID_FLOOR, which over-counts a term by
+    < 1e-150 of its weight, far below the targets, y > 1e-50 P(0), that come here.
+    """
+    W, R, lev = _WIN, 4, 2  # g / R is the grid point lev doublings below g
+    d = rho.size
+    # P(k) <= P(0) rho_max^k bounds every root: k <= log(y / P0) / log(rho_max)
+    kmax = max(float(np.max(np.log(y / p0) / np.max(lr_has))), W)
+    nk = int(np.ceil(np.log2(kmax / W))) + 2 + lev
+    grid = W / R * 2.0 ** np.arange(nk)
+    e = work("grid", nk + (R - 1) * nk, d)  # coarse rows, then the refinement rows
+    e[lev] = rho
+    for _ in range(1, W):
+        e[lev] *= rho
+    for i in range(lev - 1, -1, -1):
+        np.sqrt(e[i + 1], out=e[i])
+    for i in range(lev + 1, nk):
+        np.maximum(e[i - 1], _GRID_FLOOR, out=e[i])
+        np.square(e[i], out=e[i])
+    v = np.einsum("kd,md->km", e[:nk], rows[2:4])
+    pk = v[:, 0] + c[:, None] * v[:, 1]
+    j = np.maximum(np.sum(pk > y[:, None], axis=1) - 1, 0)  # last grid point above y
+    inner = np.unique(j[(j >= lev) & (j < nk - 1)])
+    src_row = np.arange(nk)  # row of e that holds each (sorted) grid point
+    if inner.size:  # cut the intervals that hold a root into R pieces
+        ni = inner.size
+        ext = e[nk : nk + (R - 1) * ni].reshape(R - 1, ni, d)
+        step = work("step", ni, d)
+        np.take(e, inner - lev, axis=0, out=step)
+        np.maximum(step, _GRID_FLOOR, out=step)
+        np.take(e, inner, axis=0, out=ext[0])
+        for m in range(R - 1):
+            if m:
+                ext[m] = ext[m - 1]
+            np.maximum(ext[m], _GRID_FLOOR, out=ext[m])
+            ext[m] *= step
+        v = np.einsum("kd,md->km", e[nk : nk + (R - 1) * ni], rows[2:4])
+        extra = np.outer(1.0 + np.arange(1, R) / R, grid[inner]).ravel()  # same order
+        src_row = np.argsort(np.concatenate([grid, extra]))
+        grid = np.concatenate([grid, extra])[src_row]
+        pk = np.concatenate([pk, v[:, 0] + c[:, None] * v[:, 1]], axis=1)[:, src_row]
+        j = np.maximum(np.sum(pk > y[:, None], axis=1) - 1, 0)
+    # slopes, at the bracket ends only
+    ends = np.unique(np.concatenate([j, np.minimum(j + 1, grid.size - 1)]))
+    er = work("ends", ends.size, d)
+    np.take(e, src_row[ends], axis=0, out=er)
+    v = np.einsum("kd,md->km", er, rows[:2])
+    dpk = np.full(pk.shape, np.nan)
+    dpk[:, ends] = v[:, 0] + c[:, None] * v[:, 1]
+    r = np.arange(y.size)
+    jr = np.minimum(j + 1, grid.size - 1)
+    k_l, k_r = grid[j], grid[jr]
+    p_l, p_r, d_l, d_r = pk[r, j], pk[r, jr], dpk[r, j], dpk[r, jr]
+    ly = np.log(y)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        g_l, g_r = np.log(p_l) - ly, np.log(p_r) - ly
+        s_l, s_r = d_l / p_l, d_r / p_r  # d log P / dk
+        newton_l = k_l - g_l / s_l
+        low = np.fmax(newton_l, k_r - g_r / s_r)
+        chord = k_l + (k_r - k_l) * g_l / (g_l - g_r)
+        u = _hermite_root(np.log(k_l), np.log(k_r), g_l, g_r, k_l * s_l, k_r * s_r)
+        k = np.clip(np.exp(u), low, chord)
+    est = np.where((jr > j) & (g_l > 0) & (g_r <= 0) & np.isfinite(k), k, newton_l)
+    return np.where(np.isfinite(est), est, k_l)

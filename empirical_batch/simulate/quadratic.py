@@ -46,7 +46,13 @@ import pandas as pd
 
 from .._validate import as_array, as_float, check_nonnegative, check_positive, scalar_or_array
 from ..theory import QuadraticModel
-from ._crossing import _NEG_BIG, first_crossing, first_crossing_shared
+from ._crossing import (
+    _NEG_BIG,
+    Workspace,
+    first_crossing,
+    first_crossing_affine,
+    nonneg_rows,
+)
 
 __all__ = ["BestLR", "NoiseScaleTrace", "NoisyQuadratic"]
 
@@ -404,9 +410,10 @@ class NoisyQuadratic:
         diverges (:math:`|1 - a\hat h_i| \ge 1` in a direction with weight), the
         expected loss stays above the target, or (if given) more than ``max_steps``
         steps are needed. For plain SGD the search is exact and independent of
-        ``max_steps`` (see :mod:`empirical_batch.simulate._crossing`: Newton on a
-        convex envelope, integer verification, bisection and branch-and-bound
-        fallbacks). A run that crosses the target only transiently before
+        ``max_steps`` (see :mod:`empirical_batch.simulate._crossing`: runs of one
+        learning rate solved together from shared powers of the rates, float64
+        checks with a rigorous rounding margin; Newton, bisection and
+        branch-and-bound fallbacks). A run that crosses the target only transiently before
         diverging is counted as ``inf``, like a diverged run in a sweep. With momentum
         or EMA the expected loss is iterated step by step up to ``max_steps``
         (default 100000): exact, O(k·dims).
@@ -433,9 +440,10 @@ class NoisyQuadratic:
     def _plain_steps(self, t, a, b) -> np.ndarray:
         """Exact first crossings for plain SGD; runs grouped by learning rate.
 
-        Runs with the same rate share decay rates rho_i, so the fast path
-        (:func:`first_crossing_shared`) handles them together; runs with weights of
-        both signs, or that it cannot settle, go to :func:`first_crossing`.
+        Runs with the same rate share decay rates rho_i and have weights
+        ``aw - sw / B``, so the fast path (:func:`first_crossing_affine`) handles them
+        together; runs with weights of both signs, or that it cannot settle, go to
+        :func:`first_crossing`.
         """
         out = np.full(t.size, np.inf)
         h, hp, cp, m0, act = self.curvature, self._hp, self._cp, self.init, self._active
@@ -443,6 +451,8 @@ class NoisyQuadratic:
         order = np.argsort(inv, kind="stable")
         bounds = np.searchsorted(inv[order], np.arange(uniq.size + 1))
         aw = np.where(act, 0.5 * h * m0, 0.0)
+        work = Workspace()  # scratch arrays shared by the learning rates
+        l0 = self.initial_loss()
         for g, lr in enumerate(uniq):
             rows = order[bounds[g] : bounds[g + 1]]
             x = lr * hp
@@ -459,13 +469,16 @@ class NoisyQuadratic:
             sw = np.where(act, 0.5 * h * lr * cp / (hp * (2.0 - x)), 0.0)  # L_inf * B
             inv_b = 1.0 / b[rows]
             y = t[rows] - inv_b * sw.sum()
-            w = aw[None, :] - inv_b[:, None] * sw[None, :]
-            mixed = np.any(w < 0, axis=1)
-            fast = ~mixed & (y > 0)
+            # weights aw - sw / B: all >= 0 for these rows (checked without forming them)
+            nonneg = nonneg_rows(aw, sw, -inv_b)
             res = np.full(rows.size, np.nan)
-            res[~mixed & (y < 0)] = np.inf
+            res[nonneg & (y < 0)] = np.inf  # L(k) >= L_inf > target for every k
+            res[t[rows] >= l0] = 0.0  # L(0) is the initial loss, whatever a and B
+            fast = nonneg & (y > 0) & np.isnan(res)
             if fast.any():
-                res[fast] = first_crossing_shared(w[fast], logrho, rho, y[fast])
+                res[fast] = first_crossing_affine(
+                    aw, sw, -inv_b[fast], y[fast], logrho, rho, work=work
+                )
             todo = np.flatnonzero(np.isnan(res))
             if todo.size:
                 res[todo] = self._general_steps(t[rows][todo], a[rows][todo], b[rows][todo])
