@@ -466,7 +466,8 @@ class NoisyQuadratic:
             with np.errstate(divide="ignore"):
                 logrho = np.maximum(2.0 * np.log(np.abs(r)), _NEG_BIG)
             rho = r * r
-            sw = np.where(act, 0.5 * h * lr * cp / (hp * (2.0 - x)), 0.0)  # L_inf * B
+            # L_inf * B; inactive directions (no init, no noise) may sit at x = 2
+            sw = np.divide(0.5 * h * lr * cp, hp * (2.0 - x), out=np.zeros_like(h), where=act)
             inv_b = 1.0 / b[rows]
             y = t[rows] - inv_b * sw.sum()
             # weights aw - sw / B: all >= 0 for these rows (checked without forming them)
