@@ -18,8 +18,17 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..estimators import GNSEstimator, gns_two_batch
-from ._common import EstimatorMixin, check_batch_size, resolve_scale, select_params, sq_norm
+from ..estimators import GNSEstimator
+from ._common import (
+    EstimatorMixin,
+    acc_dtype,
+    check_batch_size,
+    resolve_scale,
+    select_params,
+    sq_norm,
+    stack_scalars,
+    total_sq_norm,
+)
 
 __all__ = ["GradientNoiseScale"]
 
@@ -165,7 +174,8 @@ class GradientNoiseScale(EstimatorMixin):
             return None
         group = self._groups[id(p)]
         beta2 = group["betas"][1]
-        t = float(state["step"])
+        t = state["step"]  # a tensor (on the device for capturable/fused Adam): no sync
+        t = t.to(acc_dtype(t.device)) if isinstance(t, torch.Tensor) else float(t)
         v = state.get("max_exp_avg_sq", state["exp_avg_sq"]) if group.get("amsgrad") else \
             state["exp_avg_sq"]
         return (v / (1.0 - beta2**t)).sqrt().add_(group["eps"])
@@ -221,16 +231,18 @@ class GradientNoiseScale(EstimatorMixin):
             self.skipped["no_optimizer_state"] += 1
             return None
         scale = resolve_scale(loss_scale, self.scaler)
-        grads = []
-        for _, p in self.params:
-            if p.grad is None:
-                continue
-            g = p.grad.detach()
-            if self.preconditioned:
-                g = g / self._denominator(p)
-            grads.append(sq_norm(g))
-        stats = torch.stack([torch.stack(micro).sum(), torch.stack(grads).sum()])
-        micro_sum, big = (float(v) for v in stats.double().cpu())
+        with_grad = [p for _, p in self.params if p.grad is not None]
+        if not with_grad:
+            raise RuntimeError("no tracked parameter has a .grad: call step() before "
+                               "optimizer.zero_grad()")
+        if self.preconditioned:
+            grads = [p.grad.detach() / self._denominator(p) for p in with_grad]
+        else:
+            grads = [p.grad.detach() for p in with_grad]
+        big = total_sq_norm(grads)
+        # one device->host transfer for both sums (Σ over parameters in float64)
+        stats = torch.stack([stack_scalars(micro, big.device).to(big.dtype).sum(), big])
+        micro_sum, big = stats.tolist()
         c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
         # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
         sq_small = micro_sum / (c * c * n) / scale**2
@@ -238,5 +250,4 @@ class GradientNoiseScale(EstimatorMixin):
         if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
             self.skipped["non_finite"] += 1
             return None
-        self.estimator.update(sq_small, b_small, sq_big, b_big)
-        return gns_two_batch(sq_small, b_small, sq_big, b_big)
+        return self.estimator._update(sq_small, b_small, sq_big, b_big)
