@@ -86,15 +86,17 @@ def work_dtype(dtype: torch.dtype) -> torch.dtype:
     return dtype if dtype in (torch.float32, torch.float64) else torch.float32
 
 
-def sq_norm(t: torch.Tensor) -> torch.Tensor:
-    """Squared Euclidean norm of one tensor, 0-d, in ``work_dtype(t.dtype)``.
+FULL_DTYPES = (torch.float32, torch.float64)
+vector_norm = torch.linalg.vector_norm  # bound once: the hooks call it per parameter
 
-    Computed without copying ``t`` (one fused read for contiguous float32/float64).
+
+def norm(t: torch.Tensor) -> torch.Tensor:
+    """Euclidean norm of one tensor, 0-d, computed in ``work_dtype(t.dtype)``.
+
+    One fused read, no copy of ``t``. The collectors square these norms only after
+    stacking them, in float64: one op per step instead of one per tensor.
     """
-    if t.dtype in (torch.float32, torch.float64) and t.is_contiguous():
-        v = t.view(-1)
-        return torch.dot(v, v)  # one fused read, ~15% faster than vector_norm on CPU
-    return torch.linalg.vector_norm(t, dtype=work_dtype(t.dtype)).square()
+    return vector_norm(t) if t.dtype in FULL_DTYPES else vector_norm(t, dtype=torch.float32)
 
 
 def total_sq_norm(tensors) -> torch.Tensor:

@@ -21,8 +21,8 @@ from ._common import (
     EstimatorMixin,
     acc_dtype,
     check_batch_size,
+    norm,
     resolve_scale,
-    sq_norm,
     stack_scalars,
 )
 
@@ -79,13 +79,13 @@ class DDPNoiseScaleHook(EstimatorMixin):
     @staticmethod
     def _hook(self, bucket):
         buf = bucket.buffer()
-        self._small.append(sq_norm(buf))
+        self._small.append(norm(buf))
         buf.div_(self.world_size)
         fut = dist.all_reduce(buf, group=self.process_group, async_op=True).get_future()
 
         def done(fut):
             out = fut.value()[0]
-            self._big.append(sq_norm(out))
+            self._big.append(norm(out))
             return out
 
         return fut.then(done)
@@ -105,8 +105,8 @@ class DDPNoiseScaleHook(EstimatorMixin):
         dev = small[0].device
         acc = acc_dtype(dev)
         # Σ over buckets in float64 (float32 on MPS)
-        stats = torch.stack([stack_scalars(small, dev).to(acc).sum(),
-                             stack_scalars(big, dev).to(acc).sum()])
+        stats = torch.stack([stack_scalars(small, dev).to(acc).square().sum(),
+                             stack_scalars(big, dev).to(acc).square().sum()])
         dist.all_reduce(stats, group=self.process_group)
         scale = resolve_scale(loss_scale, self.scaler)
         sq_small, sq_big = (v / self.world_size / scale**2 for v in stats.tolist())

@@ -20,14 +20,16 @@ from torch import nn
 
 from ..estimators import GNSEstimator
 from ._common import (
+    FULL_DTYPES,
     EstimatorMixin,
     acc_dtype,
     check_batch_size,
+    norm,
     resolve_scale,
     select_params,
-    sq_norm,
     stack_scalars,
     total_sq_norm,
+    vector_norm,
 )
 
 __all__ = ["GradientNoiseScale"]
@@ -153,17 +155,19 @@ class GradientNoiseScale(EstimatorMixin):
 
     # ----------------------------------------------------------------- hooks
     def _make_hook(self, p):
-        key = id(p)
+        key, count, full = id(p), self._count, FULL_DTYPES
 
         def hook(grad):
-            self._count[key] = self._count.get(key, 0) + 1
+            # runs once per parameter per backward: kept to a few Python operations
+            count[key] = count.get(key, 0) + 1
+            g = grad.detach()
             if self.preconditioned:
                 denom = self._denominator(p)
                 if denom is None:
                     self._no_state = True
                     return None
-                grad = grad / denom
-            self._micro.append(sq_norm(grad.detach()))
+                g = g / denom
+            self._micro.append(vector_norm(g) if g.dtype in full else norm(g))
             return None
 
         return hook
@@ -220,7 +224,8 @@ class GradientNoiseScale(EstimatorMixin):
             )
         n = max(self._count.values())
         micro, no_state = self._micro, self._no_state
-        self._micro, self._count, self._no_state = [], {}, False
+        self._micro, self._no_state = [], False
+        self._count.clear()  # the hooks hold this dict
         if n < 2:
             raise RuntimeError(
                 f"only {n} backward pass was seen since the last step(); the estimate needs "
@@ -241,7 +246,8 @@ class GradientNoiseScale(EstimatorMixin):
             grads = [p.grad.detach() for p in with_grad]
         big = total_sq_norm(grads)
         # one device->host transfer for both sums (Σ over parameters in float64)
-        stats = torch.stack([stack_scalars(micro, big.device).to(big.dtype).sum(), big])
+        stats = torch.stack([stack_scalars(micro, big.device).to(big.dtype).square().sum(),
+                             big])
         micro_sum, big = stats.tolist()
         c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
         # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
