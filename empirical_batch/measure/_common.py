@@ -58,6 +58,20 @@ def check_batch_size(value, name: str) -> int:
     return int(value)
 
 
+def check_batch(inputs, targets) -> int:
+    """The batch size of ``inputs`` (a tensor, examples along dim 0); ``targets``, when a
+    tensor, must hold as many examples."""
+    if not isinstance(inputs, torch.Tensor):
+        raise TypeError(f"inputs must be a tensor, got {type(inputs).__name__}")
+    if inputs.ndim == 0 or inputs.shape[0] < 1:
+        raise ValueError(f"inputs must have a non-empty batch dimension, got shape "
+                         f"{tuple(inputs.shape)}")
+    if isinstance(targets, torch.Tensor) and targets.shape[:1] != inputs.shape[:1]:
+        raise ValueError(f"targets must have the batch size of inputs ({inputs.shape[0]}), "
+                         f"got shape {tuple(targets.shape)}")
+    return inputs.shape[0]
+
+
 def resolve_scale(loss_scale, scaler) -> float:
     """The factor the loss was multiplied by (GradScaler's current scale, or 1)."""
     if loss_scale is not None:

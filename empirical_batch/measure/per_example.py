@@ -24,6 +24,14 @@ B^2|\sum_t\delta_{it}|^2`.
 ``nn.LayerNorm`` (normalised input :math:`\hat x`): :math:`|\nabla_w\ell_i|^2 =
 B^2|\sum_t\delta_{it}\odot\hat x_{it}|^2`, :math:`|\nabla_b\ell_i|^2 =
 B^2|\sum_t\delta_{it}|^2`. Any other parameter goes through ``torch.func``.
+
+Precision: each layer's (or, on the ``torch.func`` path, each parameter's)
+per-example term above is computed in the dtype of its activations and gradients
+(float32 for a float32 model, float64 for a float64 one; fp16/bf16 are upcast to
+float32): the products, Gram matrices and the sums over positions and features
+inside one layer. The sum of those terms over layers/parameters is float64 (float32
+on Apple MPS, which has no float64), so a layer whose term is below float32
+resolution of the total still counts; the result is float64.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from ..estimators import GNSEstimator
 from ._common import (
     EstimatorMixin,
     acc_dtype,
+    check_batch,
     resolve_scale,
     select_params,
     stack_scalars,
@@ -145,16 +154,6 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
     return out
 
 
-def _check_batch(inputs, targets):
-    if not isinstance(inputs, torch.Tensor):
-        raise TypeError(f"inputs must be a tensor, got {type(inputs).__name__}")
-    if inputs.ndim == 0 or inputs.shape[0] < 1:
-        raise ValueError(f"inputs must have a non-empty batch dimension, got {tuple(inputs.shape)}")
-    if isinstance(targets, torch.Tensor) and targets.shape[:1] != inputs.shape[:1]:
-        raise ValueError(f"targets has batch size {targets.shape[0]}, inputs {inputs.shape[0]}")
-    return inputs.shape[0]
-
-
 def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
                          method: str = "auto") -> torch.Tensor:
     r"""Squared norms :math:`|g_i|^2` of each example's gradient, shape ``(B,)``.
@@ -163,6 +162,10 @@ def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
     gradient of example ``i`` is that of ``loss_fn`` on the batch of that example
     alone. The model must treat examples independently (no batch norm in training
     mode). ``.grad`` is left untouched.
+
+    Returns a float64 tensor (float32 on MPS) on the device of the activations: the
+    per-layer terms are computed in the model's dtype (float32 for fp16/bf16) and
+    summed over layers in float64 (see the module notes on precision).
 
     Parameters
     ----------
@@ -187,7 +190,7 @@ def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
     True
     """
     chosen = select_params(model, params)
-    bsz = _check_batch(inputs, targets)
+    bsz = check_batch(inputs, targets)
     if method not in ("auto", "vmap", "loop"):
         raise ValueError(f"method must be 'auto', 'vmap' or 'loop', got {method!r}")
     if method == "loop":
@@ -282,7 +285,25 @@ class PerExampleNoiseScale(EstimatorMixin):
     during the ordinary forward/backward and add the per-example squared norms
     with the fast path above (no second pass, no per-example gradients); at
     :meth:`step` the batch gradient's squared norm is read from ``.grad``, and
-    ``b_small = 1``, ``b_big = B`` feed the estimator.
+
+    .. math:: |G_{small}|^2 = \frac1B\sum_i |g_i|^2 \ (b_{small} = 1),\qquad
+              |G_{big}|^2 = |\bar g|^2 \ (b_{big} = B)
+
+    feed the estimator (App. A.1). Per-layer terms are computed in the model's dtype
+    (float32 for fp16/bf16), the sums over layers and parameters in float64.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The model being trained (forward hooks on its Linear/Embedding/LayerNorm
+        layers).
+    beta : float
+        EMA decay of :class:`~empirical_batch.estimators.GNSEstimator`.
+    params : iterable of parameters or names, optional
+        Track these (whole layers of the types above); default: all of them.
+    scaler : torch.amp.GradScaler, optional
+        Mixed precision: both squared norms are divided by ``scale²``; call
+        :meth:`step` before ``scaler.unscale_``/``scaler.step``.
 
     Only parameters of those layer types can be tracked (``params`` defaults to all
     of them; any other parameter, e.g. a raw positional-embedding tensor, is left
@@ -336,7 +357,12 @@ class PerExampleNoiseScale(EstimatorMixin):
         self._handles = []
 
     def step(self, *, loss_scale=None):
-        """Feed this step's per-example and batch norms to the estimator."""
+        """Feed this step's per-example and batch norms to the estimator.
+
+        Call after ``loss.backward()``, before ``optimizer.zero_grad()``. Returns
+        ``(g2, trace_sigma)`` of this step, or ``None`` when it was skipped
+        (non-finite norms).
+        """
         if not self._parts:
             raise RuntimeError("step() called before any backward pass through the tracked "
                                "nn.Linear/nn.Embedding/nn.LayerNorm layers (call it after "

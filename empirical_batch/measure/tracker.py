@@ -6,8 +6,12 @@ gradients :math:`g_1..g_k` of ``b`` examples and their accumulated mean
 backward pass's gradient *before* it is added to ``.grad``, i.e. exactly that
 micro-batch's contribution, so :math:`\sum_j |g_j|^2` is summed on the fly without
 copying any gradient; :math:`|\bar g|^2` is read from ``.grad`` at :meth:`step`.
-The pair feeds the two-batch estimator (McCandlish et al. 2018, App. A.1):
-``b_small = b``, ``b_big = k b``.
+The pair
+
+.. math:: |G_{small}|^2 = \frac1k\sum_{j=1}^k |g_j|^2\ (b_{small} = b),\qquad
+          |G_{big}|^2 = |\bar g|^2\ (b_{big} = k b)
+
+feeds the two-batch estimator (McCandlish et al. 2018, App. A.1).
 """
 
 from __future__ import annotations
@@ -89,8 +93,10 @@ class GradientNoiseScale(EstimatorMixin):
 
     Single process only: under DDP the hooks see local gradients while ``.grad``
     holds the all-reduced one; use :class:`~empirical_batch.measure.DDPNoiseScaleHook`.
-    Cost: one extra read of each micro-batch gradient (a dot product per parameter
-    per backward) and of ``.grad`` once per step; see ``benchmarks/bench_measure.py``.
+    Cost: one extra read of each micro-batch gradient (a norm per parameter per
+    backward, in the gradient's dtype, float32 for fp16/bf16) and of ``.grad`` once
+    per step (one ``torch._foreach_norm``); the squares are summed over parameters
+    and micro-batches in float64. See ``benchmarks/bench_measure.py``.
 
     Examples
     --------
