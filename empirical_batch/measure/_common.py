@@ -138,8 +138,9 @@ def total_sq_norm(tensors) -> torch.Tensor:
 
 
 def stack_scalars(xs: list[torch.Tensor], device) -> torch.Tensor:
-    """``torch.stack`` of 0-d tensors, moved to ``device`` when they are spread over
-    several (model parallelism); dtypes are promoted by ``stack``."""
+    """``torch.stack`` of same-shape tensors (0-d norms, ``(B,)`` per-layer terms), moved
+    to ``device`` when they are spread over several (model parallelism); ``stack``
+    promotes mixed dtypes."""
     try:
         return torch.stack(xs)
     except RuntimeError:  # tensors on different devices

@@ -203,21 +203,25 @@ def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
             out.append(total_sq_norm(gs) if gs else
                        torch.zeros((), dtype=acc_dtype(inputs.device), device=inputs.device))
         return torch.stack(out)
-    parts = []  # (B,) per layer / parameter, in the products' dtype
+    # (B,) per layer / parameter in the products' dtype, summed here in float64
+    total = torch.zeros(bsz, dtype=acc_dtype(inputs.device), device=inputs.device)
     rest = chosen
     if method == "auto":
         mods, covered = _fast_modules(model, {id(p) for _, p in chosen})
         rest = [(n, p) for n, p in chosen if id(p) not in covered]
         if mods:
-            parts += [v * (bsz * bsz) for v in _fast_path(model, mods, loss_fn, inputs,
-                                                          targets)]
+            total = total + _sum_layers(_fast_path(model, mods, loss_fn, inputs, targets),
+                                        total) * (bsz * bsz)
     if rest:
-        parts += _vmap_sq(model, loss_fn, inputs, targets, rest)
+        total = total + _sum_layers(_vmap_sq(model, loss_fn, inputs, targets, rest), total)
+    return total.detach()
+
+
+def _sum_layers(parts: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    """Σ of per-layer ``(B,)`` terms in ``like``'s dtype (float64) and on its device."""
     if not parts:  # every chosen layer was skipped by the forward pass
-        return torch.zeros(bsz, dtype=acc_dtype(inputs.device), device=inputs.device)
-    dev = parts[0].device
-    acc = acc_dtype(dev)
-    return torch.stack([v.to(device=dev, dtype=acc) for v in parts]).sum(0).detach()
+        return torch.zeros_like(like)
+    return stack_scalars(parts, like.device).to(device=like.device, dtype=like.dtype).sum(0)
 
 
 def _fast_path(model, mods, loss_fn, inputs, targets) -> list[torch.Tensor]:
