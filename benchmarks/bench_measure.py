@@ -12,13 +12,17 @@ step with each collector and prints the overhead as % of the plain step:
   default all-reduce), CPU only, timed on rank 0.
 
 Variants are interleaved (A B C A B C ...) and the median per-step time is reported,
-which keeps the comparison fair on a shared, noisy machine.
+which keeps the comparison fair on a shared, noisy machine. ``--timer cpu`` times the
+process's CPU time instead of wall-clock time (CPU only, single-process rows; the DDP
+rows stay wall-clock): on a machine shared with other jobs it leaves out the time this
+process waits for a core, which wall-clock medians still pick up.
 
 Usage::
 
     python benchmarks/bench_measure.py            # CPU, 1 thread per process
     python benchmarks/bench_measure.py --device cuda --reps 15
     python benchmarks/bench_measure.py --quick    # smoke run
+    python benchmarks/bench_measure.py --timer cpu --no-ddp   # CPU time, shared machine
 """
 
 from __future__ import annotations
@@ -105,7 +109,7 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def interleaved(fns: dict, reps: int, steps: int, device) -> dict:
+def interleaved(fns: dict, reps: int, steps: int, device, clock=time.perf_counter) -> dict:
     for fn in fns.values():  # warm-up
         for _ in range(3):
             fn()
@@ -113,15 +117,15 @@ def interleaved(fns: dict, reps: int, steps: int, device) -> dict:
     for _ in range(reps):
         for k, fn in fns.items():
             sync(device)
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(steps):
                 fn()
             sync(device)
-            times[k].append((time.perf_counter() - t0) / steps)
+            times[k].append((clock() - t0) / steps)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def single_process(name, batch, reps, steps, device, d_model=128):
+def single_process(name, batch, reps, steps, device, d_model=128, clock=time.perf_counter):
     base, x, y, loss_fn = make(name, batch, device, d_model)
     mb = batch // K
     variants = {}
@@ -158,7 +162,7 @@ def single_process(name, batch, reps, steps, device, d_model=128):
         m, o, PerExampleNoiseScale(m))
     m, o = fresh()
     variants["per-example extra pass (per_example_sq_norms)"] = train_step(m, o, extra=True)
-    t = interleaved(variants, reps, steps, device)
+    t = interleaved(variants, reps, steps, device, clock)
     rows = []
     for key, ref in [("micro-batch (GradientNoiseScale)", "plain, k=4 accumulation"),
                      ("per-example in step (PerExampleNoiseScale)", "plain, 1 batch"),
@@ -225,7 +229,12 @@ def main(argv=None):
     p.add_argument("--transformer-batch", type=int, default=16)
     p.add_argument("--d-model", type=int, default=128, help="transformer width")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--timer", choices=("wall", "cpu"), default="wall",
+                   help="wall-clock time, or this process's CPU time (CPU device only)")
     a = p.parse_args(argv)
+    if a.timer == "cpu" and a.device != "cpu":
+        p.error("--timer cpu needs --device cpu (GPU work is not CPU time)")
+    clock = time.process_time if a.timer == "cpu" else time.perf_counter
     if a.quick:
         a.reps, a.steps = 2, 1
     torch.set_num_threads(a.threads)
@@ -234,13 +243,13 @@ def main(argv=None):
     batches = {m: batches[m] for m in a.models.split(",")}
     rows = []
     for name, batch in batches.items():
-        rows += single_process(name, batch, a.reps, a.steps, device, a.d_model)
+        rows += single_process(name, batch, a.reps, a.steps, device, a.d_model, clock)
         if not a.no_ddp and device.type == "cpu":
             rows += ddp(name, batch, a.reps, a.steps, a.threads, a.d_model)
     sizes = ", ".join(f"{m}={b}" + (f"x64 tokens d={a.d_model}" if m == "transformer" else "")
                       for m, b in batches.items())
     print(f"device={device} torch={torch.__version__} threads={a.threads} reps={a.reps} "
-          f"steps/rep={a.steps} batch: {sizes}, k={K}")
+          f"steps/rep={a.steps} batch: {sizes}, k={K}, timer={a.timer}")
     print("| model | collector | plain step (ms) | with collector (ms) | overhead |")
     print("| --- | --- | ---: | ---: | ---: |")
     for model, key, ref, t in rows:

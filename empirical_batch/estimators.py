@@ -319,10 +319,18 @@ class GNSEstimator:
     # ------------------------------------------------------------------ updates
     def update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> None:
         """Fold one step's pair of squared norms into the averages (scalars only)."""
+        self._update(sq_norm_small, b_small, sq_norm_big, b_big)
+
+    def _update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> tuple[float, float]:
+        """:meth:`update`, returning this step's ``(g2, trace_sigma)`` (the values
+        :func:`gns_two_batch` gives: same operations in float64)."""
         vals = {}
         for name, v in (("sq_norm_small", sq_norm_small), ("b_small", b_small),
                         ("sq_norm_big", sq_norm_big), ("b_big", b_big)):
-            vals[name] = x = as_float(v, name)
+            # plain finite Python numbers skip numpy (the collectors call this per step)
+            t = type(v)
+            x = float(v) if (t is float or t is int) and math.isfinite(v) else as_float(v, name)
+            vals[name] = x
             if x < 0 or (x == 0 and name.startswith("b_")):
                 raise ValueError(f"{name} must be {'> 0' if name[0] == 'b' else '>= 0'}, "
                                  f"got {x!r}")
@@ -338,6 +346,7 @@ class GNSEstimator:
             row = (self.steps, sq_s, bs, sq_b, bb, g2, s)
             for c, v in zip(self._COLUMNS, row, strict=True):
                 self._history[c].append(v)
+        return g2, s
 
     def _fold(self, s: float, g: float) -> None:
         # West's incremental weighted mean/co-moment with decaying weights: the mean

@@ -16,8 +16,15 @@ import math
 import torch
 import torch.distributed as dist
 
-from ..estimators import GNSEstimator, gns_two_batch
-from ._common import EstimatorMixin, check_batch_size, resolve_scale, sq_norm
+from ..estimators import GNSEstimator
+from ._common import (
+    EstimatorMixin,
+    acc_dtype,
+    check_batch_size,
+    norm,
+    resolve_scale,
+    stack_scalars,
+)
 
 __all__ = ["DDPNoiseScaleHook"]
 
@@ -72,13 +79,13 @@ class DDPNoiseScaleHook(EstimatorMixin):
     @staticmethod
     def _hook(self, bucket):
         buf = bucket.buffer()
-        self._small.append(sq_norm(buf))
+        self._small.append(norm(buf))
         buf.div_(self.world_size)
         fut = dist.all_reduce(buf, group=self.process_group, async_op=True).get_future()
 
         def done(fut):
             out = fut.value()[0]
-            self._big.append(sq_norm(out))
+            self._big.append(norm(out))
             return out
 
         return fut.then(done)
@@ -95,12 +102,15 @@ class DDPNoiseScaleHook(EstimatorMixin):
             check_batch_size(local_batch_size, "local_batch_size")
         small, big = self._small, self._big
         self._small, self._big = [], []
-        stats = torch.stack([torch.stack(small).sum(), torch.stack(big).sum()]).double()
+        dev = small[0].device
+        acc = acc_dtype(dev)
+        # Σ over buckets in float64 (float32 on MPS)
+        stats = torch.stack([stack_scalars(small, dev).to(acc).square().sum(),
+                             stack_scalars(big, dev).to(acc).square().sum()])
         dist.all_reduce(stats, group=self.process_group)
         scale = resolve_scale(loss_scale, self.scaler)
-        sq_small, sq_big = (float(v) / self.world_size / scale**2 for v in stats.cpu())
+        sq_small, sq_big = (v / self.world_size / scale**2 for v in stats.tolist())
         if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
             self.skipped["non_finite"] += 1
             return None
-        self.estimator.update(sq_small, b, sq_big, b * self.world_size)
-        return gns_two_batch(sq_small, b, sq_big, b * self.world_size)
+        return self.estimator._update(sq_small, b, sq_big, b * self.world_size)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ._common import select_params
+from ._common import check_batch, check_batch_size, select_params
 
 __all__ = ["HessianNoiseScale", "hessian_noise_scale"]
 
@@ -101,7 +101,11 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
     from torch.func import functional_call, grad, vmap
 
     chosen = select_params(model, params)
-    n = inputs.shape[0]
+    n = check_batch(inputs, targets)
+    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
+        raise ValueError(f"ddof must be a non-negative integer (0 or 1), got {ddof!r}")
+    if chunk_size is not None:
+        chunk_size = check_batch_size(chunk_size, "chunk_size")
     if n - ddof < 1:
         raise ValueError(f"need more than ddof={ddof} examples, got {n}")
     names = [k for k, _ in chosen]
@@ -133,10 +137,10 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
     h_dev = vmap(hvp, chunk_size=chunk_size)(dev)
     hg = hvp(g)
     denom = n - ddof
-    g2 = float(g @ g)
-    ghg = float(g @ hg)
-    trace_sigma = float(dev.square().sum()) / denom
-    trace_h_sigma = float((dev * h_dev).sum()) / denom
+    # one device->host transfer for the four sums
+    g2, ghg, ss, shs = torch.stack([g @ g, g @ hg, dev.square().sum(),
+                                    (dev * h_dev).sum()]).tolist()
+    trace_sigma, trace_h_sigma = ss / denom, shs / denom
     return HessianNoiseScale(
         b_noise=trace_h_sigma / ghg if ghg != 0 else float("nan"),
         b_simple=trace_sigma / g2 if g2 != 0 else float("nan"),

@@ -6,8 +6,12 @@ gradients :math:`g_1..g_k` of ``b`` examples and their accumulated mean
 backward pass's gradient *before* it is added to ``.grad``, i.e. exactly that
 micro-batch's contribution, so :math:`\sum_j |g_j|^2` is summed on the fly without
 copying any gradient; :math:`|\bar g|^2` is read from ``.grad`` at :meth:`step`.
-The pair feeds the two-batch estimator (McCandlish et al. 2018, App. A.1):
-``b_small = b``, ``b_big = k b``.
+The pair
+
+.. math:: |G_{small}|^2 = \frac1k\sum_{j=1}^k |g_j|^2\ (b_{small} = b),\qquad
+          |G_{big}|^2 = |\bar g|^2\ (b_{big} = k b)
+
+feeds the two-batch estimator (McCandlish et al. 2018, App. A.1).
 """
 
 from __future__ import annotations
@@ -18,8 +22,19 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..estimators import GNSEstimator, gns_two_batch
-from ._common import EstimatorMixin, check_batch_size, resolve_scale, select_params, sq_norm
+from ..estimators import GNSEstimator
+from ._common import (
+    FULL_DTYPES,
+    EstimatorMixin,
+    acc_dtype,
+    check_batch_size,
+    norm,
+    resolve_scale,
+    select_params,
+    stack_scalars,
+    total_sq_norm,
+    vector_norm,
+)
 
 __all__ = ["GradientNoiseScale"]
 
@@ -78,8 +93,10 @@ class GradientNoiseScale(EstimatorMixin):
 
     Single process only: under DDP the hooks see local gradients while ``.grad``
     holds the all-reduced one; use :class:`~empirical_batch.measure.DDPNoiseScaleHook`.
-    Cost: one extra read of each micro-batch gradient (a dot product per parameter
-    per backward) and of ``.grad`` once per step; see ``benchmarks/bench_measure.py``.
+    Cost: one extra read of each micro-batch gradient (a norm per parameter per
+    backward, in the gradient's dtype, float32 for fp16/bf16) and of ``.grad`` once
+    per step (one ``torch._foreach_norm``); the squares are summed over parameters
+    and micro-batches in float64. See ``benchmarks/bench_measure.py``.
 
     Examples
     --------
@@ -144,17 +161,19 @@ class GradientNoiseScale(EstimatorMixin):
 
     # ----------------------------------------------------------------- hooks
     def _make_hook(self, p):
-        key = id(p)
+        key, count, full = id(p), self._count, FULL_DTYPES
 
         def hook(grad):
-            self._count[key] = self._count.get(key, 0) + 1
+            # runs once per parameter per backward: kept to a few Python operations
+            count[key] = count.get(key, 0) + 1
+            g = grad.detach()
             if self.preconditioned:
                 denom = self._denominator(p)
                 if denom is None:
                     self._no_state = True
                     return None
-                grad = grad / denom
-            self._micro.append(sq_norm(grad.detach()))
+                g = g / denom
+            self._micro.append(vector_norm(g) if g.dtype in full else norm(g))
             return None
 
         return hook
@@ -165,7 +184,8 @@ class GradientNoiseScale(EstimatorMixin):
             return None
         group = self._groups[id(p)]
         beta2 = group["betas"][1]
-        t = float(state["step"])
+        t = state["step"]  # a tensor (on the device for capturable/fused Adam): no sync
+        t = t.to(acc_dtype(t.device)) if isinstance(t, torch.Tensor) else float(t)
         v = state.get("max_exp_avg_sq", state["exp_avg_sq"]) if group.get("amsgrad") else \
             state["exp_avg_sq"]
         return (v / (1.0 - beta2**t)).sqrt().add_(group["eps"])
@@ -210,7 +230,8 @@ class GradientNoiseScale(EstimatorMixin):
             )
         n = max(self._count.values())
         micro, no_state = self._micro, self._no_state
-        self._micro, self._count, self._no_state = [], {}, False
+        self._micro, self._no_state = [], False
+        self._count.clear()  # the hooks hold this dict
         if n < 2:
             raise RuntimeError(
                 f"only {n} backward pass was seen since the last step(); the estimate needs "
@@ -221,16 +242,19 @@ class GradientNoiseScale(EstimatorMixin):
             self.skipped["no_optimizer_state"] += 1
             return None
         scale = resolve_scale(loss_scale, self.scaler)
-        grads = []
-        for _, p in self.params:
-            if p.grad is None:
-                continue
-            g = p.grad.detach()
-            if self.preconditioned:
-                g = g / self._denominator(p)
-            grads.append(sq_norm(g))
-        stats = torch.stack([torch.stack(micro).sum(), torch.stack(grads).sum()])
-        micro_sum, big = (float(v) for v in stats.double().cpu())
+        with_grad = [p for _, p in self.params if p.grad is not None]
+        if not with_grad:
+            raise RuntimeError("no tracked parameter has a .grad: call step() before "
+                               "optimizer.zero_grad()")
+        if self.preconditioned:
+            grads = [p.grad.detach() / self._denominator(p) for p in with_grad]
+        else:
+            grads = [p.grad.detach() for p in with_grad]
+        big = total_sq_norm(grads)
+        # one device->host transfer for both sums (Σ over parameters in float64)
+        stats = torch.stack([stack_scalars(micro, big.device).to(big.dtype).square().sum(),
+                             big])
+        micro_sum, big = stats.tolist()
         c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
         # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
         sq_small = micro_sum / (c * c * n) / scale**2
@@ -238,5 +262,4 @@ class GradientNoiseScale(EstimatorMixin):
         if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
             self.skipped["non_finite"] += 1
             return None
-        self.estimator.update(sq_small, b_small, sq_big, b_big)
-        return gns_two_batch(sq_small, b_small, sq_big, b_big)
+        return self.estimator._update(sq_small, b_small, sq_big, b_big)
