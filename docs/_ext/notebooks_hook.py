@@ -72,7 +72,12 @@ def _write_kernelspec(tmp: Path) -> Path:
     return kernels
 
 
-async def _execute_all(paths: list[Path], tmp: Path, root: Path) -> list[Path]:
+async def execute_notebooks(paths: list[Path], tmp: Path, root: Path) -> list[Path]:
+    """Execute ``paths`` side by side; executed copies go to ``tmp/notebooks/``.
+
+    Raises PluginError naming each failed notebook with its cell traceback. Also
+    used by ``tests/test_notebooks.py``, so the tests and the site run notebooks alike.
+    """
     import nbformat
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
@@ -128,7 +133,7 @@ def on_files(files, config):
     _cleanup()
     _tmp = Path(tempfile.mkdtemp(prefix="eb-docs-nb-"))
     try:
-        executed = asyncio.run(_execute_all(paths, _tmp, root))
+        executed = asyncio.run(execute_notebooks(paths, _tmp, root))
     except BaseException:
         _cleanup()
         raise
