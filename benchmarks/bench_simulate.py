@@ -5,6 +5,8 @@
     rates, against a plain numpy loop (per run: doubling + integer bisection on the
     closed-form loss); asserts identical answers and prints the time ratio.
 (b) Monte Carlo SGD coordinate-updates per second (torch) on CPU, and CUDA if present.
+(a') Small grids: the plain-SGD dispatch (runs grouped by learning rate, or one
+    vectorised search over all runs) against each path forced; answers asserted identical.
 
 Run: python benchmarks/bench_simulate.py [--dims 10000] [--mc-steps 200]
 """
@@ -88,6 +90,34 @@ def bench_exact(dims: int) -> dict:
     }
 
 
+def bench_paths() -> list[dict]:
+    """Plain-SGD dispatch on small grids: grouped by rate vs one vectorised search."""
+    from empirical_batch.simulate import quadratic
+
+    rows = []
+    for dims, n_lr, n_b in [(50, 40, 16), (200, 30, 12), (1000, 30, 12), (3000, 30, 12)]:
+        nq = NoisyQuadratic.zhang(dims)
+        lrs, bs = np.geomspace(1e-3, 1.99, n_lr), 2.0 ** np.arange(n_b)
+        target = 0.1 * nq.initial_loss()
+        row, answers = {"grid": f"{dims} dims x {n_b} B x {n_lr} lr"}, []
+        saved = quadratic._GROUPED_MIN_WORK
+        for name, threshold in (("auto", saved), ("grouped", 0), ("general", np.inf)):
+            quadratic._GROUPED_MIN_WORK = threshold
+            try:
+                best = np.inf
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    k = nq.steps_to_target(target, lrs[None, :], bs[:, None])
+                    best = min(best, time.perf_counter() - t0)
+            finally:
+                quadratic._GROUPED_MIN_WORK = saved
+            row[name] = best
+            answers.append(k)
+        assert all(np.array_equal(answers[0], k) for k in answers), "paths disagree"
+        rows.append(row)
+    return rows
+
+
 def bench_mc(device: str, steps: int) -> dict:
     """CPU: 8 B x 8 lr x 4 seeds x 10^4 dims; CUDA: 22 B x 100 lr x 4 seeds x 10^4 dims."""
     from empirical_batch.simulate import monte_carlo_sgd
@@ -124,6 +154,11 @@ def main() -> None:
           f"{'reached':>8}   (fast: best and worst of 5; loop: once)")
     print(f"{r['grid']:<32} {r['fast_s']:9.3f} {r['fast_worst_s']:7.3f} {r['loop_s']:9.3f} "
           f"{r['ratio']:7.1f} {r['reached']:8d}   identical answers: yes")
+    print("\n(a') small grids, the plain-SGD dispatch (ms, best of 5; answers identical)")
+    print(f"{'grid':<32} {'auto':>8} {'grouped':>8} {'general':>8}")
+    for r in bench_paths():
+        print(f"{r['grid']:<32} {r['auto'] * 1e3:8.1f} {r['grouped'] * 1e3:8.1f} "
+              f"{r['general'] * 1e3:8.1f}")
     if args.skip_mc:
         return
     print("\n(b) Monte Carlo SGD, coordinate-updates per second")

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from empirical_batch.simulate import NoisyQuadratic
+from empirical_batch.simulate import NoisyQuadratic, quadratic
 from empirical_batch.simulate import _crossing as cr
 from empirical_batch.simulate._crossing import (
     _NEG_BIG,
@@ -230,6 +230,14 @@ def brute_sweep(nq, target, lr, bs, kmax):
     return out
 
 
+@pytest.fixture(params=["grouped", "general"])
+def plain_path(request, monkeypatch):
+    """Force one of the two exact plain-SGD paths (steps_to_target picks by problem size)."""
+    threshold = 0 if request.param == "grouped" else np.inf
+    monkeypatch.setattr(quadratic, "_GROUPED_MIN_WORK", threshold)
+    return request.param
+
+
 @pytest.mark.parametrize(
     ("h", "lr"),
     [
@@ -238,7 +246,7 @@ def brute_sweep(nq, target, lr, bs, kmax):
         (np.array([1.0, 0.5, 0.02, 0.02, 0.001]), 1.5),  # fast mode oscillates
     ],
 )
-def test_sweep_over_batch_sizes_equals_recursion(h, lr):
+def test_sweep_over_batch_sizes_equals_recursion(h, lr, plain_path):
     """Many batch sizes at one rate (the fast path's case, duplicate answers included)."""
     nq = NoisyQuadratic(h, h, 1.0)
     bs = 2.0 ** np.arange(0, 14)
@@ -250,7 +258,7 @@ def test_sweep_over_batch_sizes_equals_recursion(h, lr):
     assert np.all(got[~fin] > 6000)
 
 
-def test_target_equal_to_initial_loss_takes_zero_steps():
+def test_target_equal_to_initial_loss_takes_zero_steps(plain_path):
     """L(0) = initial loss for every rate and batch size; the tie L(0) = target is 0 steps
     on the fast path (small B: weights of one sign) and the general one (large rates)."""
     nq = NoisyQuadratic(1.0 / np.arange(1, 9), 0.3, [1.0, 0.0, 2.0, 1.0, 0.5, 0.0, 1.0, 3.0])

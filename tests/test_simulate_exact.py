@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from empirical_batch.simulate import NoisyQuadratic
+from empirical_batch.simulate import NoisyQuadratic, quadratic
 from empirical_batch.theory import QuadraticModel
 
 pos = st.floats(0.05, 5.0)
@@ -129,13 +131,15 @@ def test_steps_to_target_equals_brute_force(nq, lr_scale, b, tfrac):
     assume(np.all(np.abs(np.abs(1 - x) - 1) > 1e-9))
     target = tfrac * max(nq.initial_loss(), 0.05)
     kmax = 1500
-    got = nq.steps_to_target(target, lr, b)
     ref = brute_steps(nq, target, lr, b, kmax)
-    if np.isinf(ref):
-        # not reached within kmax: the exact answer must be beyond it (or inf)
-        assert got > kmax
-    else:
-        assert got == ref
+    for threshold in (0, np.inf):  # both exact paths: grouped by rate, and general
+        with mock.patch.object(quadratic, "_GROUPED_MIN_WORK", threshold):
+            got = nq.steps_to_target(target, lr, b)
+        if np.isinf(ref):
+            # not reached within kmax: the exact answer must be beyond it (or inf)
+            assert got > kmax
+        else:
+            assert got == ref
 
 
 def test_steps_to_target_nonmonotone_first_crossing():

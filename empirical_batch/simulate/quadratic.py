@@ -57,6 +57,11 @@ from ._crossing import (
 __all__ = ["BestLR", "NoiseScaleTrace", "NoisyQuadratic"]
 
 _CHUNK = 1 << 19  # elements (configs x dims) handled at once: bounded memory
+# Plain SGD: runs are grouped by learning rate (first_crossing_affine) when there is
+# more than this much work per rate, runs x dims / rates; below it one vectorised
+# first_crossing over all runs is faster (the grouped path costs ~1.5 ms per rate in
+# bookkeeping). Both are exact; timed in benchmarks/bench_simulate.py, part (a').
+_GROUPED_MIN_WORK = 8000
 
 
 
@@ -443,11 +448,14 @@ class NoisyQuadratic:
         Runs with the same rate share decay rates rho_i and have weights
         ``aw - sw / B``, so the fast path (:func:`first_crossing_affine`) handles them
         together; runs with weights of both signs, or that it cannot settle, go to
-        :func:`first_crossing`.
+        :func:`first_crossing`. Small problems (little work per rate, see
+        ``_GROUPED_MIN_WORK``) go to :func:`first_crossing` at once.
         """
         out = np.full(t.size, np.inf)
         h, hp, cp, m0, act = self.curvature, self._hp, self._cp, self.init, self._active
         uniq, inv = np.unique(a, return_inverse=True)
+        if t.size * h.size < _GROUPED_MIN_WORK * uniq.size:
+            return self._general_steps(t, a, b)
         order = np.argsort(inv, kind="stable")
         bounds = np.searchsorted(inv[order], np.arange(uniq.size + 1))
         aw = np.where(act, 0.5 * h * m0, 0.0)
@@ -491,6 +499,8 @@ class NoisyQuadratic:
         k = np.full(t.size, np.inf)
         if conv.any():
             k[conv] = first_crossing(l_inf[conv], w[conv], logrho[conv], t[conv])
+        # L(0) is the initial loss itself (l_inf + sum(w) may round above it)
+        k[conv & (t >= self.initial_loss())] = 0.0
         return k
 
     def best_lr(self, target, batch_size, lrs, *, max_steps: int | None = None) -> BestLR:
