@@ -46,6 +46,18 @@ def make_sweep(n_rows: int, seed: int = 0) -> pd.DataFrame:
     })
 
 
+def _cpu_name() -> str:
+    """The processor's model name (platform.processor() is empty on most Linux)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000)
@@ -66,7 +78,7 @@ def main() -> None:
     rows.append((f"critical_batch_curve ({args.targets} targets × {args.n_boot} draws)",
                  t_curve))
     print(f"sweep: {len(df):,} rows, {df['run'].nunique()} runs, "
-          f"{df['batch_size'].nunique()} batch sizes; CPU: {platform.processor() or '?'}, "
+          f"{df['batch_size'].nunique()} batch sizes; CPU: {_cpu_name()}, "
           f"{os.cpu_count()} cores visible")
     width = max(len(r[0]) for r in rows)
     print(f"{'stage':<{width}}  seconds")
