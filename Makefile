@@ -20,9 +20,14 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
+# the notebooks run once: tests/test_notebooks.py leaves the executed copies here and
+# the docs build publishes them (docs/_ext/notebooks_hook.py)
+NB_DONE := $(abspath $(VENV))/executed-notebooks
+
 test: lint $(STAMP)
-	$(PY) -m pytest -n 2
-	$(MAKE) docs
+	rm -rf $(NB_DONE)
+	EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS=$(NB_DONE) $(PY) -m pytest -n 2
+	EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS=$(NB_DONE) $(MAKE) docs
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site

@@ -18,6 +18,11 @@ this hook
    ``mkdocs-jupyter`` plugin (configured with ``execute: false``) renders them,
    figures inlined as PNG, and publishes the executed ``.ipynb`` beside each page.
 
+Under ``make test`` step 1 is skipped: the notebooks were just executed by
+``tests/test_notebooks.py`` (through :func:`execute_notebooks`), which leaves the copies
+in the folder named by ``EXECUTED_ENV``; they are used only if every notebook has a
+copy newer than itself.
+
 Why execute here rather than with the plugin's ``execute: true``: the plugin runs
 the notebooks one after another while rendering pages; running them side by side
 roughly halves the added build time on a two-core CI machine, and the kernel is
@@ -43,6 +48,11 @@ CELL_TIMEOUT_S = 300  # per cell, as in tests/test_notebooks.py
 KERNEL_NAME = "empirical-batch-docs"
 
 _tmp: Path | None = None  # this build's kernelspec, sockets and executed notebooks
+
+#: ``make test`` sets this to a folder where ``tests/test_notebooks.py`` leaves the
+#: notebooks it executed (``<folder>/notebooks/<name>.ipynb``); the build that follows
+#: publishes those rather than running every notebook a second time
+EXECUTED_ENV = "EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS"
 
 
 def _root(config) -> Path:
@@ -123,6 +133,19 @@ def _cleanup() -> None:
         _tmp = None
 
 
+def _executed_by_tests(paths: list[Path]) -> Path | None:
+    """The folder ``EXECUTED_ENV`` names, if it holds an executed copy of every notebook
+    newer than the notebook itself; else None (the build executes them)."""
+    folder = os.environ.get(EXECUTED_ENV)
+    if not folder:
+        return None
+    for path in paths:
+        done = Path(folder) / NOTEBOOK_DIR / path.name
+        if not done.is_file() or done.stat().st_mtime < path.stat().st_mtime:
+            return None
+    return Path(folder)
+
+
 @event_priority(50)  # before mkdocs-jupyter (priority 0) wraps notebook files as pages
 def on_files(files, config):
     global _tmp
@@ -131,17 +154,19 @@ def on_files(files, config):
     if not paths:
         raise PluginError(f"no notebooks found in {root / NOTEBOOK_DIR}")
     _cleanup()
-    _tmp = Path(tempfile.mkdtemp(prefix="eb-docs-nb-"))
-    try:
-        executed = asyncio.run(execute_notebooks(paths, _tmp, root))
-    except BaseException:
-        _cleanup()
-        raise
-    for path in executed:
+    src_dir = _executed_by_tests(paths)
+    if src_dir is None:
+        _tmp = src_dir = Path(tempfile.mkdtemp(prefix="eb-docs-nb-"))
+        try:
+            asyncio.run(execute_notebooks(paths, _tmp, root))
+        except BaseException:
+            _cleanup()
+            raise
+    for path in paths:
         files.append(
             File(
                 f"{NOTEBOOK_DIR}/{path.name}",
-                src_dir=str(_tmp),
+                src_dir=str(src_dir),
                 dest_dir=config["site_dir"],
                 use_directory_urls=config["use_directory_urls"],
             )
