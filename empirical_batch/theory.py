@@ -40,6 +40,7 @@ from ._validate import (
     check_nonnegative,
     check_positive,
     check_psd,
+    check_symmetric,
     check_unit_interval,
     scalar_or_array,
 )
@@ -110,7 +111,7 @@ def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
     """
     b = check_positive(batch_size, "batch_size")
     e = check_positive(eps_max, "eps_max")
-    n = _nonneg(b_noise, "b_noise")
+    n = check_nonnegative(b_noise, "b_noise")
     return scalar_or_array((1.0 - _momentum(momentum)) * e / (1.0 + n / b))
 
 
@@ -126,16 +127,8 @@ def dl_opt(batch_size, dl_max, b_noise):
     """
     b = check_positive(batch_size, "batch_size")
     d = check_positive(dl_max, "dl_max")
-    n = _nonneg(b_noise, "b_noise")
+    n = check_nonnegative(b_noise, "b_noise")
     return scalar_or_array(d / (1.0 + n / b))
-
-
-def _nonneg(x, name):
-    arr = as_array(x, name)
-    if np.any(arr < 0):
-        raise ValueError(f"{name} must be >= 0, got {arr.min()!r}")
-    return arr
-
 
 
 def _square_or_diag(arr: np.ndarray, name: str, n: int) -> None:
@@ -181,8 +174,6 @@ class QuadraticModel:
     """
 
     def __init__(self, gradient, hessian, noise_cov, *, dataset_size: int | None = None):
-        from ._validate import check_symmetric
-
         g = as_array(gradient, "gradient", ndim=1)
         n = g.shape[0]
         h = as_array(hessian, "hessian", ndim=(1, 2))
@@ -456,10 +447,7 @@ class QuadraticModel:
         \epsilon/(1-m)$ with ``momentum``). Negative when the step increases the loss
         (ε > 2 ε_opt(B)). Broadcasts ``eps`` against ``batch_size``.
         """
-        e = as_array(eps, "eps")
-        if np.any(e < 0):
-            raise ValueError(f"eps must be >= 0, got {e.min()!r}")
-        e = e / (1.0 - _momentum(momentum))
+        e = check_nonnegative(eps, "eps") / (1.0 - _momentum(momentum))
         inv_b = _batch(batch_size, self.dataset_size)
         return scalar_or_array(e * self.g2 - 0.5 * e**2 * (self.ghg + self.trace_h_sigma * inv_b))
 
