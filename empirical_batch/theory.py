@@ -144,6 +144,15 @@ def _dense(arr: np.ndarray) -> np.ndarray:
     return np.diag(arr) if arr.ndim == 1 else arr
 
 
+def _diagonal(arr: np.ndarray) -> np.ndarray:
+    return arr if arr.ndim == 1 else np.diagonal(arr)
+
+
+def _scale(m: np.ndarray, arr: np.ndarray) -> np.ndarray:
+    """M A M for the diagonal M = diag(m), with A dense or diagonal."""
+    return (m if arr.ndim == 1 else m[:, None]) * arr * m
+
+
 class QuadraticModel:
     r"""The local quadratic model of the loss around the current parameters.
 
@@ -190,19 +199,15 @@ class QuadraticModel:
         if g2 == 0.0:
             raise ValueError("gradient must not be zero: the noise scales divide by |G|^2")
         hg = h * g if h.ndim == 1 else h @ g
-        if s.ndim == 1 and h.ndim == 1:
-            tr_hs = float(h @ s)
-        elif s.ndim == 1:
-            tr_hs = float(np.diagonal(h) @ s)
-        elif h.ndim == 1:
-            tr_hs = float(h @ np.diagonal(s))
-        else:
+        if h.ndim == 2 and s.ndim == 2:
             tr_hs = float(np.sum(h * s.T))
+        else:  # a diagonal factor sees only the other one's diagonal
+            tr_hs = float(_diagonal(h) @ _diagonal(s))
         self.gradient, self.hessian, self.noise_cov = g, h, s
         self._init_scalars(
             g2=g2,
             ghg=float(g @ hg),
-            trace_sigma=float(np.sum(s) if s.ndim == 1 else np.trace(s)),
+            trace_sigma=float(np.sum(_diagonal(s))),
             trace_h_sigma=tr_hs,
             dataset_size=dataset_size,
         )
@@ -349,12 +354,7 @@ class QuadraticModel:
                 )
             m = np.sqrt(p)
             g = m * self.gradient
-            h = m * self.hessian * m if self.hessian.ndim == 1 else m[:, None] * self.hessian * m
-            s = (
-                m * self.noise_cov * m
-                if self.noise_cov.ndim == 1
-                else m[:, None] * self.noise_cov * m
-            )
+            h, s = _scale(m, self.hessian), _scale(m, self.noise_cov)
         else:
             check_psd(p, "preconditioner", strict=True)
             w, u = np.linalg.eigh(p)
