@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ._validate import as_array, as_float
+from ._validate import as_array, positive_float
 from .tradeoff import Tradeoff
 
 __all__ = ["Hardware", "frontier", "frontier_bend", "pareto_mask", "plan"]
@@ -85,14 +85,9 @@ class Hardware:
 
     def __post_init__(self):
         for name in ("throughput", "price_per_device_hour"):
-            v = as_float(getattr(self, name), name)
-            if v <= 0:
-                raise ValueError(f"{name} must be > 0, got {v!r}")
-            object.__setattr__(self, name, v)
+            object.__setattr__(self, name, positive_float(getattr(self, name), name))
         for name in ("step_overhead_s", "allreduce_s", "latency_s"):
-            v = as_float(getattr(self, name), name)
-            if v < 0:
-                raise ValueError(f"{name} must be >= 0, got {v!r}")
+            v = positive_float(getattr(self, name), name, allow_zero=True)
             object.__setattr__(self, name, v)
         for name in ("max_device_batch", "max_devices"):
             v = getattr(self, name)

@@ -42,6 +42,7 @@ from ._validate import (
     check_psd,
     check_symmetric,
     check_unit_interval,
+    positive_float,
     scalar_or_array,
 )
 
@@ -492,9 +493,7 @@ def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0, theta: float =
     """
     if isinstance(n, bool) or int(n) != n or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
-    c = as_float(noise, "noise")
-    if c < 0:
-        raise ValueError(f"noise must be >= 0, got {c!r}")
+    c = positive_float(noise, "noise", allow_zero=True)
     t = as_float(theta, "theta")
     if t == 0:
         raise ValueError("theta must not be 0: the gradient would vanish")
