@@ -75,7 +75,7 @@ class Tradeoff:
         import pandas as pd
 
         b = np.atleast_1d(check_positive(batch_sizes, "batch_sizes"))
-        steps, examples = self.s_min * (1.0 + self.b_crit / b), self.e_min * (1.0 + b / self.b_crit)
+        steps, examples = self.steps(b), self.examples(b)
         return pd.DataFrame({
             "batch_size": b, "steps": steps, "examples": examples,
             "steps/s_min": steps / self.s_min, "examples/e_min": examples / self.e_min,
