@@ -177,12 +177,15 @@ def _read(source) -> tuple[pd.DataFrame, str, int]:
     raise ValueError(f"{path}: unknown sweep file type {suffix!r} (expected .csv or .parquet)")
 
 
-def _where(label: str, offset: int, index) -> str:
+def _at(offset: int, index) -> str:
+    """``line N`` of a file (``offset`` > 0) or ``row INDEX`` of a table."""
     if isinstance(index, np.integer):
         index = int(index)
-    if offset:
-        return f"{label}, line {int(index) + offset}"
-    return f"{label}, row {index!r}"
+    return f"line {int(index) + offset}" if offset else f"row {index!r}"
+
+
+def _where(label: str, offset: int, index) -> str:
+    return f"{label}, {_at(offset, index)}"
 
 
 def _strip_prefix(name: str) -> str:
@@ -365,8 +368,7 @@ def load_sweep(
         r0 = out.loc[rows[0]]
         raise ValueError(
             f"{label}: duplicated (run, step) = ({r0['run']!r}, {r0['step']:g}) at "
-            f"{_where(label, offset, rows[0]).split(', ', 1)[1]} and "
-            f"{_where(label, offset, rows[1]).split(', ', 1)[1]} "
+            f"{_at(offset, rows[0])} and {_at(offset, rows[1])} "
             f"(columns {mapping['run']!r}, {mapping['step']!r})"
         )
     for key in ("batch_size", "learning_rate"):
@@ -380,8 +382,7 @@ def load_sweep(
             raise ValueError(
                 f"{label}: run {run!r} has several values of {key!r} "
                 f"({vals.loc[rows].unique().tolist()}), e.g. at "
-                f"{_where(label, offset, rows[0]).split(', ', 1)[1]} and "
-                f"{_where(label, offset, other).split(', ', 1)[1]}, column {mapping[key]!r}; "
+                f"{_at(offset, rows[0])} and {_at(offset, other)}, column {mapping[key]!r}; "
                 "a run must have one batch size and one learning rate"
             )
 
