@@ -101,7 +101,7 @@ class Sweep:
         return (
             f"Sweep({len(r)} runs, {r['batch_size'].nunique()} batch sizes, "
             f"{len(self.data)} points, metric={self.metric_name!r} "
-            f"({'higher' if self.higher_is_better else 'lower'} is better), "
+            f"({self.direction} is better), "
             f"{int(r['diverged'].sum())} diverged, source={self.source!r})"
         )
 
@@ -238,16 +238,16 @@ def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]
     return mapping
 
 
-def _numeric(df, col, src, label, offset, *, allow_nonfinite=False, allow_nan=False):
+def _numeric(df, col, label, offset, *, allow_nonfinite=False, allow_nan=False):
     raw = df[col]
     num = pd.to_numeric(raw, errors="coerce")
     bad = num.isna() & raw.notna()
-    if allow_nan is False and not allow_nonfinite:
+    if not (allow_nan or allow_nonfinite):
         bad = bad | raw.isna()
     if bad.any():
         idx = bad.idxmax()
         raise ValueError(
-            f"{_where(label, offset, idx)}, column {src!r}: not a number: {raw.loc[idx]!r}"
+            f"{_where(label, offset, idx)}, column {col!r}: not a number: {raw.loc[idx]!r}"
         )
     values = num.to_numpy(dtype=float)
     if not allow_nonfinite:
@@ -255,7 +255,7 @@ def _numeric(df, col, src, label, offset, *, allow_nonfinite=False, allow_nan=Fa
         if not finite.all():
             idx = df.index[int(np.argmin(finite))]
             raise ValueError(
-                f"{_where(label, offset, idx)}, column {src!r}: must be finite, got "
+                f"{_where(label, offset, idx)}, column {col!r}: must be finite, got "
                 f"{raw.loc[idx]!r}"
             )
     return values
@@ -264,7 +264,7 @@ def _numeric(df, col, src, label, offset, *, allow_nonfinite=False, allow_nan=Fa
 def _bounded_column(df, mapping, key, what, label, offset, *, strict, allow_nan=False):
     """Numeric column ``mapping[key]``, > 0 (``strict``) or >= 0; errors name file, row, column."""
     col = mapping[key]
-    values = _numeric(df, col, col, label, offset, allow_nan=allow_nan)
+    values = _numeric(df, col, label, offset, allow_nan=allow_nan)
     bad = values <= 0 if strict else values < 0
     if np.any(bad):
         idx = df.index[int(np.argmax(bad))]
@@ -360,7 +360,7 @@ def load_sweep(
                                           strict=False)
     else:
         out["examples"] = step * bs
-    out["metric"] = _numeric(df, src_metric, src_metric, label, offset, allow_nonfinite=True)
+    out["metric"] = _numeric(df, src_metric, label, offset, allow_nonfinite=True)
 
     dup = out.duplicated(["run", "step"], keep=False)
     if dup.any():
