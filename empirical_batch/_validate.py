@@ -20,6 +20,7 @@ __all__ = [
     "check_psd",
     "check_symmetric",
     "check_unit_interval",
+    "positive_float",
     "scalar_or_array",
 ]
 
@@ -50,6 +51,14 @@ def as_float(value, name: str) -> float:
         raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
     check_finite(arr, name)
     return float(arr)
+
+
+def positive_float(value, name: str, *, allow_zero: bool = False) -> float:
+    """A finite scalar > 0 (>= 0 with ``allow_zero``) as a Python float."""
+    x = as_float(value, name)
+    if x < 0 or (x == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {x!r}")
+    return x
 
 
 def scalar_or_array(arr):

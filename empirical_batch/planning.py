@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ._validate import as_array, as_float
+from ._validate import as_array, check_positive, positive_float, scalar_or_array
 from .tradeoff import Tradeoff
 
 __all__ = ["Hardware", "frontier", "frontier_bend", "pareto_mask", "plan"]
@@ -85,14 +85,9 @@ class Hardware:
 
     def __post_init__(self):
         for name in ("throughput", "price_per_device_hour"):
-            v = as_float(getattr(self, name), name)
-            if v <= 0:
-                raise ValueError(f"{name} must be > 0, got {v!r}")
-            object.__setattr__(self, name, v)
+            object.__setattr__(self, name, positive_float(getattr(self, name), name))
         for name in ("step_overhead_s", "allreduce_s", "latency_s"):
-            v = as_float(getattr(self, name), name)
-            if v < 0:
-                raise ValueError(f"{name} must be >= 0, got {v!r}")
+            v = positive_float(getattr(self, name), name, allow_zero=True)
             object.__setattr__(self, name, v)
         for name in ("max_device_batch", "max_devices"):
             v = getattr(self, name)
@@ -108,17 +103,14 @@ class Hardware:
         if np.any(n < 1):
             raise ValueError(f"devices must be >= 1, got {n.min()!r}")
         comm = self.allreduce_s * (n - 1.0) / n + self.latency_s * np.ceil(np.log2(n))
-        out = np.where(n > 1, comm, 0.0)
-        return float(out) if out.ndim == 0 else out
+        return scalar_or_array(np.where(n > 1, comm, 0.0))
 
     def step_seconds(self, batch_size, devices):
         """Seconds per optimizer step for global batch ``batch_size`` on ``devices``."""
-        b = as_array(batch_size, "batch_size")
+        b = check_positive(batch_size, "batch_size")
         n = as_array(devices, "devices")
-        if np.any(b <= 0):
-            raise ValueError(f"batch_size must be > 0, got {b.min()!r}")
-        out = b / n / self.throughput + self.step_overhead_s + self.comm_seconds(n)
-        return float(out) if np.ndim(out) == 0 else out
+        return scalar_or_array(b / n / self.throughput + self.step_overhead_s
+                               + self.comm_seconds(n))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -101,7 +101,7 @@ class Sweep:
         return (
             f"Sweep({len(r)} runs, {r['batch_size'].nunique()} batch sizes, "
             f"{len(self.data)} points, metric={self.metric_name!r} "
-            f"({'higher' if self.higher_is_better else 'lower'} is better), "
+            f"({self.direction} is better), "
             f"{int(r['diverged'].sum())} diverged, source={self.source!r})"
         )
 
@@ -177,12 +177,15 @@ def _read(source) -> tuple[pd.DataFrame, str, int]:
     raise ValueError(f"{path}: unknown sweep file type {suffix!r} (expected .csv or .parquet)")
 
 
-def _where(label: str, offset: int, index) -> str:
+def _at(offset: int, index) -> str:
+    """``line N`` of a file (``offset`` > 0) or ``row INDEX`` of a table."""
     if isinstance(index, np.integer):
         index = int(index)
-    if offset:
-        return f"{label}, line {int(index) + offset}"
-    return f"{label}, row {index!r}"
+    return f"line {int(index) + offset}" if offset else f"row {index!r}"
+
+
+def _where(label: str, offset: int, index) -> str:
+    return f"{label}, {_at(offset, index)}"
 
 
 def _strip_prefix(name: str) -> str:
@@ -235,16 +238,16 @@ def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]
     return mapping
 
 
-def _numeric(df, col, src, label, offset, *, allow_nonfinite=False, allow_nan=False):
+def _numeric(df, col, label, offset, *, allow_nonfinite=False, allow_nan=False):
     raw = df[col]
     num = pd.to_numeric(raw, errors="coerce")
     bad = num.isna() & raw.notna()
-    if allow_nan is False and not allow_nonfinite:
+    if not (allow_nan or allow_nonfinite):
         bad = bad | raw.isna()
     if bad.any():
         idx = bad.idxmax()
         raise ValueError(
-            f"{_where(label, offset, idx)}, column {src!r}: not a number: {raw.loc[idx]!r}"
+            f"{_where(label, offset, idx)}, column {col!r}: not a number: {raw.loc[idx]!r}"
         )
     values = num.to_numpy(dtype=float)
     if not allow_nonfinite:
@@ -252,7 +255,7 @@ def _numeric(df, col, src, label, offset, *, allow_nonfinite=False, allow_nan=Fa
         if not finite.all():
             idx = df.index[int(np.argmin(finite))]
             raise ValueError(
-                f"{_where(label, offset, idx)}, column {src!r}: must be finite, got "
+                f"{_where(label, offset, idx)}, column {col!r}: must be finite, got "
                 f"{raw.loc[idx]!r}"
             )
     return values
@@ -261,7 +264,7 @@ def _numeric(df, col, src, label, offset, *, allow_nonfinite=False, allow_nan=Fa
 def _bounded_column(df, mapping, key, what, label, offset, *, strict, allow_nan=False):
     """Numeric column ``mapping[key]``, > 0 (``strict``) or >= 0; errors name file, row, column."""
     col = mapping[key]
-    values = _numeric(df, col, col, label, offset, allow_nan=allow_nan)
+    values = _numeric(df, col, label, offset, allow_nan=allow_nan)
     bad = values <= 0 if strict else values < 0
     if np.any(bad):
         idx = df.index[int(np.argmax(bad))]
@@ -357,7 +360,7 @@ def load_sweep(
                                           strict=False)
     else:
         out["examples"] = step * bs
-    out["metric"] = _numeric(df, src_metric, src_metric, label, offset, allow_nonfinite=True)
+    out["metric"] = _numeric(df, src_metric, label, offset, allow_nonfinite=True)
 
     dup = out.duplicated(["run", "step"], keep=False)
     if dup.any():
@@ -365,8 +368,7 @@ def load_sweep(
         r0 = out.loc[rows[0]]
         raise ValueError(
             f"{label}: duplicated (run, step) = ({r0['run']!r}, {r0['step']:g}) at "
-            f"{_where(label, offset, rows[0]).split(', ', 1)[1]} and "
-            f"{_where(label, offset, rows[1]).split(', ', 1)[1]} "
+            f"{_at(offset, rows[0])} and {_at(offset, rows[1])} "
             f"(columns {mapping['run']!r}, {mapping['step']!r})"
         )
     for key in ("batch_size", "learning_rate"):
@@ -380,8 +382,7 @@ def load_sweep(
             raise ValueError(
                 f"{label}: run {run!r} has several values of {key!r} "
                 f"({vals.loc[rows].unique().tolist()}), e.g. at "
-                f"{_where(label, offset, rows[0]).split(', ', 1)[1]} and "
-                f"{_where(label, offset, other).split(', ', 1)[1]}, column {mapping[key]!r}; "
+                f"{_at(offset, rows[0])} and {_at(offset, other)}, column {mapping[key]!r}; "
                 "a run must have one batch size and one learning rate"
             )
 

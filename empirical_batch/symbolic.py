@@ -140,8 +140,8 @@ def _scalar_form(expr, syms):
     g2, ghg, tr_hs = sp.symbols("g2 ghg tr_hs", positive=True)
     e, b = syms["eps"], syms["B"]
     # The expansion is a polynomial in eps: c1 eps + c2 eps^2; identify its coefficients.
-    c1 = sp.expand(expr).coeff(e, 1)
-    c2 = sp.expand(expr).coeff(e, 2)
+    expanded = sp.expand(expr)
+    c1, c2 = expanded.coeff(e, 1), expanded.coeff(e, 2)
     # c1 and c2 must equal -|G|^2 and (G^T H G + tr(H Sigma)/B)/2: check, then substitute.
     _check(sp.expand(c1 + (g.T * g)[0, 0]) == 0, "linear term is not -|G|^2 eps")
     _check(
@@ -247,11 +247,11 @@ def preconditioned_step(n: int = 2) -> PreconditionedDerivation:
     e_max_g = sp.limit(e_opt_g, b, sp.oo)
     d_max_g = sp.limit(generic.subs(e, e_opt_g), b, sp.oo)
     (b_noise_g,) = sp.solve(sp.Eq(e_opt_g, e_max_g / 2), b)
-    quad = -2 * improvement.coeff(e, 2)
+    quad_b = sp.expand(-2 * improvement.coeff(e, 2) * b)  # q0 B + q1
     entries = {
         a_sym: improvement.coeff(e, 1),
-        q0_sym: sp.expand(quad * b).coeff(b, 1),
-        q1_sym: sp.expand(quad * b).coeff(b, 0),
+        q0_sym: quad_b.coeff(b, 1),
+        q1_sym: quad_b.coeff(b, 0),
     }
     _check(
         sp.expand(generic.subs(entries) - improvement) == 0,
@@ -366,10 +366,11 @@ def adaptive_batch() -> AdaptiveDerivation:
     examples_integrand = sp.simplify(noise + batch)
     i0, i_half, i1 = sp.symbols("I_0 I_half I_1", positive=True)
 
+    q = sp.Symbol("q", positive=True)  # sqrt(B_noise)
+
     def integrate(expr):
         # linear in 1, sqrt(B), B: map each to its integral symbol
-        poly = sp.Poly(sp.expand(expr.subs(noise, sp.Symbol("q", positive=True) ** 2)),
-                       sp.Symbol("q", positive=True))
+        poly = sp.Poly(sp.expand(expr.subs(noise, q**2)), q)
         out = sp.Integer(0)
         for (k,), c in poly.terms():
             out += c * {0: i0, 1: i_half, 2: i1}[k]

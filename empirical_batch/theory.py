@@ -40,7 +40,9 @@ from ._validate import (
     check_nonnegative,
     check_positive,
     check_psd,
+    check_symmetric,
     check_unit_interval,
+    positive_float,
     scalar_or_array,
 )
 
@@ -110,7 +112,7 @@ def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
     """
     b = check_positive(batch_size, "batch_size")
     e = check_positive(eps_max, "eps_max")
-    n = _nonneg(b_noise, "b_noise")
+    n = check_nonnegative(b_noise, "b_noise")
     return scalar_or_array((1.0 - _momentum(momentum)) * e / (1.0 + n / b))
 
 
@@ -126,16 +128,8 @@ def dl_opt(batch_size, dl_max, b_noise):
     """
     b = check_positive(batch_size, "batch_size")
     d = check_positive(dl_max, "dl_max")
-    n = _nonneg(b_noise, "b_noise")
+    n = check_nonnegative(b_noise, "b_noise")
     return scalar_or_array(d / (1.0 + n / b))
-
-
-def _nonneg(x, name):
-    arr = as_array(x, name)
-    if np.any(arr < 0):
-        raise ValueError(f"{name} must be >= 0, got {arr.min()!r}")
-    return arr
-
 
 
 def _square_or_diag(arr: np.ndarray, name: str, n: int) -> None:
@@ -149,6 +143,15 @@ def _square_or_diag(arr: np.ndarray, name: str, n: int) -> None:
 
 def _dense(arr: np.ndarray) -> np.ndarray:
     return np.diag(arr) if arr.ndim == 1 else arr
+
+
+def _diagonal(arr: np.ndarray) -> np.ndarray:
+    return arr if arr.ndim == 1 else np.diagonal(arr)
+
+
+def _scale(m: np.ndarray, arr: np.ndarray) -> np.ndarray:
+    """M A M for the diagonal M = diag(m), with A dense or diagonal."""
+    return (m if arr.ndim == 1 else m[:, None]) * arr * m
 
 
 class QuadraticModel:
@@ -181,8 +184,6 @@ class QuadraticModel:
     """
 
     def __init__(self, gradient, hessian, noise_cov, *, dataset_size: int | None = None):
-        from ._validate import check_symmetric
-
         g = as_array(gradient, "gradient", ndim=1)
         n = g.shape[0]
         h = as_array(hessian, "hessian", ndim=(1, 2))
@@ -199,19 +200,15 @@ class QuadraticModel:
         if g2 == 0.0:
             raise ValueError("gradient must not be zero: the noise scales divide by |G|^2")
         hg = h * g if h.ndim == 1 else h @ g
-        if s.ndim == 1 and h.ndim == 1:
-            tr_hs = float(h @ s)
-        elif s.ndim == 1:
-            tr_hs = float(np.diagonal(h) @ s)
-        elif h.ndim == 1:
-            tr_hs = float(h @ np.diagonal(s))
-        else:
+        if h.ndim == 2 and s.ndim == 2:
             tr_hs = float(np.sum(h * s.T))
+        else:  # a diagonal factor sees only the other one's diagonal
+            tr_hs = float(_diagonal(h) @ _diagonal(s))
         self.gradient, self.hessian, self.noise_cov = g, h, s
         self._init_scalars(
             g2=g2,
             ghg=float(g @ hg),
-            trace_sigma=float(np.sum(s) if s.ndim == 1 else np.trace(s)),
+            trace_sigma=float(np.sum(_diagonal(s))),
             trace_h_sigma=tr_hs,
             dataset_size=dataset_size,
         )
@@ -358,12 +355,7 @@ class QuadraticModel:
                 )
             m = np.sqrt(p)
             g = m * self.gradient
-            h = m * self.hessian * m if self.hessian.ndim == 1 else m[:, None] * self.hessian * m
-            s = (
-                m * self.noise_cov * m
-                if self.noise_cov.ndim == 1
-                else m[:, None] * self.noise_cov * m
-            )
+            h, s = _scale(m, self.hessian), _scale(m, self.noise_cov)
         else:
             check_psd(p, "preconditioner", strict=True)
             w, u = np.linalg.eigh(p)
@@ -456,10 +448,7 @@ class QuadraticModel:
         \epsilon/(1-m)$ with ``momentum``). Negative when the step increases the loss
         (ε > 2 ε_opt(B)). Broadcasts ``eps`` against ``batch_size``.
         """
-        e = as_array(eps, "eps")
-        if np.any(e < 0):
-            raise ValueError(f"eps must be >= 0, got {e.min()!r}")
-        e = e / (1.0 - _momentum(momentum))
+        e = check_nonnegative(eps, "eps") / (1.0 - _momentum(momentum))
         inv_b = _batch(batch_size, self.dataset_size)
         return scalar_or_array(e * self.g2 - 0.5 * e**2 * (self.ghg + self.trace_h_sigma * inv_b))
 
@@ -504,9 +493,7 @@ def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0, theta: float =
     """
     if isinstance(n, bool) or int(n) != n or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
-    c = as_float(noise, "noise")
-    if c < 0:
-        raise ValueError(f"noise must be >= 0, got {c!r}")
+    c = positive_float(noise, "noise", allow_zero=True)
     t = as_float(theta, "theta")
     if t == 0:
         raise ValueError("theta must not be 0: the gradient would vanish")

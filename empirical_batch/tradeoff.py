@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ._validate import as_array, as_float, check_positive, scalar_or_array
+from ._validate import as_array, as_float, check_positive, positive_float, scalar_or_array
 
 __all__ = ["AdaptiveSchedule", "Tradeoff", "adaptive_schedule"]
 
@@ -53,10 +53,7 @@ class Tradeoff:
 
     def __post_init__(self):
         for name in ("s_min", "e_min"):
-            value = as_float(getattr(self, name), name)
-            if value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value!r}")
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, positive_float(getattr(self, name), name))
 
     @classmethod
     def from_b_crit(cls, b_crit: float, *, s_min: float | None = None,
@@ -66,9 +63,7 @@ class Tradeoff:
         >>> Tradeoff.from_b_crit(64, s_min=1000)
         Tradeoff(s_min=1000.0, e_min=64000.0)
         """
-        b = as_float(b_crit, "b_crit")
-        if b <= 0:
-            raise ValueError(f"b_crit must be > 0, got {b!r}")
+        b = positive_float(b_crit, "b_crit")
         if (s_min is None) == (e_min is None):
             raise ValueError("give exactly one of s_min and e_min with b_crit")
         if s_min is not None:
@@ -80,7 +75,7 @@ class Tradeoff:
         import pandas as pd
 
         b = np.atleast_1d(check_positive(batch_sizes, "batch_sizes"))
-        steps, examples = self.s_min * (1.0 + self.b_crit / b), self.e_min * (1.0 + b / self.b_crit)
+        steps, examples = self.steps(b), self.examples(b)
         return pd.DataFrame({
             "batch_size": b, "steps": steps, "examples": examples,
             "steps/s_min": steps / self.s_min, "examples/e_min": examples / self.e_min,
@@ -274,9 +269,7 @@ def adaptive_schedule(
         raise ValueError(f"noise_scale must be >= 0, got {b.min()!r}")
     if not np.any(b > 0):
         raise ValueError("noise_scale must not be zero everywhere")
-    rate = as_float(r, "r")
-    if rate <= 0:
-        raise ValueError(f"r must be > 0, got {rate!r}")
+    rate = positive_float(r, "r")
     root = np.sqrt(b)
     batch = np.sqrt(rate) * root
     s_min = float(grid[-1] - grid[0])
