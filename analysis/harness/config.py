@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-import numpy as np
-
 from .tasks import TASKS, TaskConfigError, make_task
 from .trainer import OPTIMIZERS, Member, StepBudget
 
@@ -242,11 +240,6 @@ def get_config(name: str = "tiny", tasks: tuple[str, ...] | list[str] | None = N
     for p in cfg.plans:
         p.make_task()
     return cfg
-
-
-def rng_for(*key: int) -> np.random.Generator:
-    """A numpy Generator determined by integer ``key`` (one-step batches, noise samples)."""
-    return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
 
 
 def scale_budget(budget: StepBudget, scale: float) -> StepBudget:
