@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from .tasks import TASKS, TaskConfigError, make_task
+from .tasks import check_task_name, make_task
 from .trainer import OPTIMIZERS, Member, StepBudget
 
 
@@ -231,11 +231,8 @@ def get_config(name: str = "tiny", tasks: tuple[str, ...] | list[str] | None = N
         raise ValueError(f"unknown config {name!r}; choose one of {', '.join(PRESETS)}")
     cfg = PRESETS[name]()
     if tasks:
-        unknown = [t for t in tasks if t not in TASKS]
-        if unknown:
-            raise TaskConfigError(
-                f"unknown task {unknown[0]!r}; available tasks: {', '.join(TASKS)}"
-            )
+        for t in tasks:
+            check_task_name(t)
         cfg = replace(cfg, plans=tuple(cfg.plan(t) for t in tasks))
     for p in cfg.plans:
         p.make_task()
