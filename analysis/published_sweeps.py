@@ -57,7 +57,7 @@ def _table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def zhang2024() -> tuple[str, dict]:
+def zhang2024() -> str:
     z = pd.read_csv(DATA / "zhang2024_critical_batch_size" / "steps_to_target.csv")
     rows, b, n = [], [], []
     lr_rows = []
@@ -100,7 +100,7 @@ def zhang2024() -> tuple[str, dict]:
         "Learning-rate law ε(B) = ε*/(1 + B*/B)^α fitted to the best run's learning rate:\n\n"
         + _table(pd.DataFrame(lr_rows))
     )
-    return text, {"exponent": law.exponent}
+    return text
 
 
 def mlperf_rcp() -> str:
@@ -275,8 +275,7 @@ def main() -> None:
     args = p.parse_args()
     if not DATA.is_dir():
         raise SystemExit(f"published data not found at {DATA}")
-    zhang, _ = zhang2024()
-    page = PAGE.format(n_boot=N_BOOT, seed=SEED, zhang=zhang, rcp=mlperf_rcp(),
+    page = PAGE.format(n_boot=N_BOOT, seed=SEED, zhang=zhang2024(), rcp=mlperf_rcp(),
                        curves=mlperf_curves(), w2v2=vaessen2024())
     if args.stdout:
         print(page)

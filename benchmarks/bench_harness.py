@@ -25,13 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from analysis.harness.config import get_config, scale_budget
-from analysis.harness.pipeline import resolve_device
-from analysis.harness.trainer import Member, StepBudget, train_grid
-
-
-def _sync(dev):
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
+from analysis.harness.pipeline import _sync, resolve_device
+from analysis.harness.trainer import StepBudget, train_grid
 
 
 def main(argv=None) -> int:
@@ -58,7 +53,7 @@ def main(argv=None) -> int:
         budget = scale_budget(plan.sweep.budget, args.scale)
         spec = replace(plan.sweep, budget=budget)
         members = spec.members()
-        warm = [Member(m.optimizer, m.batch_size, m.learning_rate, m.seed) for m in members[:2]]
+        warm = members[:2]
         train_grid(task, warm, StepBudget(4, 2, 2, 2))
         train_grid(task, warm, StepBudget(4, 2, 2, 2), batched=False)
         run_steps = sum(budget.steps(m.batch_size) for m in members)

@@ -14,9 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-import numpy as np
-
-from .tasks import TASKS, TaskConfigError, make_task
+from .tasks import check_task_name, make_task
 from .trainer import OPTIMIZERS, Member, StepBudget
 
 
@@ -233,20 +231,12 @@ def get_config(name: str = "tiny", tasks: tuple[str, ...] | list[str] | None = N
         raise ValueError(f"unknown config {name!r}; choose one of {', '.join(PRESETS)}")
     cfg = PRESETS[name]()
     if tasks:
-        unknown = [t for t in tasks if t not in TASKS]
-        if unknown:
-            raise TaskConfigError(
-                f"unknown task {unknown[0]!r}; available tasks: {', '.join(TASKS)}"
-            )
+        for t in tasks:
+            check_task_name(t)
         cfg = replace(cfg, plans=tuple(cfg.plan(t) for t in tasks))
     for p in cfg.plans:
         p.make_task()
     return cfg
-
-
-def rng_for(*key: int) -> np.random.Generator:
-    """A numpy Generator determined by integer ``key`` (one-step batches, noise samples)."""
-    return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
 
 
 def scale_budget(budget: StepBudget, scale: float) -> StepBudget:

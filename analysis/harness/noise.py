@@ -83,6 +83,12 @@ def reference_member(sweep_frame: pd.DataFrame, optimizer: str, batch_size: int,
     return Member(optimizer, int(batch_size), float(best.idxmin()), int(seed))
 
 
+def evenly_spaced(items, n: int) -> list:
+    """At most ``n`` of ``items``, evenly spaced by index, first and last included."""
+    idx = np.unique(np.round(np.linspace(0, len(items) - 1, n)).astype(int))
+    return [items[int(i)] for i in idx]
+
+
 def _objective_sample(task: Task, n: int):
     x, y = task.objective_data()
     if n >= x.shape[0]:
@@ -109,8 +115,7 @@ def run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame, optimiz
     member = reference_member(sweep_frame, optimizer, spec.batch_size)
     steps = plan.sweep.budget.steps(member.batch_size)
     logged = log_steps(steps, plan.sweep.budget.n_log)
-    idx = np.unique(np.round(np.linspace(0, len(logged) - 1, spec.n_checkpoints)).astype(int))
-    measured = set(int(s) for s in logged[idx])
+    measured = set(int(s) for s in evenly_spaced(logged, spec.n_checkpoints))
     rows, snaps = [], {}
 
     def callback(step, model, loss):

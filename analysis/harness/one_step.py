@@ -44,7 +44,7 @@ from torch.func import functional_call, grad, vmap
 
 from . import library
 from .config import OneStepSpec
-from .noise import _objective_sample
+from .noise import _objective_sample, evenly_spaced
 from .tasks.base import Task
 
 EPS_SPAN = (1e-4, 4.0)
@@ -200,11 +200,8 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
 
 def run_one_step(task: Task, spec: OneStepSpec, reference, *, key: int = 0) -> OneStepResult:
     """The experiment at ``spec.n_checkpoints`` of the reference run's snapshots."""
-    steps = sorted(reference.snapshots)
-    idx = np.unique(np.round(np.linspace(0, len(steps) - 1, spec.n_checkpoints)).astype(int))
     tables, summaries = [], []
-    for i in idx:
-        s = steps[int(i)]
+    for s in evenly_spaced(sorted(reference.snapshots), spec.n_checkpoints):
         res = one_step_at(task, reference.snapshots[s], spec,
                           learning_rate=reference.member.learning_rate, key=key, step=s)
         tables.append(res.table)

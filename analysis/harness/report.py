@@ -59,8 +59,7 @@ def choose_targets(frame: pd.DataFrame, fractions) -> np.ndarray:
     return np.unique(targets)[::-1]
 
 
-def _lr_edges(sub, target: float, grid: tuple[float, ...]) -> str:
-    table = library.steps_table(sub, target)
+def _lr_edges(table: pd.DataFrame, grid: tuple[float, ...]) -> str:
     reached = table[table["reached"]]
     lo, hi = min(grid), max(grid)
     edge = reached[np.isclose(reached["learning_rate"], lo) | np.isclose(reached["learning_rate"],
@@ -117,9 +116,9 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
                 })
                 rec["b_crit_over_b_simple"] = _ratio(rec["b_crit"], rec["b_simple"])
                 rec["b_crit_over_b_noise"] = _ratio(rec["b_crit"], rec["b_noise"])
-                rec["lr_at_grid_edge"] = _lr_edges(sub, row["target"], grid)
-                crit_rows.append(rec)
                 st = library.steps_table(sub, row["target"])
+                rec["lr_at_grid_edge"] = _lr_edges(st, grid)
+                crit_rows.append(rec)
                 steps_tabs.append(st.drop(columns=[c for c in ("seed_steps", "seed_examples")
                                                    if c in st]).assign(
                     task=plan.task, optimizer=opt, target=row["target"]))

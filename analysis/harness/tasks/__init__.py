@@ -14,11 +14,17 @@ from .teacher_student import TeacherStudent
 
 TASKS: dict[str, type[Task]] = {t.name: t for t in (TeacherStudent, Digits, Sequence)}
 
-__all__ = ["TASKS", "Digits", "Sequence", "Task", "TaskConfigError", "TeacherStudent", "make_task"]
+__all__ = ["TASKS", "Digits", "Sequence", "Task", "TaskConfigError", "TeacherStudent",
+           "check_task_name", "make_task"]
+
+
+def check_task_name(name: str) -> None:
+    """Raise :class:`TaskConfigError` listing the tasks when ``name`` is not one of them."""
+    if not isinstance(name, str) or name not in TASKS:
+        raise TaskConfigError(f"unknown task {name!r}; available tasks: {', '.join(TASKS)}")
 
 
 def make_task(name: str, **options) -> Task:
     """The task registered as ``name`` with ``options``; a clear error for a bad name/option."""
-    if not isinstance(name, str) or name not in TASKS:
-        raise TaskConfigError(f"unknown task {name!r}; available tasks: {', '.join(TASKS)}")
+    check_task_name(name)
     return TASKS[name](**options)

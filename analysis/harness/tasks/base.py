@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
+from torch import nn
 
 
 class TaskConfigError(ValueError):
@@ -33,6 +35,11 @@ def positive_int(task: str, name: str, value: Any) -> None:
     )
 
 
+def integer(task: str, name: str, value: Any) -> None:
+    _check(isinstance(value, int) and not isinstance(value, bool),
+           task, name, "must be an integer", value)
+
+
 def nonneg_float(task: str, name: str, value: Any) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     _check(ok and value >= 0 and value == value and value != float("inf"),
@@ -42,6 +49,20 @@ def nonneg_float(task: str, name: str, value: Any) -> None:
 def fraction(task: str, name: str, value: Any) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     _check(ok and 0 < value < 1, task, name, "must be a number strictly between 0 and 1", value)
+
+
+class MLP(nn.Module):
+    """One hidden layer: ``fc2(activation(fc1(x)))``."""
+
+    def __init__(self, inputs: int, hidden: int, outputs: int,
+                 activation: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(inputs, hidden)
+        self.fc2 = nn.Linear(hidden, outputs)
+        self.activation = activation
+
+    def forward(self, x):
+        return self.fc2(self.activation(self.fc1(x)))
 
 
 class Task(ABC):

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .base import Task, TaskConfigError, fraction, positive_int
+from .base import MLP, Task, fraction, integer, positive_int
 
 
 @dataclass(frozen=True)
@@ -25,16 +25,6 @@ class DigitsOptions:
     hidden: int = 64
     eval_fraction: float = 0.2
     split_seed: int = 0
-
-
-class _MLP(nn.Module):
-    def __init__(self, hidden: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(64, hidden)
-        self.fc2 = nn.Linear(hidden, 10)
-
-    def forward(self, x):
-        return self.fc2(F.relu(self.fc1(x)))
 
 
 class Digits(Task):
@@ -47,10 +37,7 @@ class Digits(Task):
     def validate(cls, o) -> None:
         positive_int(cls.name, "hidden", o.hidden)
         fraction(cls.name, "eval_fraction", o.eval_fraction)
-        if not isinstance(o.split_seed, int) or isinstance(o.split_seed, bool):
-            raise TaskConfigError(
-                f"task {cls.name!r}: option 'split_seed' must be an integer, got {o.split_seed!r}"
-            )
+        integer(cls.name, "split_seed", o.split_seed)
 
     def _build(self) -> None:
         from sklearn.datasets import load_digits
@@ -77,7 +64,7 @@ class Digits(Task):
         return int(self._train[0].shape[0])
 
     def make_model(self) -> nn.Module:
-        return _MLP(self.options.hidden)
+        return MLP(64, self.options.hidden, 10, F.relu)
 
     def loss_fn(self, outputs, targets):
         return F.cross_entropy(outputs, targets)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .base import Task, TaskConfigError, nonneg_float, positive_int
+from .base import MLP, Task, integer, nonneg_float, positive_int
 
 
 @dataclass(frozen=True)
@@ -29,16 +29,6 @@ class TeacherStudentOptions:
     teacher_seed: int = 0
 
 
-class _MLP(nn.Module):
-    def __init__(self, dim: int, hidden: int, out: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(dim, hidden)
-        self.fc2 = nn.Linear(hidden, out)
-
-    def forward(self, x):
-        return self.fc2(torch.tanh(self.fc1(x)))
-
-
 class TeacherStudent(Task):
     """Synthetic regression; see the module docstring. Options: :class:`TeacherStudentOptions`."""
 
@@ -50,11 +40,7 @@ class TeacherStudent(Task):
         for key in ("dim", "teacher_hidden", "hidden", "eval_size", "objective_size"):
             positive_int(cls.name, key, getattr(o, key))
         nonneg_float(cls.name, "label_noise", o.label_noise)
-        if not isinstance(o.teacher_seed, int) or isinstance(o.teacher_seed, bool):
-            raise TaskConfigError(
-                f"task {cls.name!r}: option 'teacher_seed' must be an integer, "
-                f"got {o.teacher_seed!r}"
-            )
+        integer(cls.name, "teacher_seed", o.teacher_seed)
 
     def _build(self) -> None:
         o = self.options
@@ -81,7 +67,7 @@ class TeacherStudent(Task):
 
     def make_model(self) -> nn.Module:
         o = self.options
-        return _MLP(o.dim, o.hidden, 1)
+        return MLP(o.dim, o.hidden, 1, torch.tanh)
 
     def loss_fn(self, outputs, targets):
         return ((outputs - targets) ** 2).mean()
