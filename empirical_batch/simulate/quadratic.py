@@ -64,7 +64,6 @@ _CHUNK = 1 << 19  # elements (configs x dims) handled at once: bounded memory
 _GROUPED_MIN_WORK = 8000
 
 
-
 def _check_steps(steps, name="steps") -> np.ndarray:
     k = as_array(steps, name)
     if np.any(k < 0) or np.any(k != np.floor(k)):
@@ -301,18 +300,16 @@ class NoisyQuadratic:
 
     # --- plain SGD closed form ------------------------------------------------
     def _plain_terms(self, a, b):
-        """rho, log|rho| pieces for broadcast arrays a, b (shape (..., 1))."""
+        """log rho, q and 1 - rho for broadcast arrays a, b (shape (..., 1))."""
         x = a * self._hp  # a * p h
-        r = 1.0 - x
-        rho = r * r
         with np.errstate(divide="ignore"):
-            logrho = 2.0 * np.log(np.abs(r))
+            logrho = 2.0 * np.log(np.abs(1.0 - x))
         q = a * a * self._cp / b
         one_minus = x * (2.0 - x)  # 1 - rho without cancellation
-        return rho, logrho, q, one_minus
+        return logrho, q, one_minus
 
     def _plain_moment(self, a, b, k):
-        _rho, logrho, q, one_minus = self._plain_terms(a, b)
+        logrho, q, one_minus = self._plain_terms(a, b)
         with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
             rk = np.where(k == 0, 1.0, np.exp(k * logrho))
             geo = np.where(one_minus == 0, k, -np.expm1(k * logrho) / one_minus)
@@ -393,7 +390,7 @@ class NoisyQuadratic:
     # --- steps to target --------------------------------------------------------
     def _plain_split(self, a, b):
         """L_inf, weights w_i, log rho_i and convergence flag for (n, 1) arrays."""
-        _rho, logrho, q, one_minus = self._plain_terms(a, b)
+        logrho, q, one_minus = self._plain_terms(a, b)
         act = self._active
         constant = (one_minus == 0) & (q == 0)  # rho == 1 and no noise: m stays m0
         bad = ((one_minus < 0) | ((one_minus == 0) & (q > 0))) & act
