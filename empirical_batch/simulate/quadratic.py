@@ -44,7 +44,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._validate import as_array, as_float, check_nonnegative, check_positive, scalar_or_array
+from .._validate import (
+    as_array,
+    as_float,
+    check_nonnegative,
+    check_positive,
+    check_unit_interval,
+    scalar_or_array,
+)
 from ..theory import QuadraticModel
 from ._crossing import (
     _NEG_BIG,
@@ -205,14 +212,10 @@ class NoisyQuadratic:
                     f"{name} must be a scalar or have one entry per direction ({d}), "
                     f"got shape {arr.shape}"
                 )
-        beta = as_float(momentum, "momentum")
-        if not 0.0 <= beta < 1.0:
-            raise ValueError(f"momentum must be in [0, 1), got {beta!r}")
+        beta = check_unit_interval(momentum, "momentum")
         p = as_float(precondition, "precondition")
         if ema is not None:
-            ema = as_float(ema, "ema")
-            if not 0.0 <= ema < 1.0:
-                raise ValueError(f"ema must be in [0, 1) or None, got {ema!r}")
+            ema = check_unit_interval(ema, "ema")
         self.curvature = h
         self.noise = np.broadcast_to(c, (d,)).astype(float)
         self.init = np.broadcast_to(m0, (d,)).astype(float)
