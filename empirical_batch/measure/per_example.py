@@ -44,6 +44,7 @@ from torch import nn
 
 from ..estimators import GNSEstimator
 from ._common import (
+    FULL_DTYPES,
     EstimatorMixin,
     acc_dtype,
     check_batch,
@@ -57,9 +58,9 @@ __all__ = ["PerExampleNoiseScale", "per_example_sq_norms"]
 
 
 def _work(t: torch.Tensor) -> torch.Tensor:
-    """Detached, in the dtype of the per-layer products (``work_dtype``)."""
+    """Detached, in the dtype of the per-layer products (float32 for fp16/bf16)."""
     t = t.detach()
-    return t if t.dtype in (torch.float32, torch.float64) else t.float()
+    return t if t.dtype in FULL_DTYPES else t.float()
 
 
 def _rowsq(x: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,6 @@ from torch import nn
 
 from ..estimators import GNSEstimator
 from ._common import (
-    FULL_DTYPES,
     EstimatorMixin,
     acc_dtype,
     check_batch_size,
@@ -33,7 +32,6 @@ from ._common import (
     select_params,
     stack_scalars,
     total_sq_norm,
-    vector_norm,
 )
 
 __all__ = ["GradientNoiseScale"]
@@ -161,7 +159,7 @@ class GradientNoiseScale(EstimatorMixin):
 
     # ----------------------------------------------------------------- hooks
     def _make_hook(self, p):
-        key, count, full = id(p), self._count, FULL_DTYPES
+        key, count = id(p), self._count
 
         def hook(grad):
             # runs once per parameter per backward: kept to a few Python operations
@@ -173,7 +171,7 @@ class GradientNoiseScale(EstimatorMixin):
                     self._no_state = True
                     return None
                 g = g / denom
-            self._micro.append(vector_norm(g) if g.dtype in full else norm(g))
+            self._micro.append(norm(g))
             return None
 
         return hook
