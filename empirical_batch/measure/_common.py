@@ -170,6 +170,15 @@ class EstimatorMixin:
         """Steps skipped (non-finite norms, or no optimizer state yet)."""
         return sum(self.skipped.values())
 
+    def _feed(self, sq_small: float, b_small, sq_big: float, b_big, scale: float):
+        """Divide this step's squared norms by the loss scale squared and update the
+        estimator; a step with a non-finite norm is counted and skipped (``None``)."""
+        sq_small, sq_big = sq_small / scale**2, sq_big / scale**2
+        if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
+            self.skipped["non_finite"] += 1
+            return None
+        return self.estimator._update(sq_small, b_small, sq_big, b_big)
+
     def estimate(self, level: float = 0.95) -> GNSEstimate:
         return self.estimator.estimate(level)
 

@@ -36,8 +36,6 @@ resolution of the total still counts; the result is float64.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -407,8 +405,4 @@ class PerExampleNoiseScale(EstimatorMixin):
         # Σ over layers in float64, then the mean over examples; one transfer to host
         per_example = stack_scalars(parts, big.device).to(big.dtype).sum(0)
         small, big = torch.stack([per_example.mean() * (bsz * bsz), big]).tolist()
-        small, big = small / scale**2, big / scale**2
-        if not (math.isfinite(small) and math.isfinite(big)):
-            self.skipped["non_finite"] += 1
-            return None
-        return self.estimator._update(small, 1, big, bsz)
+        return self._feed(small, 1, big, bsz, scale)

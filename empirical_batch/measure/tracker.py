@@ -16,7 +16,6 @@ feeds the two-batch estimator (McCandlish et al. 2018, App. A.1).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -255,9 +254,4 @@ class GradientNoiseScale(EstimatorMixin):
         micro_sum, big = stats.tolist()
         c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
         # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
-        sq_small = micro_sum / (c * c * n) / scale**2
-        sq_big = big / (c * c * n * n) / scale**2
-        if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
-            self.skipped["non_finite"] += 1
-            return None
-        return self.estimator._update(sq_small, b_small, sq_big, b_big)
+        return self._feed(micro_sum / (c * c * n), b_small, big / (c * c * n * n), b_big, scale)
