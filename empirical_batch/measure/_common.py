@@ -50,6 +50,13 @@ def select_params(model: nn.Module, params) -> list[tuple[str, nn.Parameter]]:
     return chosen
 
 
+def fixed_state(model: nn.Module, varied) -> dict[str, torch.Tensor]:
+    """Detached parameters and buffers of ``model`` whose names are not in ``varied``:
+    the part of its state held fixed in a ``torch.func.functional_call``."""
+    return {n: t.detach() for n, t in [*model.named_parameters(), *model.named_buffers()]
+            if n not in varied}
+
+
 def check_batch_size(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise TypeError(f"{name} must be a positive integer, got {value!r}")

@@ -46,6 +46,7 @@ from ._common import (
     EstimatorMixin,
     acc_dtype,
     check_batch,
+    fixed_state,
     resolve_scale,
     select_params,
     stack_scalars,
@@ -269,8 +270,7 @@ def _vmap_sq(model, loss_fn, inputs, targets, chosen) -> list[torch.Tensor]:
     from torch.func import functional_call, grad, vmap
 
     diff = {n: p.detach() for n, p in chosen}
-    fixed = {n: t.detach() for n, t in [*model.named_parameters(), *model.named_buffers()]
-             if n not in diff}
+    fixed = fixed_state(model, diff)
 
     def one(pdict, x, y):
         out = functional_call(model, {**fixed, **pdict}, (x.unsqueeze(0),))
