@@ -33,6 +33,20 @@ def _mean(out, _target):
     return out.mean()
 
 
+def _mse(o, t):
+    return ((o - t) ** 2).mean()
+
+
+def _double_mlp(seed, d_in, hidden, n, device="cpu"):
+    """Linear-tanh-linear float64 model and n random (input, target) pairs."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(d_in, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+    model = model.double().to(device)
+    x = torch.randn(n, d_in, dtype=torch.float64).to(device)
+    y = torch.randn(n, 1, dtype=torch.float64).to(device)
+    return model, x, y
+
+
 def test_equals_quadratic_model_closed_form():
     rng = np.random.default_rng(0)
     n, d = 40, 5
@@ -54,14 +68,8 @@ def test_equals_quadratic_model_closed_form():
 
 
 def test_brute_force_hessian_on_mlp():
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)).double()
-    x, y = torch.randn(12, 3, dtype=torch.float64), torch.randn(12, 1, dtype=torch.float64)
-
-    def mse(o, t):
-        return ((o - t) ** 2).mean()
-
-    res = hessian_noise_scale(model, mse, x, y, ddof=1)
+    model, x, y = _double_mlp(0, 3, 4, 12)
+    res = hessian_noise_scale(model, _mse, x, y, ddof=1)
     params = list(model.parameters())
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     shapes = [p.shape for p in params]
@@ -73,7 +81,7 @@ def test_brute_force_hessian_on_mlp():
             chunks.append(v[i:i + k].reshape(s))
             i += k
         w1, b1, w2, b2 = chunks
-        return mse(torch.tanh(xs @ w1.T + b1) @ w2.T + b2, ys)
+        return _mse(torch.tanh(xs @ w1.T + b1) @ w2.T + b2, ys)
 
     hess = torch.autograd.functional.hessian(lambda v: loss_flat(v, x, y), flat).numpy()
     per = np.stack([torch.autograd.functional.jacobian(
@@ -112,7 +120,7 @@ def test_builtin_mse_loss_matches_handwritten():
     model = torch.nn.Linear(4, 1).double()
     x, y = torch.randn(32, 4, dtype=torch.float64), torch.randn(32, 1, dtype=torch.float64)
     builtin = hessian_noise_scale(model, F.mse_loss, x, y)
-    manual = hessian_noise_scale(model, lambda o, t: ((o - t) ** 2).mean(), x, y)
+    manual = hessian_noise_scale(model, _mse, x, y)
     assert builtin.b_noise == pytest.approx(manual.b_noise, rel=1e-12)
     assert builtin.b_simple == pytest.approx(manual.b_simple, rel=1e-12)
 
@@ -164,17 +172,11 @@ def test_unbiased_b_simple_equals_the_many_batches_estimator():
     from empirical_batch import gns_many
     from empirical_batch.measure import per_example_sq_norms
 
-    torch.manual_seed(1)
-    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 1)).double()
-    x, y = torch.randn(20, 4, dtype=torch.float64), torch.randn(20, 1, dtype=torch.float64)
-
-    def loss_fn(o, t):
-        return ((o - t) ** 2).mean()
-
-    u = hessian_noise_scale(model, loss_fn, x, y).unbiased()
-    small = per_example_sq_norms(model, loss_fn, x, y).detach().numpy()
+    model, x, y = _double_mlp(1, 4, 6, 20)
+    u = hessian_noise_scale(model, _mse, x, y).unbiased()
+    small = per_example_sq_norms(model, _mse, x, y).detach().numpy()
     model.zero_grad()
-    loss_fn(model(x), y).backward()
+    _mse(model(x), y).backward()
     big = sum(float(p.grad.square().sum()) for p in model.parameters())
     g2, tr = gns_many(small, big, 1)
     # float64 model: float64 throughout, agreement to rounding
@@ -185,11 +187,8 @@ def test_unbiased_b_simple_equals_the_many_batches_estimator():
 
 
 def _mlp_scales(device):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)).double().to(device)
-    x = torch.randn(12, 3, dtype=torch.float64).to(device)
-    y = torch.randn(12, 1, dtype=torch.float64).to(device)
-    return hessian_noise_scale(model, lambda o, t: ((o - t) ** 2).mean(), x, y, chunk_size=5)
+    model, x, y = _double_mlp(0, 3, 4, 12, device)
+    return hessian_noise_scale(model, _mse, x, y, chunk_size=5)
 
 
 @pytest.mark.gpu

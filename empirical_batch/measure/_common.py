@@ -50,6 +50,13 @@ def select_params(model: nn.Module, params) -> list[tuple[str, nn.Parameter]]:
     return chosen
 
 
+def fixed_state(model: nn.Module, varied) -> dict[str, torch.Tensor]:
+    """Detached parameters and buffers of ``model`` whose names are not in ``varied``:
+    the part of its state held fixed in a ``torch.func.functional_call``."""
+    return {n: t.detach() for n, t in [*model.named_parameters(), *model.named_buffers()]
+            if n not in varied}
+
+
 def check_batch_size(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise TypeError(f"{name} must be a positive integer, got {value!r}")
@@ -94,18 +101,14 @@ def acc_dtype(device) -> torch.dtype:
     return torch.float32 if torch.device(device).type == "mps" else torch.float64
 
 
-def work_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype of the per-tensor products: the tensor's own if float32/float64,
-    float32 for half precision (fp16/bf16 squares overflow or lose digits)."""
-    return dtype if dtype in (torch.float32, torch.float64) else torch.float32
-
-
+# Per-tensor norms and products are computed in the tensor's own dtype if it is one of
+# these, else (fp16/bf16, whose squares overflow or lose digits) in float32.
 FULL_DTYPES = (torch.float32, torch.float64)
 vector_norm = torch.linalg.vector_norm  # bound once: the hooks call it per parameter
 
 
 def norm(t: torch.Tensor) -> torch.Tensor:
-    """Euclidean norm of one tensor, 0-d, computed in ``work_dtype(t.dtype)``.
+    """Euclidean norm of one tensor, 0-d, in its own dtype (float32 for fp16/bf16).
 
     One fused read, no copy of ``t``. The collectors square these norms only after
     stacking them, in float64: one op per step instead of one per tensor.
@@ -131,7 +134,7 @@ def total_sq_norm(tensors) -> torch.Tensor:
     acc = acc_dtype(dev)
     parts = []
     for (_, dtype), ts in groups.items():
-        kw = {} if work_dtype(dtype) == dtype else {"dtype": torch.float32}
+        kw = {} if dtype in FULL_DTYPES else {"dtype": torch.float32}
         norms = torch._foreach_norm(ts, 2, **kw)
         parts.append(torch.stack(norms).to(device=dev, dtype=acc))
     return (parts[0] if len(parts) == 1 else torch.cat(parts)).square().sum()
@@ -173,6 +176,15 @@ class EstimatorMixin:
     def skipped_steps(self) -> int:
         """Steps skipped (non-finite norms, or no optimizer state yet)."""
         return sum(self.skipped.values())
+
+    def _feed(self, sq_small: float, b_small, sq_big: float, b_big, scale: float):
+        """Divide this step's squared norms by the loss scale squared and update the
+        estimator; a step with a non-finite norm is counted and skipped (``None``)."""
+        sq_small, sq_big = sq_small / scale**2, sq_big / scale**2
+        if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
+            self.skipped["non_finite"] += 1
+            return None
+        return self.estimator._update(sq_small, b_small, sq_big, b_big)
 
     def estimate(self, level: float = 0.95) -> GNSEstimate:
         return self.estimator.estimate(level)

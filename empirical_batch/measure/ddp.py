@@ -11,8 +11,6 @@ k-diffusion's ``gns.py``).
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.distributed as dist
 
@@ -109,8 +107,5 @@ class DDPNoiseScaleHook(EstimatorMixin):
                              stack_scalars(big, dev).to(acc).square().sum()])
         dist.all_reduce(stats, group=self.process_group)
         scale = resolve_scale(loss_scale, self.scaler)
-        sq_small, sq_big = (v / self.world_size / scale**2 for v in stats.tolist())
-        if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
-            self.skipped["non_finite"] += 1
-            return None
-        return self.estimator._update(sq_small, b, sq_big, b * self.world_size)
+        sq_small, sq_big = (v / self.world_size for v in stats.tolist())
+        return self._feed(sq_small, b, sq_big, b * self.world_size, scale)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ._common import check_batch, check_batch_size, select_params
+from ._common import check_batch, check_batch_size, fixed_state, select_params
 
 __all__ = ["HessianNoiseScale", "hessian_noise_scale"]
 
@@ -112,8 +112,7 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
     shapes = [p.shape for _, p in chosen]
     sizes = [p.numel() for _, p in chosen]
     theta = torch.cat([p.detach().reshape(-1) for _, p in chosen])
-    fixed = {k: t.detach() for k, t in [*model.named_parameters(), *model.named_buffers()]
-             if k not in set(names)}
+    fixed = fixed_state(model, set(names))
 
     def unflat(vec):
         return {k: v.reshape(s) for k, v, s in zip(names, vec.split(sizes), shapes,

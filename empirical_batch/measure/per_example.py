@@ -36,17 +36,17 @@ resolution of the total still counts; the result is float64.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..estimators import GNSEstimator
 from ._common import (
+    FULL_DTYPES,
     EstimatorMixin,
     acc_dtype,
     check_batch,
+    fixed_state,
     resolve_scale,
     select_params,
     stack_scalars,
@@ -57,9 +57,9 @@ __all__ = ["PerExampleNoiseScale", "per_example_sq_norms"]
 
 
 def _work(t: torch.Tensor) -> torch.Tensor:
-    """Detached, in the dtype of the per-layer products (``work_dtype``)."""
+    """Detached, in the dtype of the per-layer products (float32 for fp16/bf16)."""
     t = t.detach()
-    return t if t.dtype in (torch.float32, torch.float64) else t.float()
+    return t if t.dtype in FULL_DTYPES else t.float()
 
 
 def _rowsq(x: torch.Tensor) -> torch.Tensor:
@@ -83,25 +83,18 @@ def _gram_sum(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     return block(a1, a1, d1, d1) + block(a2, a2, d2, d2) + 2 * block(a2, a1, d2, d1)
 
 
-def _linear_sq(a: torch.Tensor, d: torch.Tensor, weight: bool, bias: bool):
-    """Σ over this layer's (weight, bias) of |per-example grad|², without the B² factor.
+def _linear_weight_sq(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """|per-example weight grad|² of an ``nn.Linear``, without the B² factor.
 
     ``a``, ``d``: ``(B, T, d_in)``, ``(B, T, d_out)`` in the products' dtype; returns
-    ``(B,)`` in that dtype, or ``None`` when neither parameter is tracked.
+    ``(B,)`` in that dtype.
     """
-    out = None
-    if weight:
-        t, din, dout = a.shape[1], a.shape[-1], d.shape[-1]
-        if t == 1:
-            out = _rowsq(d) * _rowsq(a)
-        elif t * (din + dout) <= din * dout:
-            out = _gram_sum(a, d)
-        else:
-            out = _rowsq(torch.bmm(d.transpose(1, 2), a))
-    if bias:
-        sb = _rowsq(d.sum(1))
-        out = sb if out is None else out + sb
-    return out
+    t, din, dout = a.shape[1], a.shape[-1], d.shape[-1]
+    if t == 1:
+        return _rowsq(d) * _rowsq(a)
+    if t * (din + dout) <= din * dout:
+        return _gram_sum(a, d)
+    return _rowsq(torch.bmm(d.transpose(1, 2), a))
 
 
 def _is_fast(m: nn.Module) -> bool:
@@ -141,14 +134,6 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
         return ts[0] if len(ts) == 1 else torch.cat(ts, 1)  # cat of one would copy
 
     d = seq(grads)
-    wgrad = m.weight.requires_grad
-    bias = getattr(m, "bias", None)
-    bgrad = bias is not None and bias.requires_grad
-    if type(m) is nn.Linear:
-        a = seq(inputs)
-        if a.dtype != d.dtype:
-            a, d = (t.to(torch.promote_types(a.dtype, d.dtype)) for t in (a, d))
-        return _linear_sq(a, d, wgrad, bgrad)
     if type(m) is nn.Embedding:
         # grad_i[v] = Σ_{t: x_t = v} δ_t  =>  |grad_i|² = Σ_{t,s} [x_t = x_s] δ_t·δ_s
         idx = inputs[0].reshape(bsz, -1) if len(inputs) == 1 else \
@@ -157,10 +142,18 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
             d = d * (idx != m.padding_idx).unsqueeze(-1)
         same = idx.unsqueeze(2) == idx.unsqueeze(1)
         return (torch.bmm(d, d.transpose(1, 2)) * same).sum((1, 2))
-    # LayerNorm: out = x̂ ⊙ w + b  =>  grad_w = Σ_t δ_t ⊙ x̂_t, grad_b = Σ_t δ_t
-    xhat = seq([F.layer_norm(_work(x), m.normalized_shape, eps=m.eps) for x in inputs])
+    wgrad = m.weight.requires_grad
+    bgrad = m.bias is not None and m.bias.requires_grad
     out = None
-    if wgrad:
+    if type(m) is nn.Linear:
+        a = seq(inputs)
+        if a.dtype != d.dtype:
+            a, d = (t.to(torch.promote_types(a.dtype, d.dtype)) for t in (a, d))
+        if wgrad:
+            out = _linear_weight_sq(a, d)
+    elif wgrad:
+        # LayerNorm: out = x̂ ⊙ w + b  =>  grad_w = Σ_t δ_t ⊙ x̂_t, grad_b = Σ_t δ_t
+        xhat = seq([F.layer_norm(_work(x), m.normalized_shape, eps=m.eps) for x in inputs])
         out = _rowsq((d * xhat.to(d.dtype)).sum(1))
     if bgrad:
         sb = _rowsq(d.sum(1))
@@ -270,8 +263,7 @@ def _vmap_sq(model, loss_fn, inputs, targets, chosen) -> list[torch.Tensor]:
     from torch.func import functional_call, grad, vmap
 
     diff = {n: p.detach() for n, p in chosen}
-    fixed = {n: t.detach() for n, t in [*model.named_parameters(), *model.named_buffers()]
-             if n not in diff}
+    fixed = fixed_state(model, diff)
 
     def one(pdict, x, y):
         out = functional_call(model, {**fixed, **pdict}, (x.unsqueeze(0),))
@@ -406,8 +398,4 @@ class PerExampleNoiseScale(EstimatorMixin):
         # Σ over layers in float64, then the mean over examples; one transfer to host
         per_example = stack_scalars(parts, big.device).to(big.dtype).sum(0)
         small, big = torch.stack([per_example.mean() * (bsz * bsz), big]).tolist()
-        small, big = small / scale**2, big / scale**2
-        if not (math.isfinite(small) and math.isfinite(big)):
-            self.skipped["non_finite"] += 1
-            return None
-        return self.estimator._update(small, 1, big, bsz)
+        return self._feed(small, 1, big, bsz, scale)

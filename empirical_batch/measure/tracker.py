@@ -16,7 +16,6 @@ feeds the two-batch estimator (McCandlish et al. 2018, App. A.1).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -24,7 +23,6 @@ from torch import nn
 
 from ..estimators import GNSEstimator
 from ._common import (
-    FULL_DTYPES,
     EstimatorMixin,
     acc_dtype,
     check_batch_size,
@@ -33,7 +31,6 @@ from ._common import (
     select_params,
     stack_scalars,
     total_sq_norm,
-    vector_norm,
 )
 
 __all__ = ["GradientNoiseScale"]
@@ -161,7 +158,7 @@ class GradientNoiseScale(EstimatorMixin):
 
     # ----------------------------------------------------------------- hooks
     def _make_hook(self, p):
-        key, count, full = id(p), self._count, FULL_DTYPES
+        key, count = id(p), self._count
 
         def hook(grad):
             # runs once per parameter per backward: kept to a few Python operations
@@ -173,7 +170,7 @@ class GradientNoiseScale(EstimatorMixin):
                     self._no_state = True
                     return None
                 g = g / denom
-            self._micro.append(vector_norm(g) if g.dtype in full else norm(g))
+            self._micro.append(norm(g))
             return None
 
         return hook
@@ -257,9 +254,4 @@ class GradientNoiseScale(EstimatorMixin):
         micro_sum, big = stats.tolist()
         c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
         # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
-        sq_small = micro_sum / (c * c * n) / scale**2
-        sq_big = big / (c * c * n * n) / scale**2
-        if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
-            self.skipped["non_finite"] += 1
-            return None
-        return self.estimator._update(sq_small, b_small, sq_big, b_big)
+        return self._feed(micro_sum / (c * c * n), b_small, big / (c * c * n * n), b_big, scale)

@@ -54,12 +54,6 @@ _SCAN = 256  # intervals this short are scanned exactly in branch and bound
 _FLOOR64 = -700.0
 
 
-def _flush_exp(e: np.ndarray, floor) -> None:
-    """In place: e <- exp(max(e, floor))."""
-    np.maximum(e, floor, out=e)
-    np.exp(e, out=e)
-
-
 def _logsumexp(t: np.ndarray) -> np.ndarray:
     m = np.max(t, axis=-1)
     fin = np.isfinite(m)
@@ -299,7 +293,6 @@ def _search_cap(l_inf, w, logrho, target) -> float:
     return float(np.ceil(np.log(1e-300 / np.sum(np.abs(w))) / np.max(logrho)))
 
 
-
 # --- fast path: many runs sharing their rates ---------------------------------------
 _WIN = 3  # consecutive integers decided by one float64 evaluation: P(k0), P(k0+1), P(k0+2)
 _ROUNDS = 12  # float64 evaluations per run before it is left to first_crossing
@@ -346,8 +339,9 @@ def nonneg_rows(a, s, c) -> np.ndarray:
 def _exp_into(k, logrho, e):
     """e <- exp(max(k_j log rho, -700)), shape (len(k), d)."""
     np.multiply(k[:, None], logrho[None, :], out=e)
+    np.maximum(e, _FLOOR64, out=e)
     with np.errstate(under="ignore"):
-        _flush_exp(e, _FLOOR64)
+        np.exp(e, out=e)
     return e
 
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validate import as_array, as_float, check_positive
-from ..tradeoff import Tradeoff
 from .quadratic import NoisyQuadratic
 
 __all__ = ["AdaptiveResult", "greedy_run", "simulate_adaptive"]
@@ -62,11 +61,6 @@ class AdaptiveResult:
         d["batch_schedule"] = np.asarray(self.batch_schedule).tolist()
         d["fixed"] = {k: np.asarray(v).tolist() for k, v in self.fixed.items()}
         return d
-
-
-def _scalars(problem, m):
-    g2, ghg, trs, trhs = problem._noise_scalars(m)
-    return g2, ghg, trs, trhs
 
 
 def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int = 1_000_000):
@@ -108,7 +102,7 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         live, m = live[~hit], m[~hit]
         if live.size == 0 or k == max_steps:
             break
-        g2, ghg, _, trhs = _scalars(problem, m)
+        g2, ghg, _, trhs = problem._noise_scalars(m)
         bn = trhs / ghg
         if adaptive:
             b_t = np.array([float(batch(float(bn[0])))])
@@ -187,7 +181,6 @@ def simulate_adaptive(
             f"the fixed-batch runs do not follow S = S_min + E_min/B here "
             f"(fit S_min={s_min:.3g}, E_min={e_min:.3g}); widen fixed_batch_sizes"
         )
-    tr = Tradeoff(s_min=s_min, e_min=e_min)
     cost = r * s_fix + e_fix
     j = int(np.argmin(np.where(np.isfinite(cost), cost, np.inf)))
     ad = greedy_run(problem, target, lambda bn: np.sqrt(r * bn), max_steps=max_steps)
@@ -202,8 +195,8 @@ def simulate_adaptive(
         fixed_batch_size=float(fb[j]),
         fixed_steps=float(s_fix[j]),
         fixed_examples=float(e_fix[j]),
-        s_min=tr.s_min,
-        e_min=tr.e_min,
+        s_min=s_min,
+        e_min=e_min,
         product=float((ad["steps"] / s_min - 1) * (ad["examples"] / e_min - 1)),
         fixed_product=float((s_fix[j] / s_min - 1) * (e_fix[j] / e_min - 1)),
         gamma=gamma,

@@ -30,17 +30,21 @@ from .quadratic import NoisyQuadratic
 __all__ = ["MonteCarloResult", "log_steps", "monte_carlo_sgd"]
 
 
+def _int_at_least(value, name: str, low: int) -> int:
+    if isinstance(value, bool) or int(value) != value or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
 def log_steps(max_steps: int, n_points: int = 50) -> np.ndarray:
     """0 and about ``n_points`` log-spaced integer steps up to ``max_steps`` inclusive.
 
     >>> log_steps(100, 5).tolist()
     [0, 1, 3, 10, 32, 100]
     """
-    if isinstance(max_steps, bool) or int(max_steps) != max_steps or max_steps < 1:
-        raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
-    if isinstance(n_points, bool) or int(n_points) != n_points or n_points < 1:
-        raise ValueError(f"n_points must be an integer >= 1, got {n_points!r}")
-    pts = np.unique(np.round(np.geomspace(1, int(max_steps), int(n_points))).astype(np.int64))
+    max_steps = _int_at_least(max_steps, "max_steps", 1)
+    n_points = _int_at_least(n_points, "n_points", 1)
+    pts = np.unique(np.round(np.geomspace(1, max_steps, n_points)).astype(np.int64))
     return np.concatenate([[0], pts])
 
 
@@ -154,12 +158,8 @@ def monte_carlo_sgd(
         raise TypeError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
     bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
     lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
-    if isinstance(steps, bool) or int(steps) != steps or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
-    steps = int(steps)
-    if isinstance(seeds, bool) or int(seeds) != seeds or seeds < 1:
-        raise ValueError(f"seeds must be an integer >= 1, got {seeds!r}")
-    seeds = int(seeds)
+    steps = _int_at_least(steps, "steps", 0)
+    seeds = _int_at_least(seeds, "seeds", 1)
     if record_steps is None:
         rec = log_steps(steps, n_points) if steps >= 1 else np.array([0])
     else:

@@ -44,7 +44,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._validate import as_array, as_float, check_nonnegative, check_positive, scalar_or_array
+from .._validate import (
+    as_array,
+    as_float,
+    check_nonnegative,
+    check_positive,
+    check_unit_interval,
+    scalar_or_array,
+)
 from ..theory import QuadraticModel
 from ._crossing import (
     _NEG_BIG,
@@ -62,7 +69,6 @@ _CHUNK = 1 << 19  # elements (configs x dims) handled at once: bounded memory
 # first_crossing over all runs is faster (the grouped path costs ~1.5 ms per rate in
 # bookkeeping). Both are exact; timed in benchmarks/bench_simulate.py, part (a').
 _GROUPED_MIN_WORK = 8000
-
 
 
 def _check_steps(steps, name="steps") -> np.ndarray:
@@ -206,14 +212,10 @@ class NoisyQuadratic:
                     f"{name} must be a scalar or have one entry per direction ({d}), "
                     f"got shape {arr.shape}"
                 )
-        beta = as_float(momentum, "momentum")
-        if not 0.0 <= beta < 1.0:
-            raise ValueError(f"momentum must be in [0, 1), got {beta!r}")
+        beta = check_unit_interval(momentum, "momentum")
         p = as_float(precondition, "precondition")
         if ema is not None:
-            ema = as_float(ema, "ema")
-            if not 0.0 <= ema < 1.0:
-                raise ValueError(f"ema must be in [0, 1) or None, got {ema!r}")
+            ema = check_unit_interval(ema, "ema")
         self.curvature = h
         self.noise = np.broadcast_to(c, (d,)).astype(float)
         self.init = np.broadcast_to(m0, (d,)).astype(float)
@@ -301,18 +303,16 @@ class NoisyQuadratic:
 
     # --- plain SGD closed form ------------------------------------------------
     def _plain_terms(self, a, b):
-        """rho, log|rho| pieces for broadcast arrays a, b (shape (..., 1))."""
+        """log rho, q and 1 - rho for broadcast arrays a, b (shape (..., 1))."""
         x = a * self._hp  # a * p h
-        r = 1.0 - x
-        rho = r * r
         with np.errstate(divide="ignore"):
-            logrho = 2.0 * np.log(np.abs(r))
+            logrho = 2.0 * np.log(np.abs(1.0 - x))
         q = a * a * self._cp / b
         one_minus = x * (2.0 - x)  # 1 - rho without cancellation
-        return rho, logrho, q, one_minus
+        return logrho, q, one_minus
 
     def _plain_moment(self, a, b, k):
-        _rho, logrho, q, one_minus = self._plain_terms(a, b)
+        logrho, q, one_minus = self._plain_terms(a, b)
         with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
             rk = np.where(k == 0, 1.0, np.exp(k * logrho))
             geo = np.where(one_minus == 0, k, -np.expm1(k * logrho) / one_minus)
@@ -393,7 +393,7 @@ class NoisyQuadratic:
     # --- steps to target --------------------------------------------------------
     def _plain_split(self, a, b):
         """L_inf, weights w_i, log rho_i and convergence flag for (n, 1) arrays."""
-        _rho, logrho, q, one_minus = self._plain_terms(a, b)
+        logrho, q, one_minus = self._plain_terms(a, b)
         act = self._active
         constant = (one_minus == 0) & (q == 0)  # rho == 1 and no noise: m stays m0
         bad = ((one_minus < 0) | ((one_minus == 0) & (q > 0))) & act
