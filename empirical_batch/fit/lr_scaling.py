@@ -11,7 +11,7 @@ from scipy import optimize
 
 from .._validate import as_float, check_positive, scalar_or_array
 from ..sweeps import Sweep
-from .steps import _as_sweep, _config_table, _per_run, _prepare, _steps_table
+from .steps import _as_sweep, _best_per_size, _config_table, _per_run, _prepare
 from .tradeoff_fit import TradeoffFit, _profile_grid, fit_tradeoff
 
 
@@ -172,11 +172,12 @@ def fit_lr_scaling(
     ):
         if target is None:
             raise ValueError("target is required when fitting learning rates from a sweep")
-        sweep = _as_sweep(source)
-        p = _prepare(sweep, "learning_rate")
-        cfg = _config_table(p, _per_run(p, as_float(target, "target")), combine)
+        target = as_float(target, "target")
+        p = _prepare(_as_sweep(source), "learning_rate")
+        pr = _per_run(p, target)
+        cfg = _config_table(p, pr, combine)
         b, lr, refined = _best_lr_refined(cfg)
-        table = _steps_table(p, float(target), combine)
+        table = _best_per_size(p, pr, cfg, target, combine)
         if int(table["reached"].sum()) >= 3:
             tradeoff_fit = fit_tradeoff(table, ci=ci, n_boot=n_boot, seed=seed)
     elif isinstance(source, pd.DataFrame):

@@ -232,8 +232,13 @@ def steps_to_target(
 
 def _steps_table(p: _Prepared, target: float, combine: str) -> pd.DataFrame:
     pr = _per_run(p, target)
+    return _best_per_size(p, pr, _config_table(p, pr, combine), target, combine)
+
+
+def _best_per_size(p: _Prepared, pr: dict, ct: pd.DataFrame, target: float,
+                   combine: str) -> pd.DataFrame:
+    """The :func:`steps_to_target` table from per-run results and the configuration table."""
     cfg_cols = [c for c in p.config if c not in ("learning_rate", "batch_size")]
-    ct = _config_table(p, pr, combine)
     b_all = ct["batch_size"].to_numpy()
     sizes, b_idx = np.unique(b_all, return_inverse=True)
     n_configs = np.bincount(b_idx, minlength=len(sizes))
