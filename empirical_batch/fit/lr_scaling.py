@@ -11,7 +11,7 @@ from scipy import optimize
 
 from .._validate import as_float, check_positive, scalar_or_array
 from ..sweeps import Sweep
-from .steps import _as_sweep, _best_per_size, _config_table, _per_run, _prepare
+from .steps import _as_sweep, _best_per_size, _check_combine, _config_table, _per_run, _prepare
 from .tradeoff_fit import TradeoffFit, _profile_grid, fit_tradeoff
 
 
@@ -173,6 +173,7 @@ def fit_lr_scaling(
         if target is None:
             raise ValueError("target is required when fitting learning rates from a sweep")
         target = as_float(target, "target")
+        _check_combine(combine)
         p = _prepare(_as_sweep(source), "learning_rate")
         pr = _per_run(p, target)
         cfg = _config_table(p, pr, combine)

@@ -15,6 +15,11 @@ from ..sweeps import Sweep, load_sweep
 _COMBINE = ("mean", "median", "min")
 
 
+def _check_combine(combine) -> None:
+    if combine not in _COMBINE:
+        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+
+
 @dataclass(frozen=True, eq=False)
 class _Prepared:
     """Sorted numpy views of a sweep, reused across targets."""
@@ -225,8 +230,7 @@ def steps_to_target(
     """
     sweep = _as_sweep(sweep)
     target = as_float(target, "target")
-    if combine not in _COMBINE:
-        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+    _check_combine(combine)
     return _steps_table(_prepare(sweep, config), target, combine)
 
 

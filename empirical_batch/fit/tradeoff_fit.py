@@ -14,7 +14,7 @@ from scipy import optimize, stats
 
 from .._validate import as_array, as_float, check_positive
 from ..tradeoff import Tradeoff
-from .steps import _COMBINE, _as_sweep, _combine, _prepare, _steps_table
+from .steps import _as_sweep, _check_combine, _combine, _prepare, _steps_table
 
 _GRID_PAD_DECADES = 3.0  # B_crit searched within [min B / 10^3, max B · 10^3]
 _GRID_PER_DECADE = 250  # log10 spacing 0.004 (0.9 %) before refinement
@@ -339,8 +339,7 @@ def fit_tradeoff(
     if not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise ValueError(f"n_boot must be a non-negative int, got {n_boot!r}")
     combine = combine or table.attrs.get("combine", "mean")
-    if combine not in _COMBINE:
-        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+    _check_combine(combine)
     if bootstrap not in ("auto", "seeds", "residuals"):
         raise ValueError(f"bootstrap must be 'auto', 'seeds' or 'residuals', got {bootstrap!r}")
     if interval not in ("profile", "f", "percentile"):
@@ -497,8 +496,7 @@ def critical_batch_curve(
     targets = as_array(targets, "targets", ndim=(0, 1)).reshape(-1)
     if errors not in ("raise", "report"):
         raise ValueError(f"errors must be 'raise' or 'report', got {errors!r}")
-    if combine not in _COMBINE:
-        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+    _check_combine(combine)
     p = _prepare(sweep, config)
     rng = np.random.default_rng(seed)
     it = targets
