@@ -94,30 +94,24 @@ def _fit_many(Y: np.ndarray, log_b: np.ndarray, bounded: bool = True) -> np.ndar
     return np.clip(best, coarse[0], coarse[-1])
 
 
-def _lsm_at(y, log_b, log_c, bounded=True):
-    f = np.logaddexp(0.0, log_c - log_b)
-    if not bounded:
-        return float(np.mean(y - f))
-    return min(np.mean(y - f), y.min(), (y + log_b).min() - log_c)
-
-
 def _fit_point(y: np.ndarray, log_b: np.ndarray, grid: np.ndarray, bounded: bool = True):
-    """(log B_crit, log S_min, interior, profile RSS on grid) of the point fit."""
-    rss, _ = _profile_rss(y[None, :], log_b, grid, bounded)
+    """(log B_crit, log S_min, profile RSS on grid) of the point fit."""
+    Y = y[None, :]
+    rss, _ = _profile_rss(Y, log_b, grid, bounded)
     k = int(np.argmin(rss[0]))
-    interior = 0 < k < len(grid) - 1
-    if interior:
-        def obj(lc):
-            f = np.logaddexp(0.0, lc - log_b)
-            return float(np.sum((y - f - _lsm_at(y, log_b, lc, bounded)) ** 2))
 
+    def at(lc):  # (RSS, log S_min) at one log B_crit
+        r, lsm = _rss_at(Y, log_b, np.array([lc]), bounded)
+        return float(r[0]), float(lsm[0])
+
+    lc = float(grid[k])
+    if 0 < k < len(grid) - 1:
         res = optimize.minimize_scalar(
-            obj, bounds=(grid[k - 1], grid[k + 1]), method="bounded",
+            lambda c: at(c)[0], bounds=(grid[k - 1], grid[k + 1]), method="bounded",
             options={"xatol": 1e-10})
-        lc = float(res.x) if res.fun <= rss[0, k] else float(grid[k])
-    else:
-        lc = float(grid[k])
-    return lc, float(_lsm_at(y, log_b, lc, bounded)), interior, rss[0]
+        if res.fun <= rss[0, k]:
+            lc = float(res.x)
+    return lc, at(lc)[1], rss[0]
 
 
 def _profile_interval(grid, prof, rss_min, dof, crit):
@@ -379,7 +373,7 @@ def fit_tradeoff(
     log_b = np.log(b)
     y = np.log([float(_combine(g, combine)) for g in groups])
     grid = _profile_grid(log_b)
-    lc, lsm, _, prof = _fit_point(y, log_b, grid, bounded)
+    lc, lsm, prof = _fit_point(y, log_b, grid, bounded)
     fitted = lsm + np.logaddexp(0.0, lc - log_b)
     resid = y - fitted
     n = len(b)
