@@ -57,10 +57,9 @@ def _profile_rss(Y: np.ndarray, log_b: np.ndarray, log_c: np.ndarray, bounded: b
     sf = F.sum(1)
     sff = np.einsum("ij,ij->i", F, F)
     lsm = (sy[:, None] - sf[None, :]) / n
-    bound_s = Y.min(1)[:, None]
-    bound_e = (Y + log_b).min(1)[:, None] - log_c[None, :]
     if bounded:
-        lsm = np.minimum(lsm, np.minimum(bound_s, bound_e))
+        bound_e = (Y + log_b).min(1)[:, None] - log_c[None, :]
+        lsm = np.minimum(lsm, np.minimum(Y.min(1)[:, None], bound_e))
     rss = syy[:, None] - 2.0 * yf + sff[None, :] - 2.0 * lsm * (sy[:, None] - sf[None, :])
     rss += n * lsm * lsm
     return rss, lsm
