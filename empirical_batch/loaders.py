@@ -496,15 +496,21 @@ def load_tensorboard(
     sc["dir_name"] = sc["dir_name"].fillna("").astype(str)
     data = sc[sc["tag"] == tag][["dir_name", "step", "value"]].rename(
         columns={"dir_name": "run", "value": "metric"})
+    hp = None  # logged hparams, read once (tbparse rebuilds the frame on every access)
+    if run_config is None:
+        hp = reader.hparams
+        if hp.empty or "dir_name" not in hp.columns:
+            hp = None
+        else:
+            hp = hp.assign(dir_name=hp["dir_name"].fillna("").astype(str))
     cfg: dict[str, dict] = {}
     for run in data["run"].unique():
         c: dict = {}
         if run_config is not None:
             c = dict(run_config(run) if callable(run_config) else run_config.get(run, {}))
         else:
-            hp = reader.hparams
-            if not hp.empty and "dir_name" in hp.columns:
-                sub = hp[hp["dir_name"].fillna("").astype(str).str.startswith(run)]
+            if hp is not None:
+                sub = hp[hp["dir_name"].str.startswith(run)]
                 c = {k: v for k, v in zip(sub["tag"], sub["value"], strict=True)}
             for key in ("batch_size", "learning_rate"):
                 s = sc[(sc["dir_name"] == run) & (sc["tag"] == key)]
