@@ -95,27 +95,22 @@ def _examples_per_unit(benchmark: str, examples_per_epoch: float | None) -> floa
 def _rcp_unit(benchmark: str, ruleset: str) -> tuple[str, float | None]:
     """(unit, examples per unit or None) of an RCP value (see mlperf_rcp/SOURCE.md)."""
     samples = {"llama2_70b_lora", "llama31_8b", "llama31_405b", "gpt_oss_20b",
-               "deepseekv3_671b", "qwen35_397b_grpo", "flux1", "openfold"}
+               "deepseekv3_671b", "qwen35_397b_grpo", "flux1", "openfold", "stable_diffusion"}
     version = tuple(int(v) for v in re.findall(r"\d+", ruleset)[:2]) if ruleset else (0, 0)
     if benchmark == "bert":
         return "train_samples", 1.0
-    if benchmark == "gpt3":
-        return "tokens", 1.0 / 2048.0
     if benchmark in samples:
         return "samples", 1.0
-    if benchmark == "stable_diffusion":
-        return "samples", 1.0
+    if benchmark in ("gpt3", "resnet", "maskrcnn"):
+        return MLPERF_UNITS[benchmark][0], _examples_per_unit(benchmark, None)
     if benchmark == "sd":
         return ("steps", None) if ruleset.startswith("training_3.1") else ("epochs", None)
     if benchmark == "unet3d":
         if ruleset.startswith("training") and version >= (3, 1):
             return "samples", 1.0
         return "epochs", 168.0
-    if benchmark == "resnet":
-        return "epochs", 1_281_167.0
-    if benchmark == "maskrcnn" or (benchmark == "ssd" and version[0] == 1
-                                   and ruleset.startswith("training")):
-        return "epochs", 117_266.0
+    if benchmark == "ssd" and version[0] == 1 and ruleset.startswith("training"):
+        return "epochs", MLPERF_UNITS["maskrcnn"][1]  # COCO-2017 train, as for maskrcnn
     return "epochs", None
 
 
