@@ -71,7 +71,7 @@ MLPERF_UNITS: dict[str, tuple[str, float]] = {
     "flux1": ("samples", 1.0),
 }
 
-_SAMPLES_COUNT = {"llama2_70b_lora", "llama31_8b", "llama31_405b", "flux1"}
+_SAMPLES_COUNT = {"llama2_70b_lora", "llama31_8b", "llama31_405b", "flux1", "stable_diffusion"}
 
 
 def _examples_per_unit(benchmark: str, examples_per_epoch: float | None) -> float:
@@ -184,7 +184,7 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
 
 
 def _curves_examples(bench, epoch_num, samples_count, examples_per_epoch):
-    if bench in _SAMPLES_COUNT or (bench == "stable_diffusion"):
+    if bench in _SAMPLES_COUNT:
         return samples_count.astype(float)
     return epoch_num.astype(float) * _examples_per_unit(bench, examples_per_epoch)
 
