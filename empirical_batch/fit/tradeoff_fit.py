@@ -405,13 +405,14 @@ def fit_tradeoff(
         elif rss_min <= 1e-24 * n:
             b_ci = (math.exp(lc), math.exp(lc))  # exact data: no scatter to calibrate on
         else:
-            rss_true, _ = _rss_at(Y, log_b, np.full(n_boot, lc), bounded)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                stat = (rss_true - rss_d) / (rss_d / (n - 2))
-            stat = np.where(np.isfinite(stat), np.maximum(stat, 0.0), np.inf)
-            crit = float(np.quantile(stat, ci))
             if interval == "f":
                 crit = float(stats.f.ppf(ci, 1, n - 2))
+            else:
+                rss_true, _ = _rss_at(Y, log_b, np.full(n_boot, lc), bounded)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    stat = (rss_true - rss_d) / (rss_d / (n - 2))
+                stat = np.where(np.isfinite(stat), np.maximum(stat, 0.0), np.inf)
+                crit = float(np.quantile(stat, ci))
             b_ci = _profile_interval(grid, prof, rss_min, n - 2, crit)
 
     s_min = math.exp(lsm)
