@@ -29,7 +29,6 @@ class _Prepared:
     examples: np.ndarray
     value: np.ndarray  # metric oriented so that lower is better
     run_start: np.ndarray  # first row of each run
-    runs: pd.DataFrame  # one row per run code: run, batch_size, config columns, diverged
     diverged: np.ndarray  # bool per run code
     cfg_code: np.ndarray  # configuration (batch size × config columns) of each run
     cfg_info: pd.DataFrame  # one row per configuration: batch_size, learning_rate, config
@@ -62,23 +61,20 @@ def _prepare(sweep: Sweep, config) -> _Prepared:
         value = -value
     start = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
     bad = ~np.isfinite(value)
-    diverged = np.zeros(len(uniques), dtype=bool)
+    diverged = np.zeros(len(uniques), dtype=bool)  # codes[start] is 0, 1, ... in order
     diverged[np.unique(codes[bad])] = True
-    first_rows = order[start]
-    cols = list(dict.fromkeys(["run", "batch_size", "learning_rate", *config]))
-    runs = d.iloc[first_rows][cols].reset_index(drop=True)
-    runs["diverged"] = diverged[codes[start]]
+    info_cols = list(dict.fromkeys(["batch_size", "learning_rate", *config]))
+    runs = d.iloc[order[start]][info_cols].reset_index(drop=True)  # one row per run code
     keys = list(dict.fromkeys(["batch_size", *config]))
     cfg_code = runs.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
     n_cfg = int(cfg_code.max()) + 1
     cfg_order = np.argsort(cfg_code, kind="stable")
     counts = np.bincount(cfg_code, minlength=n_cfg)
     first = cfg_order[np.r_[0, np.cumsum(counts)[:-1]]]
-    info_cols = list(dict.fromkeys(["batch_size", "learning_rate", *config]))
-    cfg_info = runs.iloc[first][info_cols].reset_index(drop=True)
+    cfg_info = runs.iloc[first].reset_index(drop=True)
     cfg_info["n_runs"] = counts
     return _Prepared(
-        diverged=runs["diverged"].to_numpy(),
+        diverged=diverged,
         cfg_code=cfg_code,
         cfg_info=cfg_info,
         cfg_order=cfg_order,
@@ -88,7 +84,6 @@ def _prepare(sweep: Sweep, config) -> _Prepared:
         examples=d["examples"].to_numpy(dtype=float)[order],
         value=value,
         run_start=start,
-        runs=runs,
         config=config,
         higher_is_better=sweep.higher_is_better,
         metric_name=sweep.metric_name,
@@ -108,7 +103,7 @@ def _interp(lo, hi, frac):
 def _per_run(p: _Prepared, target: float) -> dict[str, np.ndarray]:
     """Steps/examples at which each run first reaches ``target`` (NaN when never)."""
     t = -target if p.higher_is_better else target
-    n_runs = len(p.runs)
+    n_runs = len(p.diverged)
     hit = p.value <= t  # NaN compares False: a NaN point never reaches
     idx = np.flatnonzero(hit)
     steps = np.full(n_runs, np.nan)
