@@ -71,7 +71,7 @@ MLPERF_UNITS: dict[str, tuple[str, float]] = {
     "flux1": ("samples", 1.0),
 }
 
-_SAMPLES_COUNT = {"llama2_70b_lora", "llama31_8b", "llama31_405b", "flux1"}
+_SAMPLES_COUNT = {"llama2_70b_lora", "llama31_8b", "llama31_405b", "flux1", "stable_diffusion"}
 
 
 def _examples_per_unit(benchmark: str, examples_per_epoch: float | None) -> float:
@@ -95,27 +95,22 @@ def _examples_per_unit(benchmark: str, examples_per_epoch: float | None) -> floa
 def _rcp_unit(benchmark: str, ruleset: str) -> tuple[str, float | None]:
     """(unit, examples per unit or None) of an RCP value (see mlperf_rcp/SOURCE.md)."""
     samples = {"llama2_70b_lora", "llama31_8b", "llama31_405b", "gpt_oss_20b",
-               "deepseekv3_671b", "qwen35_397b_grpo", "flux1", "openfold"}
+               "deepseekv3_671b", "qwen35_397b_grpo", "flux1", "openfold", "stable_diffusion"}
     version = tuple(int(v) for v in re.findall(r"\d+", ruleset)[:2]) if ruleset else (0, 0)
     if benchmark == "bert":
         return "train_samples", 1.0
-    if benchmark == "gpt3":
-        return "tokens", 1.0 / 2048.0
     if benchmark in samples:
         return "samples", 1.0
-    if benchmark == "stable_diffusion":
-        return "samples", 1.0
+    if benchmark in ("gpt3", "resnet", "maskrcnn"):
+        return MLPERF_UNITS[benchmark][0], _examples_per_unit(benchmark, None)
     if benchmark == "sd":
         return ("steps", None) if ruleset.startswith("training_3.1") else ("epochs", None)
     if benchmark == "unet3d":
         if ruleset.startswith("training") and version >= (3, 1):
             return "samples", 1.0
         return "epochs", 168.0
-    if benchmark == "resnet":
-        return "epochs", 1_281_167.0
-    if benchmark == "maskrcnn" or (benchmark == "ssd" and version[0] == 1
-                                   and ruleset.startswith("training")):
-        return "epochs", 117_266.0
+    if benchmark == "ssd" and version[0] == 1 and ruleset.startswith("training"):
+        return "epochs", MLPERF_UNITS["maskrcnn"][1]  # COCO-2017 train, as for maskrcnn
     return "epochs", None
 
 
@@ -189,7 +184,7 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
 
 
 def _curves_examples(bench, epoch_num, samples_count, examples_per_epoch):
-    if bench in _SAMPLES_COUNT or (bench == "stable_diffusion"):
+    if bench in _SAMPLES_COUNT:
         return samples_count.astype(float)
     return epoch_num.astype(float) * _examples_per_unit(bench, examples_per_epoch)
 
@@ -247,8 +242,10 @@ def load_mlperf_curves(
     ev["examples"] = _curves_examples(benchmark, ev["epoch_num"], ev["samples_count"],
                                       examples_per_epoch)
     ev = ev.sort_values(["run_id", "eval_index"])
-    bad_nan = ev.groupby("run_id")["examples"].apply(lambda s: s.isna().any())
-    inc = ev.groupby("run_id")["examples"].apply(lambda s: bool(np.all(np.diff(s) > 0)))
+    by_run = ev.groupby("run_id")["examples"]  # vectorised: no Python call per run
+    bad_nan = ev["examples"].isna().groupby(ev["run_id"]).any()
+    rises = by_run.diff().gt(0) | by_run.cumcount().eq(0)  # vs the previous eval of the run
+    inc = rises.groupby(ev["run_id"]).all()
     excluded = {r: "progress not logged" for r in bad_nan.index[bad_nan]}
     excluded.update({r: "progress not strictly increasing" for r in inc.index[~inc]
                      if r not in excluded})
@@ -496,15 +493,21 @@ def load_tensorboard(
     sc["dir_name"] = sc["dir_name"].fillna("").astype(str)
     data = sc[sc["tag"] == tag][["dir_name", "step", "value"]].rename(
         columns={"dir_name": "run", "value": "metric"})
+    hp = None  # logged hparams, read once (tbparse rebuilds the frame on every access)
+    if run_config is None:
+        hp = reader.hparams
+        if hp.empty or "dir_name" not in hp.columns:
+            hp = None
+        else:
+            hp = hp.assign(dir_name=hp["dir_name"].fillna("").astype(str))
     cfg: dict[str, dict] = {}
     for run in data["run"].unique():
         c: dict = {}
         if run_config is not None:
             c = dict(run_config(run) if callable(run_config) else run_config.get(run, {}))
         else:
-            hp = reader.hparams
-            if not hp.empty and "dir_name" in hp.columns:
-                sub = hp[hp["dir_name"].fillna("").astype(str).str.startswith(run)]
+            if hp is not None:
+                sub = hp[hp["dir_name"].str.startswith(run)]
                 c = {k: v for k, v in zip(sub["tag"], sub["value"], strict=True)}
             for key in ("batch_size", "learning_rate"):
                 s = sc[(sc["dir_name"] == run) & (sc["tag"] == key)]

@@ -86,14 +86,9 @@ def run(args) -> int:
             print()
             print(fit)
             if args.out:
-                import matplotlib
-
-                matplotlib.use("Agg")
-                import matplotlib.pyplot as plt
-
                 from empirical_batch.plot.fit import plot_steps_vs_batch, plot_tradeoff
 
-                fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+                fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
                 plot_tradeoff(fit, axes[0])
                 plot_steps_vs_batch(fit, axes[1])
         else:
@@ -106,20 +101,25 @@ def run(args) -> int:
             if curve["b_crit"].isna().all():
                 raise ValueError("no target was reached by at least 3 batch sizes")
             if args.out:
-                import matplotlib
-
-                matplotlib.use("Agg")
-                import matplotlib.pyplot as plt
-
                 from empirical_batch.plot.fit import plot_critical_batch_curve
 
-                fig, ax = plt.subplots(figsize=(5, 4))
+                fig, ax = _pyplot().subplots(figsize=(5, 4))
                 plot_critical_batch_curve(curve, ax)
     if fig is not None:
         fig.tight_layout()
         fig.savefig(args.out)
         print(f"\nfigure written to {args.out}")
     return 0
+
+
+def _pyplot():
+    """pyplot on the non-interactive Agg backend (the command only writes files)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _with_progress(fn, n_boot):

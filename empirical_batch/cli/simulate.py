@@ -88,12 +88,6 @@ def run(args) -> int:
     print(nq)
     print(f"method={args.method}  runs={df['run'].nunique()}  rows={len(df)}  "
           f"target={target:.4g} ({args.target:g} of L0={nq.initial_loss():.4g})")
-    if nq.is_plain or args.method == "exact":
-        best = nq.best_lr(target, bs, lrs, max_steps=args.steps)
-        label = "exact steps to target (best lr of the grid)"
-        table = best.to_frame()
-    else:  # pragma: no cover - momentum/EMA with Monte Carlo: read the table
-        table = None
     if args.method == "monte_carlo":
         mean = df.groupby(["batch_size", "learning_rate", "step"])["metric"].mean().reset_index()
         hit = mean[mean.metric <= target].groupby(["batch_size", "learning_rate"])["step"].min()
@@ -110,6 +104,9 @@ def run(args) -> int:
         table = pd.DataFrame(rows, columns=["batch_size", "learning_rate", "steps"])
         table["examples"] = table.steps * table.batch_size
         label = "Monte Carlo: first logged step with seed-mean loss <= target"
+    else:
+        table = nq.best_lr(target, bs, lrs, max_steps=args.steps).to_frame()
+        label = "exact steps to target (best lr of the grid)"
     print(label)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     ok = np.isfinite(table.steps.to_numpy())

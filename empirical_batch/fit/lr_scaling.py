@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from .._validate import as_float, check_positive
+from .._validate import as_float, check_positive, scalar_or_array
 from ..sweeps import Sweep
-from .steps import _as_sweep, _config_table, _per_run, _prepare, _steps_table
+from .steps import _as_sweep, _best_per_size, _check_combine, _config_table, _per_run, _prepare
 from .tradeoff_fit import TradeoffFit, _profile_grid, fit_tradeoff
 
 
@@ -55,15 +55,12 @@ class LRScalingFit:
     def learning_rate(self, batch_size):
         r""":math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha`."""
         b = check_positive(batch_size, "batch_size")
-        out = self.eps_star / (1.0 + self.b_star / b) ** self.alpha
-        return float(out) if np.ndim(out) == 0 else out
+        return scalar_or_array(self.eps_star / (1.0 + self.b_star / b) ** self.alpha)
 
     def recommend(self, batch_size: float) -> LRRecommendation:
         """Learning rate (bootstrap interval) and, with a tradeoff fit, steps and examples."""
         b = as_float(batch_size, "batch_size")
-        if b <= 0:
-            raise ValueError(f"batch_size must be > 0, got {b}")
-        lr = self.learning_rate(b)
+        lr = self.learning_rate(b)  # raises for b <= 0
         if self._draws is not None and len(self._draws):
             e, bs, a = self._draws.T
             pred = e / (1.0 + bs / b) ** a
@@ -175,11 +172,13 @@ def fit_lr_scaling(
     ):
         if target is None:
             raise ValueError("target is required when fitting learning rates from a sweep")
-        sweep = _as_sweep(source)
-        p = _prepare(sweep, "learning_rate")
-        cfg = _config_table(p, _per_run(p, as_float(target, "target")), combine)
+        target = as_float(target, "target")
+        _check_combine(combine)
+        p = _prepare(_as_sweep(source), "learning_rate")
+        pr = _per_run(p, target)
+        cfg = _config_table(p, pr, combine)
         b, lr, refined = _best_lr_refined(cfg)
-        table = _steps_table(p, float(target), combine)
+        table = _best_per_size(p, pr, cfg, target, combine)
         if int(table["reached"].sum()) >= 3:
             tradeoff_fit = fit_tradeoff(table, ci=ci, n_boot=n_boot, seed=seed)
     elif isinstance(source, pd.DataFrame):

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from .._validate import as_array, as_float, check_positive
+from .._validate import as_array, as_float, check_positive, scalar_or_array
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,7 @@ class PowerLaw:
 
     def __call__(self, x):
         x = check_positive(x, "x")
-        out = self.coefficient * x**self.exponent
-        return float(out) if np.ndim(out) == 0 else out
+        return scalar_or_array(self.coefficient * x**self.exponent)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -15,6 +15,11 @@ from ..sweeps import Sweep, load_sweep
 _COMBINE = ("mean", "median", "min")
 
 
+def _check_combine(combine) -> None:
+    if combine not in _COMBINE:
+        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+
+
 @dataclass(frozen=True, eq=False)
 class _Prepared:
     """Sorted numpy views of a sweep, reused across targets."""
@@ -24,7 +29,6 @@ class _Prepared:
     examples: np.ndarray
     value: np.ndarray  # metric oriented so that lower is better
     run_start: np.ndarray  # first row of each run
-    runs: pd.DataFrame  # one row per run code: run, batch_size, config columns, diverged
     diverged: np.ndarray  # bool per run code
     cfg_code: np.ndarray  # configuration (batch size × config columns) of each run
     cfg_info: pd.DataFrame  # one row per configuration: batch_size, learning_rate, config
@@ -57,23 +61,20 @@ def _prepare(sweep: Sweep, config) -> _Prepared:
         value = -value
     start = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
     bad = ~np.isfinite(value)
-    diverged = np.zeros(len(uniques), dtype=bool)
+    diverged = np.zeros(len(uniques), dtype=bool)  # codes[start] is 0, 1, ... in order
     diverged[np.unique(codes[bad])] = True
-    first_rows = order[start]
-    cols = list(dict.fromkeys(["run", "batch_size", "learning_rate", *config]))
-    runs = d.iloc[first_rows][cols].reset_index(drop=True)
-    runs["diverged"] = diverged[codes[start]]
+    info_cols = list(dict.fromkeys(["batch_size", "learning_rate", *config]))
+    runs = d.iloc[order[start]][info_cols].reset_index(drop=True)  # one row per run code
     keys = list(dict.fromkeys(["batch_size", *config]))
     cfg_code = runs.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
     n_cfg = int(cfg_code.max()) + 1
     cfg_order = np.argsort(cfg_code, kind="stable")
     counts = np.bincount(cfg_code, minlength=n_cfg)
     first = cfg_order[np.r_[0, np.cumsum(counts)[:-1]]]
-    info_cols = list(dict.fromkeys(["batch_size", "learning_rate", *config]))
-    cfg_info = runs.iloc[first][info_cols].reset_index(drop=True)
+    cfg_info = runs.iloc[first].reset_index(drop=True)
     cfg_info["n_runs"] = counts
     return _Prepared(
-        diverged=runs["diverged"].to_numpy(),
+        diverged=diverged,
         cfg_code=cfg_code,
         cfg_info=cfg_info,
         cfg_order=cfg_order,
@@ -83,7 +84,6 @@ def _prepare(sweep: Sweep, config) -> _Prepared:
         examples=d["examples"].to_numpy(dtype=float)[order],
         value=value,
         run_start=start,
-        runs=runs,
         config=config,
         higher_is_better=sweep.higher_is_better,
         metric_name=sweep.metric_name,
@@ -103,7 +103,7 @@ def _interp(lo, hi, frac):
 def _per_run(p: _Prepared, target: float) -> dict[str, np.ndarray]:
     """Steps/examples at which each run first reaches ``target`` (NaN when never)."""
     t = -target if p.higher_is_better else target
-    n_runs = len(p.runs)
+    n_runs = len(p.diverged)
     hit = p.value <= t  # NaN compares False: a NaN point never reaches
     idx = np.flatnonzero(hit)
     steps = np.full(n_runs, np.nan)
@@ -225,15 +225,19 @@ def steps_to_target(
     """
     sweep = _as_sweep(sweep)
     target = as_float(target, "target")
-    if combine not in _COMBINE:
-        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+    _check_combine(combine)
     return _steps_table(_prepare(sweep, config), target, combine)
 
 
 def _steps_table(p: _Prepared, target: float, combine: str) -> pd.DataFrame:
     pr = _per_run(p, target)
+    return _best_per_size(p, pr, _config_table(p, pr, combine), target, combine)
+
+
+def _best_per_size(p: _Prepared, pr: dict, ct: pd.DataFrame, target: float,
+                   combine: str) -> pd.DataFrame:
+    """The :func:`steps_to_target` table from per-run results and the configuration table."""
     cfg_cols = [c for c in p.config if c not in ("learning_rate", "batch_size")]
-    ct = _config_table(p, pr, combine)
     b_all = ct["batch_size"].to_numpy()
     sizes, b_idx = np.unique(b_all, return_inverse=True)
     n_configs = np.bincount(b_idx, minlength=len(sizes))

@@ -14,7 +14,7 @@ from scipy import optimize, stats
 
 from .._validate import as_array, as_float, check_positive
 from ..tradeoff import Tradeoff
-from .steps import _COMBINE, _as_sweep, _combine, _prepare, _steps_table
+from .steps import _as_sweep, _check_combine, _combine, _prepare, _steps_table
 
 _GRID_PAD_DECADES = 3.0  # B_crit searched within [min B / 10^3, max B · 10^3]
 _GRID_PER_DECADE = 250  # log10 spacing 0.004 (0.9 %) before refinement
@@ -57,10 +57,9 @@ def _profile_rss(Y: np.ndarray, log_b: np.ndarray, log_c: np.ndarray, bounded: b
     sf = F.sum(1)
     sff = np.einsum("ij,ij->i", F, F)
     lsm = (sy[:, None] - sf[None, :]) / n
-    bound_s = Y.min(1)[:, None]
-    bound_e = (Y + log_b).min(1)[:, None] - log_c[None, :]
     if bounded:
-        lsm = np.minimum(lsm, np.minimum(bound_s, bound_e))
+        bound_e = (Y + log_b).min(1)[:, None] - log_c[None, :]
+        lsm = np.minimum(lsm, np.minimum(Y.min(1)[:, None], bound_e))
     rss = syy[:, None] - 2.0 * yf + sff[None, :] - 2.0 * lsm * (sy[:, None] - sf[None, :])
     rss += n * lsm * lsm
     return rss, lsm
@@ -94,30 +93,24 @@ def _fit_many(Y: np.ndarray, log_b: np.ndarray, bounded: bool = True) -> np.ndar
     return np.clip(best, coarse[0], coarse[-1])
 
 
-def _lsm_at(y, log_b, log_c, bounded=True):
-    f = np.logaddexp(0.0, log_c - log_b)
-    if not bounded:
-        return float(np.mean(y - f))
-    return min(np.mean(y - f), y.min(), (y + log_b).min() - log_c)
-
-
 def _fit_point(y: np.ndarray, log_b: np.ndarray, grid: np.ndarray, bounded: bool = True):
-    """(log B_crit, log S_min, interior, profile RSS on grid) of the point fit."""
-    rss, _ = _profile_rss(y[None, :], log_b, grid, bounded)
+    """(log B_crit, log S_min, profile RSS on grid) of the point fit."""
+    Y = y[None, :]
+    rss, _ = _profile_rss(Y, log_b, grid, bounded)
     k = int(np.argmin(rss[0]))
-    interior = 0 < k < len(grid) - 1
-    if interior:
-        def obj(lc):
-            f = np.logaddexp(0.0, lc - log_b)
-            return float(np.sum((y - f - _lsm_at(y, log_b, lc, bounded)) ** 2))
 
+    def at(lc):  # (RSS, log S_min) at one log B_crit
+        r, lsm = _rss_at(Y, log_b, np.array([lc]), bounded)
+        return float(r[0]), float(lsm[0])
+
+    lc = float(grid[k])
+    if 0 < k < len(grid) - 1:
         res = optimize.minimize_scalar(
-            obj, bounds=(grid[k - 1], grid[k + 1]), method="bounded",
+            lambda c: at(c)[0], bounds=(grid[k - 1], grid[k + 1]), method="bounded",
             options={"xatol": 1e-10})
-        lc = float(res.x) if res.fun <= rss[0, k] else float(grid[k])
-    else:
-        lc = float(grid[k])
-    return lc, float(_lsm_at(y, log_b, lc, bounded)), interior, rss[0]
+        if res.fun <= rss[0, k]:
+            lc = float(res.x)
+    return lc, at(lc)[1], rss[0]
 
 
 def _profile_interval(grid, prof, rss_min, dof, crit):
@@ -339,8 +332,7 @@ def fit_tradeoff(
     if not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise ValueError(f"n_boot must be a non-negative int, got {n_boot!r}")
     combine = combine or table.attrs.get("combine", "mean")
-    if combine not in _COMBINE:
-        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+    _check_combine(combine)
     if bootstrap not in ("auto", "seeds", "residuals"):
         raise ValueError(f"bootstrap must be 'auto', 'seeds' or 'residuals', got {bootstrap!r}")
     if interval not in ("profile", "f", "percentile"):
@@ -380,7 +372,7 @@ def fit_tradeoff(
     log_b = np.log(b)
     y = np.log([float(_combine(g, combine)) for g in groups])
     grid = _profile_grid(log_b)
-    lc, lsm, _, prof = _fit_point(y, log_b, grid, bounded)
+    lc, lsm, prof = _fit_point(y, log_b, grid, bounded)
     fitted = lsm + np.logaddexp(0.0, lc - log_b)
     resid = y - fitted
     n = len(b)
@@ -413,13 +405,14 @@ def fit_tradeoff(
         elif rss_min <= 1e-24 * n:
             b_ci = (math.exp(lc), math.exp(lc))  # exact data: no scatter to calibrate on
         else:
-            rss_true, _ = _rss_at(Y, log_b, np.full(n_boot, lc), bounded)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                stat = (rss_true - rss_d) / (rss_d / (n - 2))
-            stat = np.where(np.isfinite(stat), np.maximum(stat, 0.0), np.inf)
-            crit = float(np.quantile(stat, ci))
             if interval == "f":
                 crit = float(stats.f.ppf(ci, 1, n - 2))
+            else:
+                rss_true, _ = _rss_at(Y, log_b, np.full(n_boot, lc), bounded)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    stat = (rss_true - rss_d) / (rss_d / (n - 2))
+                stat = np.where(np.isfinite(stat), np.maximum(stat, 0.0), np.inf)
+                crit = float(np.quantile(stat, ci))
             b_ci = _profile_interval(grid, prof, rss_min, n - 2, crit)
 
     s_min = math.exp(lsm)
@@ -497,8 +490,7 @@ def critical_batch_curve(
     targets = as_array(targets, "targets", ndim=(0, 1)).reshape(-1)
     if errors not in ("raise", "report"):
         raise ValueError(f"errors must be 'raise' or 'report', got {errors!r}")
-    if combine not in _COMBINE:
-        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+    _check_combine(combine)
     p = _prepare(sweep, config)
     rng = np.random.default_rng(seed)
     it = targets

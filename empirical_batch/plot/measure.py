@@ -34,17 +34,16 @@ def plot_b_simple(frame, *, x: str = "step", band: str = "interval", ax=None, la
     text = label or "B_simple"
     if n_bad:
         text += f" ({n_bad} unresolved rows not shown)"
-    order = np.argsort(xs[ok])
-    ax.plot(xs[ok][order], b[ok][order], label=text)
+    rows = np.flatnonzero(ok)[np.argsort(xs[ok])]  # drawn rows, in order of x
+    xs, b = xs[rows], b[rows]
+    ax.plot(xs, b, label=text)
     if band == "interval" and "b_simple_low" in frame:
-        lo = np.asarray(frame["b_simple_low"], float)[ok][order]
-        hi = np.asarray(frame["b_simple_high"], float)[ok][order]
-        ax.fill_between(xs[ok][order], np.clip(lo, 1e-300, None), hi, alpha=0.25, lw=0)
+        lo = np.asarray(frame["b_simple_low"], float)[rows]
+        hi = np.asarray(frame["b_simple_high"], float)[rows]
+        ax.fill_between(xs, np.clip(lo, 1e-300, None), hi, alpha=0.25, lw=0)
     elif band == "se" and "b_simple_se" in frame:
-        se = np.asarray(frame["b_simple_se"], float)[ok][order]
-        mid = b[ok][order]
-        ax.fill_between(xs[ok][order], np.clip(mid - se, 1e-300, None), mid + se,
-                        alpha=0.25, lw=0)
+        se = np.asarray(frame["b_simple_se"], float)[rows]
+        ax.fill_between(xs, np.clip(b - se, 1e-300, None), b + se, alpha=0.25, lw=0)
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step" if x == "step" else "training loss")
     ax.set_ylabel("B_simple (examples)")
