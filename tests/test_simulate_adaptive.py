@@ -54,3 +54,11 @@ def test_bad_inputs():
         simulate_adaptive(nq, -1.0, 10.0)
     with pytest.raises(ValueError, match="momentum"):
         greedy_run(NoisyQuadratic.zhang(10, momentum=0.5), 0.1, [1.0])
+
+
+def test_target_at_or_above_the_initial_loss_is_an_error():
+    """Reached in 0 steps at every batch size: no tradeoff to fit (was a LinAlgError)."""
+    nq = NoisyQuadratic.zhang(10)
+    for target in (nq.initial_loss(), 2 * nq.initial_loss()):
+        with pytest.raises(ValueError, match="below the initial loss"):
+            simulate_adaptive(nq, target, 10.0)

@@ -173,6 +173,10 @@ def simulate_adaptive(
         fixed_batch_sizes = 2.0 ** np.arange(21)
     fb = check_positive(as_array(fixed_batch_sizes, "fixed_batch_sizes", ndim=1),
                         "fixed_batch_sizes")
+    l0 = problem.initial_loss()
+    if not as_float(target, "target") < l0:
+        raise ValueError(f"target must be below the initial loss {l0:.6g} (it is reached "
+                         f"in 0 steps at every batch size), got {target!r}")
     fixed = greedy_run(problem, target, fb, max_steps=max_steps)
     s_fix, e_fix = fixed["steps"], fixed["examples"]
     s_min, e_min = _fit_hyperbola(fb, s_fix)
