@@ -98,6 +98,16 @@ def test_bootstrap_reproducible_and_seeded():
     assert a.b_crit == c.b_crit and a.s_min_ci != c.s_min_ci
 
 
+def test_f_interval_needs_no_bootstrap():
+    """interval="f" uses the F quantile, not the draws: the same with and without them."""
+    t = synthetic_table(TRUE, B, n_seeds=1, sigma=0.1, rng=7)
+    without = fit_tradeoff(t, interval="f", n_boot=0)
+    with_draws = fit_tradeoff(t, interval="f", n_boot=200, seed=0)
+    assert all(math.isfinite(v) for v in without.b_crit_ci)
+    assert without.b_crit_ci == with_draws.b_crit_ci
+    assert all(math.isnan(v) for v in without.s_min_ci)  # those do need draws
+
+
 def test_result_object():
     f = fit_tradeoff(synthetic_table(TRUE, B, sigma=0.1, rng=0), n_boot=50)
     assert isinstance(f, TradeoffFit)

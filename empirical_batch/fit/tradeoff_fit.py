@@ -402,7 +402,9 @@ def fit_tradeoff(
         e_ci = tuple(float(v) for v in np.quantile(sm * bc, q))
         if interval == "percentile":
             b_ci = tuple(float(v) for v in np.quantile(bc, q))
-        elif rss_min <= 1e-24 * n:
+    # the profile-set intervals: "f" needs no draws, "profile" calibrates on them
+    if interval == "f" or (interval == "profile" and n_boot > 0):
+        if rss_min <= 1e-24 * n:
             b_ci = (math.exp(lc), math.exp(lc))  # exact data: no scatter to calibrate on
         else:
             if interval == "f":
