@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import as_array, as_float, check_positive
+from .._validate import as_array, as_float, check_positive, positive_float
 from .quadratic import NoisyQuadratic
 
 __all__ = ["AdaptiveResult", "greedy_run", "simulate_adaptive"]
@@ -74,9 +74,7 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
     """
     if not isinstance(problem, NoisyQuadratic) or not problem.is_plain:
         raise ValueError("greedy_run needs a NoisyQuadratic without momentum or EMA")
-    t = as_float(target, "target")
-    if t <= 0:
-        raise ValueError(f"target must be > 0, got {t!r}")
+    t = positive_float(target, "target")
     h, hp, cp = problem.curvature, problem._hp, problem._cp
     adaptive = callable(batch)
     if adaptive:
@@ -166,9 +164,7 @@ def simulate_adaptive(
     >>> bool(res.product < res.fixed_product)
     True
     """
-    r = as_float(exchange_rate, "exchange_rate")
-    if r <= 0:
-        raise ValueError(f"exchange_rate must be > 0, got {r!r}")
+    r = positive_float(exchange_rate, "exchange_rate")
     if fixed_batch_sizes is None:
         fixed_batch_sizes = 2.0 ** np.arange(21)
     fb = check_positive(as_array(fixed_batch_sizes, "fixed_batch_sizes", ndim=1),

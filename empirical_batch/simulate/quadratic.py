@@ -50,6 +50,7 @@ from .._validate import (
     check_nonnegative,
     check_positive,
     check_unit_interval,
+    positive_float,
     scalar_or_array,
 )
 from ..theory import QuadraticModel
@@ -252,9 +253,7 @@ class NoisyQuadratic:
         if isinstance(dims, bool) or int(dims) != dims or dims < 1:
             raise ValueError(f"dims must be a positive integer, got {dims!r}")
         e = as_float(exponent, "exponent")
-        s = as_float(noise, "noise")
-        if s < 0:
-            raise ValueError(f"noise must be >= 0, got {s!r}")
+        s = positive_float(noise, "noise", allow_zero=True)
         h = np.arange(1, int(dims) + 1, dtype=float) ** (-e)
         if noise_like == "curvature":
             c = s * h
@@ -509,9 +508,7 @@ class NoisyQuadratic:
         For each batch size, :math:`\arg\min_{a \in \text{lrs}} S(a, B)`; ties go to
         the smaller rate. Where no rate reaches the target the result holds NaN/inf.
         """
-        t = as_float(target, "target")
-        if t <= 0:
-            raise ValueError(f"target must be > 0, got {t!r}")
+        t = positive_float(target, "target")
         b = check_positive(batch_size, "batch_size")
         grid = np.sort(check_positive(as_array(lrs, "lrs", ndim=1), "lrs"))
         if grid.size == 0:
