@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     # theory: one SGD step on a quadratic loss
     "QuadraticModel": "theory",
     "eps_opt": "theory",
+    "surge_eps_opt": "theory",
     "dl_opt": "theory",
     # steps/examples tradeoff and adaptive batch size
     "Tradeoff": "tradeoff",

@@ -52,6 +52,7 @@ __all__ = [
     "dl_opt",
     "effective_learning_rate",
     "eps_opt",
+    "surge_eps_opt",
 ]
 
 
@@ -130,6 +131,37 @@ def dl_opt(batch_size, dl_max, b_noise):
     d = check_positive(dl_max, "dl_max")
     n = check_nonnegative(b_noise, "b_noise")
     return scalar_or_array(d / (1.0 + n / b))
+
+
+def surge_eps_opt(batch_size, eps_max, b_noise):
+    r"""Optimal learning rate of an Adam-like (sign-descent) optimizer (Li et al. 2024).
+
+    $$
+    \epsilon_{opt}(B) = \frac{\epsilon_{max}}
+        {\tfrac12\left(\sqrt{B_{noise}/B} + \sqrt{B/B_{noise}}\right)}
+    $$
+
+    Unlike SGD's $\epsilon_{max}/(1 + B_{noise}/B)$ (`eps_opt`), the rate rises
+    as $\sqrt{B}$ for $B \ll B_{noise}$, peaks at $\epsilon_{max}$ exactly at
+    $B = B_{noise}$ and falls as $1/\sqrt{B}$ beyond it (the "surge"). This is
+    the simplified form of the paper's Theorem 3; ``b_noise`` plays the role of
+    their $B_{peak}$. Broadcasts; returns a float for scalar input.
+
+    References
+    ----------
+    S. Li, P. Zhao, H. Zhang, X. Sun, H. Wu, D. Jiao, W. Wang, C. Liu, Z. Fang,
+    J. Xue, Y. Tao, B. Cui, D. Wang. "Surge Phenomenon in Optimal Learning Rate
+    and Batch Size Scaling." NeurIPS 2024, arXiv:2405.14578.
+
+    >>> surge_eps_opt(64.0, eps_max=1e-3, b_noise=64.0)
+    0.001
+    >>> round(surge_eps_opt(16.0, eps_max=1.0, b_noise=64.0), 6)
+    0.8
+    """
+    b = check_positive(batch_size, "batch_size")
+    e = check_positive(eps_max, "eps_max")
+    n = check_positive(b_noise, "b_noise")
+    return scalar_or_array(e / (0.5 * (np.sqrt(n / b) + np.sqrt(b / n))))
 
 
 def _square_or_diag(arr: np.ndarray, name: str, n: int) -> None:

@@ -378,3 +378,37 @@ def test_bad_eigenbasis_and_preconditioner():
     scalars = QuadraticModel.from_scalars(g2=1.0, ghg=1.0, trace_sigma=1.0, trace_h_sigma=1.0)
     with pytest.raises(ValueError, match="built from scalars"):
         scalars.preconditioned(np.ones(2))
+
+
+@given(
+    st.floats(1e-3, 1e6),
+    st.floats(1e-6, 1e2),
+    st.floats(1e-2, 1e6),
+)
+def test_surge_eps_opt_peaks_at_b_noise_and_is_log_symmetric(b, eps_max, b_noise):
+    """Independent check (sympy): the maximum over B sits at B_noise with value eps_max,
+    and eps_opt(B_noise*r) == eps_opt(B_noise/r)."""
+    from empirical_batch.theory import surge_eps_opt
+
+    assert surge_eps_opt(b_noise, eps_max, b_noise) == pytest.approx(eps_max, rel=1e-12)
+    assert surge_eps_opt(b, eps_max, b_noise) <= eps_max * (1 + 1e-12)
+    r = b / b_noise
+    assert surge_eps_opt(b_noise * r, eps_max, b_noise) == pytest.approx(
+        surge_eps_opt(b_noise / r, eps_max, b_noise), rel=1e-9
+    )
+
+
+def test_surge_eps_opt_against_sympy():
+    import sympy as sp
+
+    from empirical_batch.theory import surge_eps_opt
+
+    B, Bn, e = sp.symbols("B B_n e", positive=True)
+    expr = e / (sp.Rational(1, 2) * (sp.sqrt(Bn / B) + sp.sqrt(B / Bn)))
+    crit = sp.solve(sp.diff(expr, B), B)
+    assert crit == [Bn]
+    for b, bn in [(1.0, 7.0), (300.0, 20.0), (5.5, 5.5)]:
+        ref = float(expr.subs({B: b, Bn: bn, e: 0.3}))
+        assert surge_eps_opt(b, 0.3, bn) == pytest.approx(ref, rel=1e-12)
+    with pytest.raises(ValueError, match="b_noise"):
+        surge_eps_opt(1.0, 1.0, 0.0)
