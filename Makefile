@@ -28,6 +28,8 @@ test: lint $(STAMP)
 	rm -rf $(NB_DONE)
 	EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS=$(NB_DONE) $(PY) -m pytest -n 2
 	EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS=$(NB_DONE) $(MAKE) docs
+	# the built site in headless Chromium (skips, saying why, where Chromium is absent)
+	EMPIRICAL_BATCH_SITE=$(abspath $(VENV))/site $(PY) -m pytest -q -p no:cacheprovider tests/test_docs_browser.py
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
