@@ -55,7 +55,8 @@ async () => {
   const content = document.querySelector("article") || document.body;
   const clone = content.cloneNode(true);
   clone.querySelectorAll(
-    "pre, code, mjx-container, .jp-OutputArea, .jp-CodeCell .jp-InputArea, script, style, .headerlink"
+    "pre, code, mjx-container, .jp-OutputArea, .jp-CodeCell .jp-InputArea, " +
+    "script, style, .headerlink"
   ).forEach((n) => n.remove());
   // wider than its box with no scrollable box around it: cut off. (Headless Chromium
   // hides scrollbars, so "scrollable" is what can be tested.) Notebook code cells must
