@@ -34,6 +34,9 @@ _EXPORTS: dict[str, str] = {
     # gradient-noise-scale estimators (numpy)
     "gns_two_batch": "estimators",
     "gns_many": "estimators",
+    # the critical batch measured directly (Merrill et al. 2025)
+    "branched_critical_batch": "branched",
+    "BranchedCriticalBatch": "branched",
     "gns_regression": "estimators",
     "GNSEstimator": "estimators",
     # simulator

@@ -1,0 +1,297 @@
+r"""The critical batch measured directly, by branched training (Merrill et al. 2025).
+
+From a checkpoint of a run at batch size $B$, train short branches at $kB$
+($k = 1, 2, 4, \dots$) for the same number of examples $\Delta$ each
+($\Delta / (kB)$ steps), with the learning rate scaled by a rule $f(k)$
+($\sqrt{k}$ for Adam, $k$ for SGD, or the user's). Below the critical batch a
+larger batch with a suitably scaled learning rate loses nothing per example, so the
+branch's loss at the end keeps up with the $k = 1$ branch; above it the branch falls
+behind. The local critical batch is the largest $kB$ that keeps up.
+
+Merrill et al. call a branch "keeping up" when its smoothed loss is within a
+hand-picked tolerance $\epsilon$ of the reference. Here each factor is run with the
+same seeds as the reference ($k = 1$), the per-seed differences
+
+$$
+d_k(s) = \bar L_k(s) - \bar L_1(s)
+$$
+
+(smoothed losses: the mean over the last ``tail`` fraction of each branch's examples)
+are compared with a one-sided paired $t$-test of $H_0: E[d_k] \le \tau$ (``tolerance``,
+0 by default), and a branch *falls behind* when $H_0$ is rejected at ``level``. The
+critical batch is bracketed by the last factor that keeps up and the first that falls
+behind (factors beyond the first failure are not trusted to keep up, whatever their
+own test says; ``keeps_up`` reports each test as it came out):
+
+$$
+B_{crit} \in [k^\ast B,\; k_{next} B).
+$$
+
+If every factor keeps up only the lower bound is known; if the first factor above 1
+already falls behind, $B_{crit} \in [B, k_2 B)$. Seeds must pair: ``train_steps``
+should draw its batches from ``seed`` so that the $k$ branches of one seed share their
+data order as far as possible, which removes most of the seed-to-seed variance from
+$d_k$.
+
+The answer depends on the learning-rate rule and on the base learning rate: on SGD
+on a noisy quadratic with $B_{noise} \approx 107$, linear scaling from a base rate
+of 0.02 brackets it as $[64, 128)$, from 0.01 as $[256, 512)$
+(``tests/test_branched.py``); with a base rate far from optimal, a larger batch with
+a scaled rate can even beat the reference. Use the run's tuned rate and the rule its
+optimizer follows.
+
+References
+----------
+W. Merrill, S. Arora, D. Groeneveld, H. Hajishirzi. "Critical Batch Size Revisited: A
+Simple Empirical Approach to Large-Batch Language Model Training." arXiv:2505.23971
+(2025).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+__all__ = ["BranchedCriticalBatch", "branched_critical_batch"]
+
+TrainSteps = Callable[..., tuple[Any, Sequence[float]]]
+
+_LR_RULES: dict[str, Callable[[float], float]] = {
+    "sqrt": math.sqrt,  # Adam-like (Malladi et al. 2022)
+    "linear": float,  # SGD (Goyal et al. 2017)
+    "constant": lambda k: 1.0,
+}
+
+
+@dataclass(frozen=True)
+class BranchedCriticalBatch:
+    """The result of `branched_critical_batch`.
+
+    ``b_crit_low``/``b_crit_high`` bracket the local critical batch
+    (``b_crit_high`` is ``inf`` when every factor kept up). ``losses`` holds the
+    smoothed branch losses, one row per factor and one column per seed.
+    """
+
+    batch_size: int
+    examples: int
+    factors: tuple[int, ...]
+    learning_rates: tuple[float, ...]
+    seeds: tuple[int, ...]
+    losses: np.ndarray = field(repr=False)
+    mean_difference: tuple[float, ...] = field(repr=False)
+    p_value: tuple[float, ...] = field(repr=False)
+    keeps_up: tuple[bool, ...] = field(repr=False)
+    level: float
+    tolerance: float
+    b_crit_low: float
+    b_crit_high: float
+
+    @property
+    def status(self) -> str:
+        """``"identified"`` (bracketed) or ``"lower_bound"`` (every factor kept up)."""
+        return "lower_bound" if math.isinf(self.b_crit_high) else "identified"
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per factor: batch size, learning rate, loss, difference, p, verdict."""
+        return pd.DataFrame(
+            {
+                "factor": self.factors,
+                "batch_size": [k * self.batch_size for k in self.factors],
+                "learning_rate": self.learning_rates,
+                "steps": [self.examples // (k * self.batch_size) for k in self.factors],
+                "loss_mean": self.losses.mean(axis=1),
+                "difference": self.mean_difference,
+                "p_value": self.p_value,
+                "keeps_up": self.keeps_up,
+            }
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_size": self.batch_size,
+            "examples": self.examples,
+            "b_crit_low": self.b_crit_low,
+            "b_crit_high": self.b_crit_high,
+            "status": self.status,
+            "level": self.level,
+            "tolerance": self.tolerance,
+            "seeds": list(self.seeds),
+            "factors": self.to_frame().to_dict(orient="records"),
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"BranchedCriticalBatch(b_crit in [{self.b_crit_low:g}, {self.b_crit_high:g}), "
+            f"status={self.status!r}, base batch {self.batch_size}, "
+            f"{len(self.seeds)} seeds, level {self.level:g})"
+        )
+
+    def summary(self) -> str:
+        """The bracket and the per-factor table as text."""
+        return f"{self!r}\n{self.to_frame().to_string(index=False)}"
+
+
+def _lr_factor(rule: str | Callable[[float], float]) -> Callable[[float], float]:
+    if callable(rule):
+        return rule
+    if rule not in _LR_RULES:
+        raise ValueError(f"lr_rule must be one of {sorted(_LR_RULES)} or a callable, got {rule!r}")
+    return _LR_RULES[rule]
+
+
+def _smoothed(losses: Sequence[float], tail: float, where: str) -> float:
+    arr = np.asarray(losses, dtype=float)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"train_steps returned no losses for {where}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"train_steps returned a non-finite loss for {where}")
+    n = max(1, math.ceil(tail * arr.size))
+    return float(arr[-n:].mean())
+
+
+def branched_critical_batch(
+    train_steps: TrainSteps,
+    state: Any,
+    batch_size: int,
+    *,
+    examples: int,
+    lr: float,
+    factors: Sequence[int] = (1, 2, 4, 8, 16),
+    lr_rule: str | Callable[[float], float] = "sqrt",
+    seeds: Sequence[int] = (0, 1, 2, 3),
+    tail: float = 0.2,
+    level: float = 0.95,
+    tolerance: float = 0.0,
+    copy_state: Callable[[Any], Any] = copy.deepcopy,
+) -> BranchedCriticalBatch:
+    r"""Bracket the local critical batch by branching a run at several batch sizes.
+
+    Parameters
+    ----------
+    train_steps
+        ``train_steps(state, batch_size, lr, n_steps[, seed=s]) -> (state, losses)``:
+        train ``n_steps`` optimizer steps from ``state`` and return the new state and
+        the training loss of each step. ``seed`` is passed when the function accepts a
+        parameter of that name (use it for the data order and any other randomness).
+        Framework-agnostic: ``state`` is whatever the function understands (a model
+        and optimizer, a ``state_dict``, a JAX pytree).
+    state
+        The checkpoint to branch from; each branch gets ``copy_state(state)``.
+    batch_size
+        The run's batch size $B$ at the checkpoint.
+    examples
+        Examples $\Delta$ each branch trains on; a branch at $kB$ takes
+        $\lfloor\Delta/(kB)\rfloor$ steps (at least one).
+    lr
+        The run's learning rate at $B$; a branch at $kB$ uses ``lr * f(k)``.
+    factors
+        Increasing integers starting at 1 (the reference branch).
+    lr_rule
+        ``"sqrt"`` (Adam-like), ``"linear"`` (SGD), ``"constant"`` or a callable $f(k)$.
+    seeds
+        At least two; every factor runs with each of them (paired comparison).
+    tail
+        Fraction of each branch (by examples) whose mean loss is compared.
+    level
+        Confidence of the one-sided paired $t$-test that declares a branch behind.
+    tolerance
+        $\tau$: how much worse than the reference a branch may be and still keep up
+        (0: any significant loss of per-example progress counts).
+
+    Returns
+    -------
+    BranchedCriticalBatch
+
+    Examples
+    --------
+    A toy run whose branches fall behind above $4B$:
+
+    >>> def train_steps(state, batch_size, lr, n_steps, seed=0):
+    ...     rng = np.random.default_rng(seed)
+    ...     k = batch_size / 32
+    ...     final = 1.0 + 0.1 * max(0.0, k - 4) + 1e-3 * rng.standard_normal()
+    ...     return state, [final] * n_steps
+    >>> r = branched_critical_batch(train_steps, None, 32, examples=32 * 64, lr=1e-3)
+    >>> (r.b_crit_low, r.b_crit_high)
+    (128.0, 256.0)
+    """
+    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    ks = [int(k) for k in factors]
+    if len(ks) < 2 or ks[0] != 1 or any(b <= a for a, b in itertools.pairwise(ks)):
+        raise ValueError(
+            f"factors must be increasing integers starting at 1, got {list(factors)!r}"
+        )
+    if not isinstance(examples, (int, np.integer)) or examples < ks[-1] * batch_size:
+        raise ValueError(
+            f"examples={examples!r} is fewer than one step at the largest branch "
+            f"({ks[-1]} x {batch_size}); give at least {ks[-1] * batch_size}"
+        )
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    seeds = tuple(int(s) for s in seeds)
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must hold at least two distinct seeds, got {seeds!r}")
+    if not 0.0 < tail <= 1.0:
+        raise ValueError(f"tail must be in (0, 1], got {tail!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(f"tolerance must be finite and >= 0, got {tolerance!r}")
+    f = _lr_factor(lr_rule)
+    lrs = tuple(float(lr * f(k)) for k in ks)
+    if not all(math.isfinite(x) and x > 0 for x in lrs):
+        raise ValueError(f"lr_rule gave non-positive or non-finite learning rates {lrs!r}")
+    takes_seed = "seed" in inspect.signature(train_steps).parameters
+
+    losses = np.empty((len(ks), len(seeds)))
+    for i, (k, rate) in enumerate(zip(ks, lrs, strict=True)):
+        n_steps = examples // (k * batch_size)
+        for j, s in enumerate(seeds):
+            kwargs = {"seed": s} if takes_seed else {}
+            out = train_steps(copy_state(state), k * batch_size, rate, n_steps, **kwargs)
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise TypeError("train_steps must return a (state, losses) pair")
+            losses[i, j] = _smoothed(out[1], tail, f"factor {k}, seed {s}")
+
+    diffs = losses[1:] - losses[0]
+    mean = diffs.mean(axis=1)
+    sd = diffs.std(axis=1, ddof=1)
+    n = len(seeds)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (mean - tolerance) / (sd / math.sqrt(n))
+        # identical differences across seeds: only the sign of mean - tolerance counts
+        t = np.where(sd == 0, np.sign(mean - tolerance) * np.inf, t)
+    p = stats.t.sf(np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf), df=n - 1)
+    behind = p < 1.0 - level
+    keeps = [True] + [not b for b in behind]
+
+    last = 0
+    while last + 1 < len(ks) and keeps[last + 1]:
+        last += 1
+    low = float(ks[last] * batch_size)
+    high = float(ks[last + 1] * batch_size) if last + 1 < len(ks) else math.inf
+    return BranchedCriticalBatch(
+        batch_size=int(batch_size),
+        examples=int(examples),
+        factors=tuple(ks),
+        learning_rates=lrs,
+        seeds=seeds,
+        losses=losses,
+        mean_difference=(0.0, *map(float, mean)),
+        p_value=(1.0, *map(float, p)),
+        keeps_up=tuple(bool(x) for x in keeps),
+        level=float(level),
+        tolerance=float(tolerance),
+        b_crit_low=low,
+        b_crit_high=high,
+    )
