@@ -6,6 +6,8 @@
   with a fast path for ``nn.Linear`` layers).
 - :class:`DDPNoiseScaleHook`: a DDP communication hook; local batch = small batch,
   global batch = big batch.
+- :class:`FSDPNoiseScale`: the same under FSDP2 (``fully_shard``), recorded in FSDP's
+  reduce-scatter.
 - :func:`hessian_noise_scale`: exact :math:`B_{noise}` and :math:`B_{simple}` of a
   small model from per-example gradients and Hessian-vector products.
 - :class:`NoiseScaleLog`: per-step log of any of them to a DataFrame / CSV.
@@ -25,6 +27,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     ) from exc
 
 from .ddp import DDPNoiseScaleHook
+from .fsdp import FSDPNoiseScale
 from .hessian import HessianNoiseScale, hessian_noise_scale
 from .log import NoiseScaleLog
 from .per_example import PerExampleNoiseScale, per_example_sq_norms
@@ -32,6 +35,7 @@ from .tracker import GradientNoiseScale
 
 __all__ = [
     "DDPNoiseScaleHook",
+    "FSDPNoiseScale",
     "GradientNoiseScale",
     "HessianNoiseScale",
     "NoiseScaleLog",
