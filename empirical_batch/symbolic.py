@@ -49,7 +49,7 @@ def _check(condition, message: str) -> None:
 
 class _AsDict:
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
 
 def numeric(expr, *symbols):

@@ -267,7 +267,7 @@ class QuadraticModel:
         QuadraticModel(b_noise=4, b_simple=4, eps_max=0.5, dl_max=0.5)
         """
         self = cls.__new__(cls)
-        self.gradient = self.hessian = self.noise_cov = None
+        self.gradient = self.hessian = self.noise_cov = None  # type: ignore[assignment]
         self._init_scalars(
             g2=g2, ghg=ghg, trace_sigma=trace_sigma, trace_h_sigma=trace_h_sigma,
             dataset_size=dataset_size,

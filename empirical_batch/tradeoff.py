@@ -68,7 +68,8 @@ class Tradeoff:
             raise ValueError("give exactly one of s_min and e_min with b_crit")
         if s_min is not None:
             return cls(s_min=s_min, e_min=b * as_float(s_min, "s_min"))
-        return cls(s_min=as_float(e_min, "e_min") / b, e_min=e_min)
+        e = as_float(e_min, "e_min")
+        return cls(s_min=e / b, e_min=e)
 
     def to_frame(self, batch_sizes):
         """S(B), E(B), S/S_min and E/E_min for the given batch sizes, as a DataFrame."""

@@ -20,6 +20,7 @@ numbers (not rounded).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -115,10 +116,11 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         a = g2 / (ghg + trhs * inv_b)  # eps_opt(B_t), eq. 2.6
         examples[live] += b_t
         m = (1.0 - a[:, None] * hp) ** 2 * m + (a * a * inv_b)[:, None] * cp
-    out = {"steps": steps if not adaptive else float(steps[0]),
-           "examples": np.where(np.isfinite(steps), examples, np.inf)}
+    reached_examples = np.where(np.isfinite(steps), examples, np.inf)
+    out: dict[str, Any] = {"steps": steps if not adaptive else float(steps[0]),
+                           "examples": reached_examples}
     if adaptive:
-        out["examples"] = float(out["examples"][0])
+        out["examples"] = float(reached_examples[0])
         out["batch_sizes"] = np.array(trace_b)
         out["b_noise"] = np.array(trace_bn)
         out["progress"] = np.array(trace_ds)

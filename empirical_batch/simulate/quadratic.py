@@ -87,9 +87,9 @@ class BestLR:
     the target (reported, not guessed).
     """
 
-    batch_size: np.ndarray
-    learning_rate: np.ndarray
-    steps: np.ndarray
+    batch_size: np.ndarray | float
+    learning_rate: np.ndarray | float
+    steps: np.ndarray | float
     target: float
 
     def to_dict(self) -> dict:
@@ -428,17 +428,15 @@ class NoisyQuadratic:
         """
         t = check_positive(target, "target")
         a, b = self._lr_b(lr, batch_size)
-        if max_steps is not None:
-            max_steps = _check_steps(max_steps, "max_steps")
+        cap = None if max_steps is None else int(_check_steps(max_steps, "max_steps"))
         shape = np.broadcast_shapes(t.shape, a.shape, b.shape)
         tf, af, bf = (np.broadcast_to(x, shape).ravel() for x in (t, a, b))
         if self.is_plain:
             out = self._plain_steps(tf, af, bf)
-            if max_steps is not None:
-                out = np.where(out > max_steps, np.inf, out)
+            if cap is not None:
+                out = np.where(out > cap, np.inf, out)
         else:
-            limit = 100_000 if max_steps is None else int(max_steps)
-            out = self._scan_steps(tf, af, bf, limit)
+            out = self._scan_steps(tf, af, bf, 100_000 if cap is None else cap)
         return scalar_or_array(out.reshape(shape))
 
     def _plain_steps(self, t, a, b) -> np.ndarray:

@@ -84,7 +84,7 @@ def simulate_sweep(
             loss = np.asarray(
                 problem.expected_loss(lrs[None, :, None], bs[:, None, None], steps[None, None, :])
             )[:, :, None, :]
-        seed_ids = [None]
+        seed_ids: list[int | None] = [None]
     elif method == "monte_carlo":
         res = monte_carlo_sgd(
             problem, bs, lrs, int(max_steps), seeds=seeds, record_steps=steps, seed=seed,
@@ -105,7 +105,7 @@ def simulate_sweep(
     }
     df = pd.DataFrame(
         {
-            "run": [names[key] for key in zip(ib, il, isd, strict=True)],
+            "run": [names[int(i), int(j), int(s)] for i, j, s in zip(ib, il, isd, strict=True)],
             "batch_size": b,
             "learning_rate": lrs[il],
             "step": steps[it].astype(np.int64),
