@@ -2,13 +2,16 @@
 
 Each sub-command lives in its own module of this package and provides
 ``add_parser(subparsers)`` and ``run(args) -> int``. Errors a user can fix
-(bad path, bad column, unreachable target) print one line and exit with status 2.
+(bad path, bad column, unreachable target, a device that is not there) print one
+line and exit with status 2, never a traceback; ``EMPIRICAL_BATCH_TRACEBACK=1``
+shows the traceback instead (for bug reports). Ctrl-C exits with status 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMANDS = {
@@ -38,13 +41,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _message(exc: BaseException) -> str:
+    """One line for a user error: the exception's text, with the file it concerns."""
+    if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in str(exc):
+        text = f"{exc.filename}: {exc.strerror or exc}"
+    elif isinstance(exc, KeyError):
+        text = f"missing key {exc}"
+    elif isinstance(exc, MemoryError):
+        text = "out of memory: ask for fewer points, draws or batch sizes"
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
-        print(f"empirical-batch {args.command}: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"empirical-batch {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, LookupError, OSError, EOFError, RuntimeError,
+            MemoryError) as exc:
+        if os.environ.get("EMPIRICAL_BATCH_TRACEBACK"):
+            raise
+        print(f"empirical-batch {args.command}: error: {_message(exc)}", file=sys.stderr)
         return 2
 
 

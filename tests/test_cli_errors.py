@@ -1,0 +1,59 @@
+"""The command line reports user errors in one line with exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from empirical_batch.cli import main
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    err = capsys.readouterr().err
+    return code, err
+
+
+def _one_line_error(code, err, *words):
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("empirical-batch ")
+    for w in words:
+        assert w.lower() in lines[0].lower(), (w, lines[0])
+
+
+def test_a_directory_instead_of_a_file(tmp_path, capsys):
+    _one_line_error(*_run(["fit", str(tmp_path), "--target", "1.0"], capsys), str(tmp_path))
+
+
+def test_a_missing_file(tmp_path, capsys):
+    missing = tmp_path / "nope.csv"
+    _one_line_error(*_run(["fit", str(missing), "--target", "1.0"], capsys), "nope.csv")
+
+
+def test_a_truncated_gzip(tmp_path, capsys):
+    good = "run,batch_size,learning_rate,step,examples,metric\n" + "".join(
+        f"r{b},{b},0.1,{s},{s * b},{1.0 / (s + 1)}\n" for b in (8, 16, 32) for s in range(50)
+    )
+    path = tmp_path / "sweep.csv.gz"
+    path.write_bytes(gzip.compress(good.encode())[:-40])
+    _one_line_error(*_run(["fit", str(path), "--target", "0.1"], capsys))
+
+
+def test_traceback_on_request(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMPIRICAL_BATCH_TRACEBACK", "1")
+    with pytest.raises((OSError, ValueError)):
+        main(["fit", str(tmp_path), "--target", "1.0"])
+
+
+def test_interrupt_exits_130(monkeypatch, capsys):
+    import empirical_batch.cli.plan as plan_cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plan_cli, "run", interrupted)
+    code, err = _run(["plan", "--b-crit", "100", "--s-min", "1000"], capsys)
+    assert code == 130 and "interrupted" in err and "Traceback" not in err
