@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._frozen import Frozen
 from ._validate import (
     as_array,
     as_float,
@@ -186,7 +187,7 @@ def _scale(m: np.ndarray, arr: np.ndarray) -> np.ndarray:
     return (m if arr.ndim == 1 else m[:, None]) * arr * m
 
 
-class QuadraticModel:
+class QuadraticModel(Frozen):
     r"""The local quadratic model of the loss around the current parameters.
 
     Parameters
@@ -236,7 +237,8 @@ class QuadraticModel:
             tr_hs = float(np.sum(h * s.T))
         else:  # a diagonal factor sees only the other one's diagonal
             tr_hs = float(_diagonal(h) @ _diagonal(s))
-        self.gradient, self.hessian, self.noise_cov = g, h, s
+        # own copies: they are made read-only, and must not alias the caller's arrays
+        self.gradient, self.hessian, self.noise_cov = g.copy(), h.copy(), s.copy()
         self._init_scalars(
             g2=g2,
             ghg=float(g @ hg),
@@ -425,6 +427,7 @@ class QuadraticModel:
                 raise ValueError(f"dataset_size must be >= 1, got {dataset_size!r}")
             dataset_size = int(dataset_size)
         self.dataset_size = dataset_size
+        self._freeze()
 
     # --- the paper's scalars ---------------------------------------------------
     @property

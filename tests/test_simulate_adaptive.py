@@ -12,7 +12,7 @@ def test_greedy_rate_minimises_next_expected_loss():
     """a_t = ε_opt(B_t) from theory equals the argmin of the next expected loss."""
     nq = NoisyQuadratic([1.0, 0.2, 0.05], [0.3, 1.0, 0.5], [1.0, 2.0, 4.0])
     b = 8.0
-    g2, ghg, _, trhs = nq._noise_scalars(nq.init[None, :])
+    g2, ghg, _, trhs = nq.noise_scalars(nq.init[None, :])
     a_opt = float(g2[0] / (ghg[0] + trhs / b))
     grid = np.linspace(0.5 * a_opt, 1.5 * a_opt, 20001)
     nxt = nq.expected_loss(grid, b, 1)

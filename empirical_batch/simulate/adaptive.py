@@ -76,7 +76,7 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
     if not isinstance(problem, NoisyQuadratic) or not problem.is_plain:
         raise ValueError("greedy_run needs a NoisyQuadratic without momentum or EMA")
     t = positive_float(target, "target")
-    h, hp, cp = problem.curvature, problem._hp, problem._cp
+    h, hp, cp = problem.curvature, problem.update_curvature, problem.update_noise
     adaptive = callable(batch)
     if adaptive:
         m = problem.init[None, :].copy()
@@ -101,7 +101,7 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         live, m = live[~hit], m[~hit]
         if live.size == 0 or k == max_steps:
             break
-        g2, ghg, _, trhs = problem._noise_scalars(m)
+        g2, ghg, _, trhs = problem.noise_scalars(m)
         bn = trhs / ghg
         if adaptive:
             b_t = np.array([float(batch(float(bn[0])))])

@@ -191,7 +191,7 @@ def monte_carlo_sgd(
         std = x.pow(2).mean(dim=0).sqrt()
         if torch.any(std == 0):  # pragma: no cover - probability zero
             raise ValueError("degenerate noise table; use a larger dataset_size")
-        c = torch.as_tensor(problem._cp, device=dev, dtype=torch.float64)
+        c = torch.as_tensor(problem.update_noise, device=dev, dtype=torch.float64)
         table = (x / std * c.sqrt()).to(tdtype)  # preconditioned per-example noise
     bar = None
     if progress:
@@ -217,13 +217,13 @@ def _run_chunk(problem, bs, lrs, steps, seeds, rec, gen, dev, tdtype, table, bar
         return torch.as_tensor(np.asarray(x, dtype=float), device=dev).to(tdtype)
 
     h = t(problem.curvature)
-    hp = t(problem._hp).view(1, 1, 1, d)
+    hp = t(problem.update_curvature).view(1, 1, 1, d)
     a = t(lrs).view(1, -1, 1, 1)
     beta = problem.momentum
     u = 1.0 + beta - a * hp  # (1, n_lr, 1, d): θ' = u θ - β θ_prev - a ξ
     if table is None:
         # a·sqrt(c_p/B): scale of the batch-mean noise term, (n_b, n_lr, 1, d)
-        scale = a * (t(problem._cp).view(1, 1, 1, d) / t(bs).view(-1, 1, 1, 1)).sqrt()
+        scale = a * (t(problem.update_noise).view(1, 1, 1, d) / t(bs).view(-1, 1, 1, 1)).sqrt()
     else:
         scale = a.expand(bs.size, -1, -1, -1)
     theta = torch.randn(shape, generator=gen, device=dev, dtype=tdtype) * t(problem.init).sqrt()

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._frozen import Frozen
 from .._validate import (
     as_array,
     as_float,
@@ -135,7 +136,7 @@ class NoiseScaleTrace:
         return pd.DataFrame({k: np.asarray(v) for k, v in self.__dict__.items()})
 
 
-class NoisyQuadratic:
+class NoisyQuadratic(Frozen):
     r"""Noisy quadratic problem with exact expected SGD dynamics.
 
     Parameters
@@ -217,16 +218,19 @@ class NoisyQuadratic:
         p = as_float(precondition, "precondition")
         if ema is not None:
             ema = check_unit_interval(ema, "ema")
-        self.curvature = h
+        self.curvature = h.astype(float, copy=True)  # own copies, made read-only
         self.noise = np.broadcast_to(c, (d,)).astype(float)
         self.init = np.broadcast_to(m0, (d,)).astype(float)
         self.momentum = beta
         self.precondition = p
         self.ema = ema
         self._p = h ** (-p)
-        self._hp = self._p * h  # curvature seen by the update
-        self._cp = self._p**2 * self.noise  # noise variance seen by the update
+        self.update_curvature = self._p * h
+        """:math:`P h`: the curvature the (preconditioned) update sees."""
+        self.update_noise = self._p**2 * self.noise
+        """:math:`P^2 c`: the per-example noise variance the update sees."""
         self._active = (self.init > 0) | (self.noise > 0)
+        self._freeze()
 
     # --- constructors ---------------------------------------------------------
     @classmethod
@@ -303,10 +307,10 @@ class NoisyQuadratic:
     # --- plain SGD closed form ------------------------------------------------
     def _plain_terms(self, a, b):
         """log rho, q and 1 - rho for broadcast arrays a, b (shape (..., 1))."""
-        x = a * self._hp  # a * p h
+        x = a * self.update_curvature  # a * p h
         with np.errstate(divide="ignore"):
             logrho = 2.0 * np.log(np.abs(1.0 - x))
-        q = a * a * self._cp / b
+        q = a * a * self.update_noise / b
         one_minus = x * (2.0 - x)  # 1 - rho without cancellation
         return logrho, q, one_minus
 
@@ -449,7 +453,8 @@ class NoisyQuadratic:
         ``_GROUPED_MIN_WORK``) go to :func:`first_crossing` at once.
         """
         out = np.full(t.size, np.inf)
-        h, hp, cp, m0, act = self.curvature, self._hp, self._cp, self.init, self._active
+        h, m0, act = self.curvature, self.init, self._active
+        hp, cp = self.update_curvature, self.update_noise
         uniq, inv = np.unique(a, return_inverse=True)
         if t.size * h.size < _GROUPED_MIN_WORK * uniq.size:
             return self._general_steps(t, a, b)
@@ -523,8 +528,13 @@ class NoisyQuadratic:
         return BestLR(b, lr, best, t)
 
     # --- noise scales ------------------------------------------------------------
-    def _noise_scalars(self, m):
-        r"""(|G|², GᵀHG, tr Σ, tr HΣ) in the preconditioned geometry for moments m."""
+    def noise_scalars(self, m):
+        r"""(|G|², GᵀHG, tr Σ, tr HΣ) in the preconditioned geometry.
+
+        ``m`` holds second moments :math:`E[\theta_i^2]` (last axis: directions);
+        the first two scalars broadcast over its leading axes. See `noise_scales`
+        for the formulas.
+        """
         h, p, c = self.curvature, self._p, self.noise
         g2 = np.einsum("...d,d->...", m, p * h * h)
         ghg = np.einsum("...d,d->...", m, p * p * h**3)
@@ -556,7 +566,7 @@ class NoisyQuadratic:
         if k.ndim != 1:
             raise ValueError("steps must be a 1-D array")
         m = self.second_moment(float(a), float(b), k)
-        g2, ghg, trs, trhs = self._noise_scalars(m)
+        g2, ghg, trs, trhs = self.noise_scalars(m)
         bn, bs, em = [], [], []
         for x, y in zip(g2, ghg, strict=True):
             if not (np.isfinite(x) and np.isfinite(y)) or x <= 0 or y <= 0:
@@ -585,8 +595,8 @@ class NoisyQuadratic:
         """A (..., d, n, n), noise vector bvec (..., d, n) and per-direction variance."""
         beta, g = self.momentum, self.ema
         n = self._state_dim()
-        shape = np.broadcast_shapes(a.shape, b.shape, self._hp.shape)
-        u = 1.0 + beta - a * self._hp
+        shape = np.broadcast_shapes(a.shape, b.shape, self.update_curvature.shape)
+        u = 1.0 + beta - a * self.update_curvature
         u = np.broadcast_to(u, shape)
         A = np.zeros((*shape, n, n))
         bv = np.zeros((*shape, n))
@@ -601,7 +611,7 @@ class NoisyQuadratic:
             A[..., j, :] = (1.0 - g) * A[..., 0, :]
             A[..., j, j] = g
             bv[..., j] = (1.0 - g) * bv[..., 0]
-        var = np.broadcast_to(self._cp / b, shape)
+        var = np.broadcast_to(self.update_noise / b, shape)
         return A, bv, var
 
     def _affine(self, a, b):
