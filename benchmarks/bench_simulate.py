@@ -91,7 +91,7 @@ def bench_exact(dims: int) -> dict:
 
 def bench_paths() -> list[dict]:
     """Plain-SGD dispatch on small grids: grouped by rate vs one vectorised search."""
-    from empirical_batch.simulate import quadratic
+    from empirical_batch.simulate import search
 
     rows = []
     for dims, n_lr, n_b in [(50, 40, 16), (200, 30, 12), (1000, 30, 12), (3000, 30, 12)]:
@@ -99,9 +99,9 @@ def bench_paths() -> list[dict]:
         lrs, bs = np.geomspace(1e-3, 1.99, n_lr), 2.0 ** np.arange(n_b)
         target = 0.1 * nq.initial_loss()
         row, answers = {"grid": f"{dims} dims x {n_b} B x {n_lr} lr"}, []
-        saved = quadratic._GROUPED_MIN_WORK
+        saved = search.GROUPED_MIN_WORK
         for name, threshold in (("auto", saved), ("grouped", 0), ("general", np.inf)):
-            quadratic._GROUPED_MIN_WORK = threshold
+            search.GROUPED_MIN_WORK = threshold
             try:
                 best = np.inf
                 for _ in range(5):
@@ -109,7 +109,7 @@ def bench_paths() -> list[dict]:
                     k = nq.steps_to_target(target, lrs[None, :], bs[:, None])
                     best = min(best, time.perf_counter() - t0)
             finally:
-                quadratic._GROUPED_MIN_WORK = saved
+                search.GROUPED_MIN_WORK = saved
             row[name] = best
             answers.append(k)
         assert all(np.array_equal(answers[0], k) for k in answers), "paths disagree"

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from empirical_batch.simulate import NoisyQuadratic, quadratic
+from empirical_batch.simulate import NoisyQuadratic, search
 from empirical_batch.simulate import _crossing as cr
 from empirical_batch.simulate._crossing import (
-    _NEG_BIG,
+    NEG_BIG,
     Workspace,
     first_crossing,
     first_crossing_affine,
@@ -33,11 +33,11 @@ U = np.finfo(float).eps / 2
 
 
 def exact_p(a, s, c, logrho, k):
-    """P(k) in 60-digit arithmetic; a rate of 0 (logrho = _NEG_BIG) is exactly 0."""
+    """P(k) in 60-digit arithmetic; a rate of 0 (logrho = NEG_BIG) is exactly 0."""
     tot = MP.mpf(0)
     for ai, si, li in zip(a, s, logrho, strict=True):
         w = MP.mpf(float(ai)) + MP.mpf(float(c)) * MP.mpf(float(si))
-        if li <= _NEG_BIG:
+        if li <= NEG_BIG:
             rk = MP.mpf(1) if k == 0 else MP.mpf(0)
         else:
             rk = MP.exp(MP.mpf(float(li)) * k)
@@ -107,7 +107,7 @@ def shared_problems(draw):
 
 def logs(rho):
     with np.errstate(divide="ignore"):
-        return np.maximum(np.log(rho), _NEG_BIG)
+        return np.maximum(np.log(rho), NEG_BIG)
 
 
 @settings(max_examples=60, deadline=None)
@@ -234,7 +234,7 @@ def brute_sweep(nq, target, lr, bs, kmax):
 def plain_path(request, monkeypatch):
     """Force one of the two exact plain-SGD paths (steps_to_target picks by problem size)."""
     threshold = 0 if request.param == "grouped" else np.inf
-    monkeypatch.setattr(quadratic, "_GROUPED_MIN_WORK", threshold)
+    monkeypatch.setattr(search, "GROUPED_MIN_WORK", threshold)
     return request.param
 
 
@@ -269,3 +269,23 @@ def test_target_equal_to_initial_loss_takes_zero_steps(plain_path):
     # just below L(0) at least one step is needed
     below = np.nextafter(nq.initial_loss(), 0.0)
     assert np.all(nq.steps_to_target(below, lrs[None, :], bs[:, None]) >= 1)
+
+
+def test_fast_path_equals_the_step_by_step_reference():
+    """300 random runs with decaying terms of both signs: the fast search and the
+    obviously-correct reference (simulate/crossing_reference.py) give the same step."""
+    from empirical_batch.simulate.crossing_reference import first_crossing_reference
+
+    rng = np.random.default_rng(7)
+    n, d = 300, 6
+    logrho = np.log(rng.uniform(0.5, 0.995, size=(n, d)))
+    w = rng.lognormal(size=(n, d)) * np.where(rng.random((n, d)) < 0.2, -0.3, 1.0)
+    l_inf = rng.uniform(0.0, 1.0, size=n)
+    p0 = l_inf + w.sum(1)
+    target = l_inf + rng.uniform(0.0, 1.0, size=n) * (p0 - l_inf)
+    fast = first_crossing(l_inf, w, logrho, target)
+    ref = first_crossing_reference(l_inf, w, logrho, target, max_steps=5000)
+    reached = np.isfinite(ref)
+    assert reached.mean() > 0.9
+    np.testing.assert_array_equal(fast[reached], ref[reached])
+    assert np.all(fast[~reached] > 5000)

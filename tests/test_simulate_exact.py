@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from empirical_batch.simulate import NoisyQuadratic, quadratic
+from empirical_batch.simulate import NoisyQuadratic, search
 from empirical_batch.theory import QuadraticModel
 
 pos = st.floats(0.05, 5.0)
@@ -133,7 +133,7 @@ def test_steps_to_target_equals_brute_force(nq, lr_scale, b, tfrac):
     kmax = 1500
     ref = brute_steps(nq, target, lr, b, kmax)
     for threshold in (0, np.inf):  # both exact paths: grouped by rate, and general
-        with mock.patch.object(quadratic, "_GROUPED_MIN_WORK", threshold):
+        with mock.patch.object(search, "GROUPED_MIN_WORK", threshold):
             got = nq.steps_to_target(target, lr, b)
         if np.isinf(ref):
             # not reached within kmax: the exact answer must be beyond it (or inf)

@@ -43,7 +43,7 @@ import numpy as np
 
 __all__ = ["Workspace", "first_crossing", "first_crossing_affine", "nonneg_rows"]
 
-_NEG_BIG = -1e4  # stands in for log(0) of a rate: rho**k underflows to 0 for k >= 1
+NEG_BIG = -1e4  # stands in for log(0) of a rate: rho**k underflows to 0 for k >= 1
 _SCAN = 256  # intervals this short are scanned exactly in branch and bound
 # exp() arguments are clipped below at this floor before exponentiating: it avoids
 # subnormal numbers, which make the following sums ~100x slower. A clipped term is
@@ -72,7 +72,7 @@ def _log_p(logw: np.ndarray, logrho: np.ndarray, k: np.ndarray) -> np.ndarray:
 def _mono_first(logw: np.ndarray, logrho: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Smallest integer k >= 0 with P(k) <= y, P(k) = sum exp(logw + k logrho).
 
-    ``logw`` is -inf for absent terms; ``logrho`` < 0 (use _NEG_BIG for rho = 0).
+    ``logw`` is -inf for absent terms; ``logrho`` < 0 (use NEG_BIG for rho = 0).
     Newton runs in float32 (cheap); the integer answer is verified in float64.
     """
     n = y.shape[0]
@@ -85,7 +85,7 @@ def _mono_first(logw: np.ndarray, logrho: np.ndarray, y: np.ndarray) -> np.ndarr
     # y == 0 with terms: reached only when all terms have rho == 0, at k = 1
     zero_y = anyterm & (y == 0)
     if zero_y.any():
-        allzero = np.all(~has | (logrho <= _NEG_BIG), axis=1)
+        allzero = np.all(~has | (logrho <= NEG_BIG), axis=1)
         out[zero_y & allzero] = 1.0
     idx = np.flatnonzero(live)
     if idx.size == 0:
@@ -238,7 +238,7 @@ def first_crossing(l_inf, w, logrho, target, *, chunk: int = 1 << 21) -> np.ndar
     """
     l_inf = np.asarray(l_inf, float)
     w = np.asarray(w, float)
-    logrho = np.maximum(np.asarray(logrho, float), _NEG_BIG)
+    logrho = np.maximum(np.asarray(logrho, float), NEG_BIG)
     target = np.asarray(target, float)
     n, d = w.shape
     out = np.empty(n)
@@ -403,7 +403,7 @@ def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = N
     y : array (n,), > 0
         ``target - L_inf`` per run.
     logrho, rho : array (d,)
-        Log-rates (``_NEG_BIG`` for a rate of 0) and rates :math:`0 \le \rho_i < 1`.
+        Log-rates (``NEG_BIG`` for a rate of 0) and rates :math:`0 \le \rho_i < 1`.
         The answer is exact for the rates ``exp(logrho)``; ``rho`` must agree to
         :math:`(|\log\rho_i| + 1)u` relative, as ``r * r`` and ``2 log|r|`` do.
     work : Workspace, optional

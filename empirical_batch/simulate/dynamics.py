@@ -1,0 +1,217 @@
+r"""Exact expected dynamics of `NoisyQuadratic`: second moments and expected loss.
+
+Plain SGD has the closed-form geometric series of the module docstring of
+:mod:`empirical_batch.simulate.quadratic` (O(dims) for any step); heavy-ball momentum
+and an EMA of the iterates are the linear recursion on per-direction second-moment
+matrices documented on `NoisyQuadratic`, advanced by repeated squaring of its affine
+map. The functions take the problem as their first argument; the methods of
+`NoisyQuadratic` call them.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .._validate import as_array, check_positive, scalar_or_array
+
+if TYPE_CHECKING:
+    from .quadratic import NoisyQuadratic
+
+CHUNK = 1 << 19
+"""Elements (configurations x dims) handled at once: bounded memory."""
+
+
+def check_steps(steps, name="steps") -> np.ndarray:
+    k = as_array(steps, name)
+    if np.any(k < 0) or np.any(k != np.floor(k)):
+        raise ValueError(f"{name} must be integers >= 0, got {k.ravel()[0]!r}")
+    return k
+
+
+def lr_and_batch(lr, batch_size) -> tuple[np.ndarray, np.ndarray]:
+    """Validated arrays of learning rates and batch sizes (both > 0)."""
+    return check_positive(lr, "lr"), check_positive(batch_size, "batch_size")
+
+
+def plain_terms(problem: NoisyQuadratic, a, b):
+    """log rho, q and 1 - rho for broadcast arrays a, b (shape (..., 1))."""
+    x = a * problem.update_curvature  # a * p h
+    with np.errstate(divide="ignore"):
+        logrho = 2.0 * np.log(np.abs(1.0 - x))
+    q = a * a * problem.update_noise / b
+    one_minus = x * (2.0 - x)  # 1 - rho without cancellation
+    return logrho, q, one_minus
+
+
+def plain_moment(problem: NoisyQuadratic, a, b, k):
+    logrho, q, one_minus = plain_terms(problem, a, b)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
+        rk = np.where(k == 0, 1.0, np.exp(k * logrho))
+        geo = np.where(one_minus == 0, k, -np.expm1(k * logrho) / one_minus)
+        geo = np.where(k == 0, 0.0, geo)
+        m = rk * problem.init + np.where(q == 0, 0.0, q * geo)
+    return m
+
+
+def chunked(problem: NoisyQuadratic, lr, batch_size, steps, fn):
+    """Broadcast (lr, B, steps), apply fn(a, b, k) -> (..., d) chunk-wise."""
+    a, b = lr_and_batch(lr, batch_size)
+    k = check_steps(steps)
+    shape = np.broadcast_shapes(a.shape, b.shape, k.shape)
+    af, bf, kf = (np.broadcast_to(x, shape).ravel() for x in (a, b, k))
+    n = af.size
+    rows = max(1, CHUNK // problem.dims)
+    outs = []
+    for s in range(0, n, rows):
+        sl = slice(s, s + rows)
+        outs.append(fn(af[sl, None], bf[sl, None], kf[sl, None]))
+    res = np.concatenate(outs, axis=0) if outs else np.empty((0,))
+    return res.reshape(shape + res.shape[1:])
+
+
+def plain_split(problem: NoisyQuadratic, a, b):
+    """L_inf, weights w_i, log rho_i and convergence flag for (n, 1) arrays."""
+    logrho, q, one_minus = plain_terms(problem, a, b)
+    act = problem.active
+    constant = (one_minus == 0) & (q == 0)  # rho == 1 and no noise: m stays m0
+    bad = ((one_minus < 0) | ((one_minus == 0) & (q > 0))) & act
+    converges = ~bad.any(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m_inf = np.where(constant, problem.init, q / np.where(one_minus > 0, one_minus, 1.0))
+    m_inf = np.where(act, m_inf, 0.0)
+    h = problem.curvature
+    l_inf = 0.5 * np.einsum("nd,d->n", m_inf, h)
+    w = np.where(constant | ~act, 0.0, 0.5 * h * (problem.init - m_inf))
+    logrho = np.where(one_minus > 0, logrho, -np.inf)
+    return l_inf, w, logrho, converges
+
+
+def state_dim(problem: NoisyQuadratic) -> int:
+    return 1 + (problem.momentum > 0) + (problem.ema is not None)
+
+
+def loss_index(problem: NoisyQuadratic) -> int:
+    """Index into vec(S) of the second moment whose loss is reported."""
+    n = state_dim(problem)
+    j = n - 1 if problem.ema is not None else 0
+    return j * n + j
+
+
+def linear_system(problem: NoisyQuadratic, a, b):
+    """A (..., d, n, n), noise vector bvec (..., d, n) and per-direction variance."""
+    beta, g = problem.momentum, problem.ema
+    n = state_dim(problem)
+    shape = np.broadcast_shapes(a.shape, b.shape, problem.update_curvature.shape)
+    u = 1.0 + beta - a * problem.update_curvature
+    u = np.broadcast_to(u, shape)
+    A = np.zeros((*shape, n, n))
+    bv = np.zeros((*shape, n))
+    A[..., 0, 0] = u
+    bv[..., 0] = -np.broadcast_to(a, shape)
+    j = 1
+    if beta > 0:
+        A[..., 0, 1] = -beta
+        A[..., 1, 0] = 1.0
+        j = 2
+    if g is not None:
+        A[..., j, :] = (1.0 - g) * A[..., 0, :]
+        A[..., j, j] = g
+        bv[..., j] = (1.0 - g) * bv[..., 0]
+    var = np.broadcast_to(problem.update_noise / b, shape)
+    return A, bv, var
+
+
+def affine_map(problem: NoisyQuadratic, a, b):
+    """Augmented (m+1)x(m+1) matrix of vec S -> (A⊗A) vec S + var vec(bbᵀ)."""
+    A, bv, var = linear_system(problem, a, b)
+    n = A.shape[-1]
+    m = n * n
+    kron = np.einsum("...ij,...kl->...ikjl", A, A).reshape(*A.shape[:-2], m, m)
+    q = (var[..., None, None] * bv[..., :, None] * bv[..., None, :]).reshape(
+        *A.shape[:-2], m
+    )
+    M = np.zeros((*A.shape[:-2], m + 1, m + 1))
+    M[..., :m, :m] = kron
+    M[..., :m, m] = q
+    M[..., m, m] = 1.0
+    return M, n
+
+
+def initial_state(problem: NoisyQuadratic, n):
+    return np.concatenate(
+        [np.repeat(problem.init[:, None], n * n, axis=1), np.ones((problem.dims, 1))], axis=1
+    )
+
+
+def linear_moments(problem: NoisyQuadratic, a, b, k):
+    """vec(S_k) per direction, shape (rows, d, n*n), by repeated squaring."""
+    M, n = affine_map(problem, a, b)  # (rows, d, m+1, m+1)
+    k = np.broadcast_to(k, (*M.shape[:1], 1))[:, 0].astype(np.int64)
+    v = np.broadcast_to(initial_state(problem, n), M.shape[:-1]).copy()  # (rows, d, m+1)
+    P = M
+    kk = k.copy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        while np.any(kk > 0):
+            bit = (kk & 1).astype(bool)
+            if bit.any():
+                v[bit] = np.einsum("...ij,...j->...i", P[bit], v[bit])
+            kk >>= 1
+            if np.any(kk > 0):
+                P = P @ P
+    return v[..., : n * n]
+
+
+def linear_stationary(problem: NoisyQuadratic, a, b) -> float:
+    M, n = affine_map(problem, a[None, :], b[None, :])
+    M = M[0]
+    m = n * n
+    A, _, _ = linear_system(problem, a[None, :], b[None, :])
+    rad = np.max(np.abs(np.linalg.eigvals(A[0])), axis=-1)
+    if np.any((rad >= 1.0) & problem.active):
+        return np.inf
+    K, q = M[:, :m, :m], M[:, :m, m]
+    s = np.linalg.solve(np.eye(m) - K, q[..., None])[..., 0]
+    return float(0.5 * problem.curvature @ s[:, loss_index(problem)])
+
+
+def second_moment(problem: NoisyQuadratic, lr, batch_size, steps) -> np.ndarray:
+    """Exact E[theta_i(k)^2]: see `NoisyQuadratic.second_moment`."""
+    if problem.is_plain:
+        return chunked(problem, lr, batch_size, steps, partial(plain_moment, problem))
+    return chunked(problem,
+        lr, batch_size, steps, lambda a, b, k: linear_moments(problem, a, b, k)[..., 0]
+    )
+
+
+def expected_loss(problem: NoisyQuadratic, lr, batch_size, steps):
+    """Exact expected loss: see `NoisyQuadratic.expected_loss`."""
+    h = problem.curvature
+    if problem.is_plain:
+        fn = partial(plain_moment, problem)
+    else:
+        idx = loss_index(problem)
+
+        def fn(a, b, k):
+            return linear_moments(problem, a, b, k)[..., idx]
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = chunked(problem, lr, batch_size, steps, fn)
+        loss = 0.5 * np.einsum("...d,d->...", m, h)
+    return scalar_or_array(loss)
+
+
+def stationary_loss(problem: NoisyQuadratic, lr, batch_size):
+    """Limit of the expected loss: see `NoisyQuadratic.stationary_loss`."""
+    a, b = lr_and_batch(lr, batch_size)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    af = np.broadcast_to(a, shape).ravel()[:, None]
+    bf = np.broadcast_to(b, shape).ravel()[:, None]
+    if problem.is_plain:
+        l_inf, _, _, converges = plain_split(problem, af, bf)
+        out = np.where(converges, l_inf, np.inf)
+    else:
+        out = np.array([linear_stationary(problem, x, y) for x, y in zip(af, bf, strict=True)])
+    return scalar_or_array(out.reshape(shape))

@@ -1,0 +1,64 @@
+r"""The noise scales of `NoisyQuadratic` along its expected trajectory (App. C)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from ..theory import QuadraticModel
+from .dynamics import check_steps, expected_loss, lr_and_batch, second_moment
+
+if TYPE_CHECKING:
+    from .quadratic import NoisyQuadratic
+
+__all__ = ["NoiseScaleTrace", "noise_scales"]
+
+
+@dataclass(frozen=True)
+class NoiseScaleTrace:
+    r"""The model's noise scales along the expected trajectory.
+
+    ``b_noise`` :math:`= E[\operatorname{tr}(H\Sigma)]/E[G^THG]` and ``b_simple``
+    :math:`= \operatorname{tr}\Sigma / E|G|^2` at each step: ratios of expectations
+    over the SGD randomness (see :meth:`NoisyQuadratic.noise_scales`).
+    """
+
+    step: np.ndarray
+    loss: np.ndarray
+    b_noise: np.ndarray
+    b_simple: np.ndarray
+    eps_max: np.ndarray
+
+    def to_dict(self) -> dict:
+        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items()}
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame({k: np.asarray(v) for k, v in self.__dict__.items()})
+
+
+def noise_scales(problem: NoisyQuadratic, lr, batch_size, steps) -> NoiseScaleTrace:
+    """Noise scales along the expected trajectory: see `NoisyQuadratic.noise_scales`."""
+    a, b = lr_and_batch(lr, batch_size)
+    if a.ndim or b.ndim:
+        raise ValueError("noise_scales takes a scalar lr and batch_size")
+    k = np.atleast_1d(check_steps(steps))
+    if k.ndim != 1:
+        raise ValueError("steps must be a 1-D array")
+    m = second_moment(problem, float(a), float(b), k)
+    g2, ghg, trs, trhs = problem.noise_scalars(m)
+    bn, bs, em = [], [], []
+    for x, y in zip(g2, ghg, strict=True):
+        if not (np.isfinite(x) and np.isfinite(y)) or x <= 0 or y <= 0:
+            bn.append(np.nan)
+            bs.append(np.nan)
+            em.append(np.nan)
+            continue
+        qm = QuadraticModel.from_scalars(g2=x, ghg=y, trace_sigma=trs, trace_h_sigma=trhs)
+        bn.append(qm.b_noise)
+        bs.append(qm.b_simple)
+        em.append(qm.eps_max)
+    loss = np.asarray(expected_loss(problem, float(a), float(b), k))
+    return NoiseScaleTrace(k, loss, np.array(bn), np.array(bs), np.array(em))
