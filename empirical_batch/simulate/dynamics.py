@@ -189,13 +189,12 @@ def second_moment(problem: NoisyQuadratic, lr, batch_size, steps) -> np.ndarray:
 def expected_loss(problem: NoisyQuadratic, lr, batch_size, steps):
     """Exact expected loss: see `NoisyQuadratic.expected_loss`."""
     h = problem.curvature
-    if problem.is_plain:
-        fn = partial(plain_moment, problem)
-    else:
-        idx = loss_index(problem)
+    idx = 0 if problem.is_plain else loss_index(problem)
 
-        def fn(a, b, k):
-            return linear_moments(problem, a, b, k)[..., idx]
+    def fn(a, b, k):
+        if problem.is_plain:
+            return plain_moment(problem, a, b, k)
+        return linear_moments(problem, a, b, k)[..., idx]
 
     with np.errstate(over="ignore", invalid="ignore"):
         m = chunked(problem, lr, batch_size, steps, fn)
