@@ -287,7 +287,7 @@ def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
     if lr_rule is None:
         lr_rule = ("sgd_optimal" if sgd else "surge") if b_noise is not None else (
             "linear" if sgd else "sqrt")
-    if lr_rule not in _LR_RULES:
+    if lr_rule not in (*_LR_RULES, "unchanged"):
         raise ValueError(f"rule must be one of {list(_LR_RULES)} for the learning rate, "
                          f"got {lr_rule!r}")
     sqrt = lr_rule == "sqrt"
@@ -342,10 +342,6 @@ def _noise_regime(b: float, b2: float, b_noise: float | None, what: str):
     ok = top <= REGIME_FRACTION * b_noise
     note = (f"max(B, B')/B_noise = {top / b_noise:.3g} "
             f"({'<=' if ok else '>'} {REGIME_FRACTION:g})")
-    if not ok:
-        over = (b2 + b_noise) / (b + b_noise)
-        note += (f"; in the 2018 model the optimal SGD rate changes by {1 / over:.3g}x the "
-                 "linear factor")
     return ok, note
 
 
@@ -353,8 +349,14 @@ def _lr_factor(rule: str, b: float, b2: float, b_noise, optimizer: str):
     """(factor lr'/lr, in_regime, note) of a learning-rate rule."""
     k = b2 / b
     adaptive = optimizer != "sgd"
+    if rule == "unchanged":
+        return 1.0, None, "kept as is (no rule applied)"
     if rule == "linear":
         ok, note = _noise_regime(b, b2, b_noise, "linear")
+        if ok is False:
+            over = (b2 + b_noise) / (b + b_noise)
+            note += (f"; in the 2018 model the optimal SGD rate changes by {1 / over:.3g}x "
+                     "the linear factor")
         if adaptive:
             ok, note = False, "linear scaling is an SGD rule; Adam follows the sqrt rule"
         return k, ok, note
@@ -483,6 +485,10 @@ def transfer(
         if rules[name] == "constant_examples":
             f = 1.0 / k
             ok, note = _noise_regime(b, b2, bn, "constant-examples")
+            if ok is False:
+                more = (1 + b2 / bn) / (1 + b / bn)
+                note += (f"; with B_crit ≈ B_noise the hyperbola needs {more:.3g}x the "
+                         "examples (pass tradeoff)")
         elif rules[name] == "tradeoff_steps":
             f = curve.steps(b2) / curve.steps(b)
             note = f"B_crit={curve.b_crit:.4g}; S(B')/S(B)={f:.4g}"
@@ -505,10 +511,10 @@ def transfer(
         if name not in hp or name in _STEPS:
             continue
         x, r = hp[name], rules[name]
-        if r == "unchanged":
-            out[name] = (x, None, "kept as is (no rule applied)")
-        elif name == "lr":
+        if name == "lr":
             out[name] = (x * lr_f, lr_ok, lr_note)
+        elif r == "unchanged":
+            out[name] = (x, None, "kept as is (no rule applied)")
         elif r == "sqrt":
             ok, note = _noise_regime(b, b2, bn, "square-root")
             new = x / math.sqrt(k) if name == "eps" else _one_minus_beta(name, x, k)
