@@ -71,7 +71,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
 
-from ._validate import as_float, positive_float
+import numpy as np
+
+from ._validate import as_array, as_float, check_positive, positive_float
 
 __all__ = [
     "CBS_DEFINITIONS",
@@ -81,6 +83,7 @@ __all__ = [
     "convert_cbs",
     "merrill_cbs_from_b_crit",
     "zhang_cbs_from_b_crit",
+    "zhang_cbs_from_sweep",
 ]
 
 CITATIONS = MappingProxyType({
@@ -244,6 +247,64 @@ def b_crit_from_zhang_cbs(cbs: float, *, base_batch: float, overhead: float = 0.
             "hyperbola the CBS is (1 + o)·B0 + o·B_crit"
         )
     return (c - (1.0 + o) * b0) / o
+
+
+def zhang_cbs_from_sweep(batch_sizes, steps, *, base_batch: float | None = None,
+                         overhead: float = 0.2) -> float:
+    r"""Zhang et al.'s CBS measured directly on a sweep, without the hyperbola.
+
+    $S(B) = (1+o)\,S(B_0)B_0/B$ is the same as $E(B) = (1+o)\,E(B_0)$ with
+    $E = BS$: the CBS is the first batch (from $B_0$ upward) whose examples to the
+    target reach $(1+o)$ times the base batch's, interpolated linearly in
+    $(\log B, \log E)$ between the two measured batch sizes around the crossing.
+
+    Parameters
+    ----------
+    batch_sizes, steps : array-like
+        Steps to the target per batch size (one value per batch size).
+    base_batch : float, optional
+        $B_0$; the smallest batch size of the sweep by default. Must be one of
+        ``batch_sizes``.
+    overhead : float
+        $o$, 0.2 in the paper.
+
+    Raises
+    ------
+    ValueError
+        When no measured batch size reaches the overhead (the CBS lies beyond the
+        sweep: nothing is extrapolated).
+
+    References
+    ----------
+    .. [1] Zhang, H., Morwani, D., Vyas, N., Wu, J., Zou, D., Ghai, U., Foster, D., &
+       Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
+       arXiv:2410.21676.
+    """
+    b = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
+    s = check_positive(as_array(steps, "steps", ndim=1), "steps")
+    if b.size != s.size or b.size < 2:
+        raise ValueError(f"batch_sizes and steps must have the same length >= 2, got "
+                         f"{b.size} and {s.size}")
+    if np.unique(b).size != b.size:
+        raise ValueError("batch_sizes must be distinct (combine seeds first)")
+    o = positive_float(overhead, "overhead")
+    order = np.argsort(b)
+    b, s = b[order], s[order]
+    b0 = float(b[0]) if base_batch is None else positive_float(base_batch, "base_batch")
+    if b0 not in b:
+        raise ValueError(f"base_batch={b0!r} must be one of batch_sizes {b.tolist()}")
+    keep = b >= b0
+    b, s = b[keep], s[keep]
+    ratio = b * s / (b[0] * s[0])
+    above = np.flatnonzero(ratio >= 1.0 + o)
+    if above.size == 0:
+        raise ValueError(f"no batch size of the sweep reaches {1 + o:g}x the examples of "
+                         f"base_batch={b0:g} (largest ratio {ratio.max():.3g}): the CBS lies "
+                         "beyond the sweep")
+    i = int(above[0])
+    x = np.log(ratio[i - 1:i + 1])
+    y = np.log(b[i - 1:i + 1])
+    return float(np.exp(np.interp(np.log(1.0 + o), x, y)))
 
 
 def merrill_cbs_from_b_crit(
