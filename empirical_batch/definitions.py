@@ -5,22 +5,16 @@ batch size". This module names each one (`CBSDefinition`, all in
 `CBS_DEFINITIONS`) and converts between those that the steps/examples
 hyperbola relates:
 
-========================  =====================================================
-key                       quantity
-========================  =====================================================
-``"mccandlish"``          $B_{crit} = E_{min}/S_{min}$, the hyperbola
-                          $S(B) = S_{min}(1 + B_{crit}/B)$
-``"bergsma"``             the same hyperbola written in data,
-                          $D(B) = D_{min}(1 + B/B_{crit})$ (identical value)
-``"zhang"``               the batch $B^*$ whose steps exceed linear scaling from
-                          a base batch $B_0$ by a fraction $o$ (20 %):
-                          $B^* = (1+o)B_0 + o\,B_{crit}$ under the hyperbola
-``"merrill"``             local, tolerance-based: the largest batch whose loss
-                          after a window of $\Delta$ tokens stays within
-                          $\delta$ of the small-batch run
-``"li_peak"``             $B_{peak}$, where Adam's optimal learning rate peaks;
-                          $B_{peak} = B_{noise}$ in Li et al. (2024)
-========================  =====================================================
+* ``"mccandlish"``: $B_{crit} = E_{min}/S_{min}$, the hyperbola
+  $S(B) = S_{min}(1 + B_{crit}/B)$;
+* ``"bergsma"``: the same hyperbola in data, $D(B) = D_{min}(1 + B/B_{crit})$
+  (the same value);
+* ``"zhang"``: the batch $B^*$ whose steps exceed linear scaling from a base batch
+  $B_0$ by a fraction $o$ (20 %), $B^* = (1+o)B_0 + o\,B_{crit}$ under the hyperbola;
+* ``"merrill"``: local, tolerance-based, the largest batch whose loss after a window
+  of $\Delta$ tokens stays within $\delta$ of the small-batch run;
+* ``"li_peak"``: $B_{peak}$, where Adam's optimal learning rate peaks;
+  $B_{peak} = B_{noise}$ in Li et al. (2024).
 
 Derivation of Zhang et al.'s CBS under the hyperbola. Linear scaling from $B_0$
 predicts $S_{lin}(B) = S(B_0)\,B_0/B$; the CBS is where
@@ -50,20 +44,20 @@ $B_{crit}$ give the same local CBS, so the inverse is refused.
 
 References
 ----------
-.. [1] McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
-   Empirical Model of Large-Batch Training. arXiv:1812.06162.
-.. [2] Zhang, H., Morwani, D., Vyas, N., Wu, J., Zou, D., Ghai, U., Foster, D., &
-   Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
-   arXiv:2410.21676 (ICLR 2025).
-.. [3] Bergsma, S., Dey, N., Gosal, G., Gray, G., Soboleva, D., & Hestness, J.
-   (2025). Power Lines: Scaling Laws for Weight Decay and Batch Size in LLM
-   Pre-training. arXiv:2505.13738 (NeurIPS 2025).
-.. [4] Merrill, W., Arora, S., Groeneveld, D., & Hajishirzi, H. (2025). Critical
-   Batch Size Revisited: A Simple Empirical Approach to Large-Batch Language Model
-   Training. arXiv:2505.23971.
-.. [5] Li, S., Zhao, P., Zhang, H., Sun, X., Wu, H., Jiao, D., Wang, W., Liu, C.,
-   Fang, Z., Xue, J., Tao, Y., Cui, B., & Wang, D. (2024). Surge Phenomenon in
-   Optimal Learning Rate and Batch Size Scaling. arXiv:2405.14578 (NeurIPS 2024).
+* McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
+  Empirical Model of Large-Batch Training. arXiv:1812.06162.
+* Zhang, H., Morwani, D., Vyas, N., Wu, J., Zou, D., Ghai, U., Foster, D., &
+  Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
+  arXiv:2410.21676 (ICLR 2025).
+* Bergsma, S., Dey, N., Gosal, G., Gray, G., Soboleva, D., & Hestness, J.
+  (2025). Power Lines: Scaling Laws for Weight Decay and Batch Size in LLM
+  Pre-training. arXiv:2505.13738 (NeurIPS 2025).
+* Merrill, W., Arora, S., Groeneveld, D., & Hajishirzi, H. (2025). Critical
+  Batch Size Revisited: A Simple Empirical Approach to Large-Batch Language Model
+  Training. arXiv:2505.23971.
+* Li, S., Zhao, P., Zhang, H., Sun, X., Wu, H., Jiao, D., Wang, W., Liu, C.,
+  Fang, Z., Xue, J., Tao, Y., Cui, B., & Wang, D. (2024). Surge Phenomenon in
+  Optimal Learning Rate and Batch Size Scaling. arXiv:2405.14578 (NeurIPS 2024).
 """
 
 from __future__ import annotations
@@ -213,9 +207,9 @@ def zhang_cbs_from_b_crit(b_crit: float, *, base_batch: float, overhead: float =
 
     References
     ----------
-    .. [1] Zhang, H., Morwani, D., Vyas, N., Wu, J., Zou, D., Ghai, U., Foster, D., &
-       Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
-       arXiv:2410.21676.
+    * Zhang, H., Morwani, D., Vyas, N., Wu, J., Zou, D., Ghai, U., Foster, D., &
+      Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
+      arXiv:2410.21676.
     """
     bc = positive_float(b_crit, "b_crit")
     b0 = positive_float(base_batch, "base_batch")
@@ -234,9 +228,9 @@ def b_crit_from_zhang_cbs(cbs: float, *, base_batch: float, overhead: float = 0.
 
     References
     ----------
-    .. [1] Zhang, H., Morwani, D., Vyas, N., Wu, J., Zou, D., Ghai, U., Foster, D., &
-       Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
-       arXiv:2410.21676.
+    * Zhang, H., Morwani, D., Vyas, N., Wu, J., Zou, D., Ghai, U., Foster, D., &
+      Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
+      arXiv:2410.21676.
     """
     c = positive_float(cbs, "cbs")
     b0 = positive_float(base_batch, "base_batch")
@@ -276,9 +270,9 @@ def zhang_cbs_from_sweep(batch_sizes, steps, *, base_batch: float | None = None,
 
     References
     ----------
-    .. [1] Zhang, H., Morwani, D., Vyas, N., Wu, J., Zou, D., Ghai, U., Foster, D., &
-       Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
-       arXiv:2410.21676.
+    * Zhang, H., Morwani, D., Vyas, N., Wu, J., Zou, D., Ghai, U., Foster, D., &
+      Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
+      arXiv:2410.21676.
     """
     b = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
     s = check_positive(as_array(steps, "steps", ndim=1), "steps")
@@ -328,9 +322,9 @@ def merrill_cbs_from_b_crit(
 
     References
     ----------
-    .. [1] Merrill, W., Arora, S., Groeneveld, D., & Hajishirzi, H. (2025). Critical
-       Batch Size Revisited: A Simple Empirical Approach to Large-Batch Language Model
-       Training. arXiv:2505.23971.
+    * Merrill, W., Arora, S., Groeneveld, D., & Hajishirzi, H. (2025). Critical
+      Batch Size Revisited: A Simple Empirical Approach to Large-Batch Language Model
+      Training. arXiv:2505.23971.
     """
     bc = positive_float(b_crit, "b_crit")
     tol = positive_float(tolerance, "tolerance")
@@ -432,15 +426,15 @@ def convert_cbs(value: float, from_def: str, to_def: str, **info) -> float:
 
     References
     ----------
-    .. [1] McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
-       Empirical Model of Large-Batch Training. arXiv:1812.06162.
-    .. [2] Zhang, H., et al. (2024). How Does Critical Batch Size Scale in
-       Pre-training? arXiv:2410.21676.
-    .. [3] Bergsma, S., et al. (2025). Power Lines: Scaling Laws for Weight Decay and
-       Batch Size in LLM Pre-training. arXiv:2505.13738.
-    .. [4] Merrill, W., et al. (2025). Critical Batch Size Revisited. arXiv:2505.23971.
-    .. [5] Li, S., et al. (2024). Surge Phenomenon in Optimal Learning Rate and Batch
-       Size Scaling. arXiv:2405.14578.
+    * McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
+      Empirical Model of Large-Batch Training. arXiv:1812.06162.
+    * Zhang, H., et al. (2024). How Does Critical Batch Size Scale in
+      Pre-training? arXiv:2410.21676.
+    * Bergsma, S., et al. (2025). Power Lines: Scaling Laws for Weight Decay and
+      Batch Size in LLM Pre-training. arXiv:2505.13738.
+    * Merrill, W., et al. (2025). Critical Batch Size Revisited. arXiv:2505.23971.
+    * Li, S., et al. (2024). Surge Phenomenon in Optimal Learning Rate and Batch
+      Size Scaling. arXiv:2405.14578.
     """
     v = positive_float(value, "value")
     _check_key(from_def, "from_def")

@@ -4,33 +4,26 @@ r"""Move a training configuration from batch $B$ to batch $B'$.
 hyperparameter, which rule it used, where the rule comes from and whether the move
 stays inside the regime the rule was derived for. With $\kappa = B'/B$:
 
-=====================  ================  ===================================================
-rule                   applies to        new value
-=====================  ================  ===================================================
-``linear``             lr (SGD)          $\eta' = \kappa\eta$ (Goyal et al. 2017);
-                                         regime $\max(B, B') \le 0.1\,B_{noise}$
-``sgd_optimal``        lr (SGD)          $\eta' = \eta\,\frac{1 + B_{noise}/B}{1 + B_{noise}/B'}$
-                                         (McCandlish et al. 2018, eq. 2.6)
-``sqrt``               lr, β1, β2, ε     $\eta' = \sqrt\kappa\,\eta$,
-                       (Adam)            $1-\beta' = \kappa(1-\beta)$,
-                                         $\epsilon' = \epsilon/\sqrt\kappa$
-                                         (Malladi et al. 2022); regime as ``linear``
-``surge``              lr (Adam)         $\eta' = \eta\,\epsilon_{opt}(B')/\epsilon_{opt}(B)$ with
-                                         Li et al.'s (2024) surge law
-                                         (`empirical_batch.theory.surge_eps_opt`)
-``half_life``          β2                $\beta_2' = \beta_2^{\kappa}$, fixed half-life in
-                                         tokens (Marek et al. 2025); regime
-                                         $\beta_2' \ge 1/2$ (half-life ≥ 1 step)
-``ema``                ema_decay         $\rho' = \rho^{\kappa}$ (Busbridge et al. 2023);
-                                         holds where the lr rule holds
-``timescale``          weight_decay      $\tau = B/(\eta\lambda D)$ fixed (Bergsma et al.
-                                         2025): $\lambda' = \lambda\,\kappa\,(\eta/\eta')(D/D')$
-``tradeoff_steps``     warmup/total      $S' = S\cdot S(B')/S(B)$ with the fitted
-                       steps             $S(B) = S_{min}(1 + B_{crit}/B)$
-``constant_examples``  warmup/total      $S' = S/\kappa$; regime
-                       steps             $\max(B, B') \le 0.1\,B_{noise}$
-``unchanged``          any               kept as is
-=====================  ================  ===================================================
+* ``linear`` (lr, SGD): $\eta' = \kappa\eta$ (Goyal et al. 2017); regime
+  $\max(B, B') \le 0.1\,B_{noise}$;
+* ``sgd_optimal`` (lr, SGD): $\eta' = \eta\,(1 + B_{noise}/B)/(1 + B_{noise}/B')$
+  (McCandlish et al. 2018, eq. 2.6);
+* ``sqrt`` (lr, β1, β2, ε; Adam): $\eta' = \sqrt\kappa\,\eta$,
+  $1-\beta' = \kappa(1-\beta)$, $\epsilon' = \epsilon/\sqrt\kappa$ (Malladi et al.
+  2022); regime as ``linear``;
+* ``surge`` (lr, Adam): $\eta' = \eta\,\epsilon_{opt}(B')/\epsilon_{opt}(B)$ with Li
+  et al.'s (2024) surge law (`empirical_batch.theory.surge_eps_opt`);
+* ``half_life`` (β2): $\beta_2' = \beta_2^{\kappa}$, half-life fixed in tokens
+  (Marek et al. 2025); regime $\beta_2' \ge 1/2$ (half-life of at least one step);
+* ``ema`` (ema_decay): $\rho' = \rho^{\kappa}$ (Busbridge et al. 2023); holds where
+  the lr rule holds;
+* ``timescale`` (weight_decay): $\tau = B/(\eta\lambda D)$ fixed (Bergsma et al.
+  2025), $\lambda' = \lambda\,\kappa\,(\eta/\eta')(D/D')$;
+* ``tradeoff_steps`` (warmup/total steps): $S' = S\cdot S(B')/S(B)$ with the fitted
+  $S(B) = S_{min}(1 + B_{crit}/B)$;
+* ``constant_examples`` (warmup/total steps): $S' = S/\kappa$; regime
+  $\max(B, B') \le 0.1\,B_{noise}$;
+* ``unchanged`` (any): kept as is.
 
 A rule applied outside its regime still returns its value, flags it
 (``in_regime=False``), issues a `RegimeWarning` and lists the message in the
@@ -39,25 +32,25 @@ result's ``warnings``. ``in_regime`` is ``None`` where the regime cannot be chec
 
 References
 ----------
-.. [1] Goyal, P., Dollár, P., Girshick, R., Noordhuis, P., Wesolowski, L., Kyrola,
-   A., Tulloch, A., Jia, Y., & He, K. (2017). Accurate, Large Minibatch SGD:
-   Training ImageNet in 1 Hour. arXiv:1706.02677.
-.. [2] McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
-   Empirical Model of Large-Batch Training. arXiv:1812.06162.
-.. [3] Malladi, S., Lyu, K., Panigrahi, A., & Arora, S. (2022). On the SDEs and
-   Scaling Rules for Adaptive Gradient Algorithms. NeurIPS 2022, arXiv:2205.10287.
-.. [4] Li, S., Zhao, P., Zhang, H., Sun, X., Wu, H., Jiao, D., Wang, W., Liu, C.,
-   Fang, Z., Xue, J., Tao, Y., Cui, B., & Wang, D. (2024). Surge Phenomenon in
-   Optimal Learning Rate and Batch Size Scaling. NeurIPS 2024, arXiv:2405.14578.
-.. [5] Marek, M., Lotfi, S., Somasundaram, A., Wilson, A. G., & Goldblum, M.
-   (2025). Small Batch Size Training for Language Models: When Vanilla SGD Works,
-   and Why Gradient Accumulation Is Wasteful. NeurIPS 2025, arXiv:2507.07101.
-.. [6] Busbridge, D., Ramapuram, J., Ablin, P., Likhomanenko, T., Dhekane, E. G.,
-   Suau, X., & Webb, R. (2023). How to Scale Your EMA. NeurIPS 2023,
-   arXiv:2307.13813.
-.. [7] Bergsma, S., Dey, N., Gosal, G., Gray, G., Soboleva, D., & Hestness, J.
-   (2025). Power Lines: Scaling Laws for Weight Decay and Batch Size in LLM
-   Pre-training. NeurIPS 2025, arXiv:2505.13738.
+* Goyal, P., Dollár, P., Girshick, R., Noordhuis, P., Wesolowski, L., Kyrola,
+  A., Tulloch, A., Jia, Y., & He, K. (2017). Accurate, Large Minibatch SGD:
+  Training ImageNet in 1 Hour. arXiv:1706.02677.
+* McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
+  Empirical Model of Large-Batch Training. arXiv:1812.06162.
+* Malladi, S., Lyu, K., Panigrahi, A., & Arora, S. (2022). On the SDEs and
+  Scaling Rules for Adaptive Gradient Algorithms. NeurIPS 2022, arXiv:2205.10287.
+* Li, S., Zhao, P., Zhang, H., Sun, X., Wu, H., Jiao, D., Wang, W., Liu, C.,
+  Fang, Z., Xue, J., Tao, Y., Cui, B., & Wang, D. (2024). Surge Phenomenon in
+  Optimal Learning Rate and Batch Size Scaling. NeurIPS 2024, arXiv:2405.14578.
+* Marek, M., Lotfi, S., Somasundaram, A., Wilson, A. G., & Goldblum, M.
+  (2025). Small Batch Size Training for Language Models: When Vanilla SGD Works,
+  and Why Gradient Accumulation Is Wasteful. NeurIPS 2025, arXiv:2507.07101.
+* Busbridge, D., Ramapuram, J., Ablin, P., Likhomanenko, T., Dhekane, E. G.,
+  Suau, X., & Webb, R. (2023). How to Scale Your EMA. NeurIPS 2023,
+  arXiv:2307.13813.
+* Bergsma, S., Dey, N., Gosal, G., Gray, G., Soboleva, D., & Hestness, J.
+  (2025). Power Lines: Scaling Laws for Weight Decay and Batch Size in LLM
+  Pre-training. NeurIPS 2025, arXiv:2505.13738.
 """
 
 from __future__ import annotations
@@ -451,20 +444,20 @@ def transfer(
 
     References
     ----------
-    .. [1] Goyal, P., et al. (2017). Accurate, Large Minibatch SGD: Training ImageNet
-       in 1 Hour. arXiv:1706.02677.
-    .. [2] McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
-       Empirical Model of Large-Batch Training. arXiv:1812.06162.
-    .. [3] Malladi, S., Lyu, K., Panigrahi, A., & Arora, S. (2022). On the SDEs and
-       Scaling Rules for Adaptive Gradient Algorithms. NeurIPS 2022, arXiv:2205.10287.
-    .. [4] Li, S., et al. (2024). Surge Phenomenon in Optimal Learning Rate and Batch
-       Size Scaling. NeurIPS 2024, arXiv:2405.14578.
-    .. [5] Marek, M., Lotfi, S., Somasundaram, A., Wilson, A. G., & Goldblum, M.
-       (2025). Small Batch Size Training for Language Models. arXiv:2507.07101.
-    .. [6] Busbridge, D., et al. (2023). How to Scale Your EMA. NeurIPS 2023,
-       arXiv:2307.13813.
-    .. [7] Bergsma, S., et al. (2025). Power Lines: Scaling Laws for Weight Decay and
-       Batch Size in LLM Pre-training. arXiv:2505.13738.
+    * Goyal, P., et al. (2017). Accurate, Large Minibatch SGD: Training ImageNet
+      in 1 Hour. arXiv:1706.02677.
+    * McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
+      Empirical Model of Large-Batch Training. arXiv:1812.06162.
+    * Malladi, S., Lyu, K., Panigrahi, A., & Arora, S. (2022). On the SDEs and
+      Scaling Rules for Adaptive Gradient Algorithms. NeurIPS 2022, arXiv:2205.10287.
+    * Li, S., et al. (2024). Surge Phenomenon in Optimal Learning Rate and Batch
+      Size Scaling. NeurIPS 2024, arXiv:2405.14578.
+    * Marek, M., Lotfi, S., Somasundaram, A., Wilson, A. G., & Goldblum, M.
+      (2025). Small Batch Size Training for Language Models. arXiv:2507.07101.
+    * Busbridge, D., et al. (2023). How to Scale Your EMA. NeurIPS 2023,
+      arXiv:2307.13813.
+    * Bergsma, S., et al. (2025). Power Lines: Scaling Laws for Weight Decay and
+      Batch Size in LLM Pre-training. arXiv:2505.13738.
     """
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
