@@ -7,7 +7,8 @@ stays inside the regime the rule was derived for. With $\kappa = B'/B$:
 * ``linear`` (lr, SGD): $\eta' = \kappa\eta$ (Goyal et al. 2017); regime
   $\max(B, B') \le 0.1\,B_{noise}$;
 * ``sgd_optimal`` (lr, SGD): $\eta' = \eta\,(1 + B_{noise}/B)/(1 + B_{noise}/B')$
-  (McCandlish et al. 2018, eq. 2.6);
+  (McCandlish et al. 2018, eq. 2.6); regime $\max(B, B') \le B_{noise}$ (beyond, the
+  rate nears $\epsilon_{max}$, extrapolated from the old rate);
 * ``sqrt`` (lr, β1, β2, ε; Adam): $\eta' = \sqrt\kappa\,\eta$,
   $1-\beta' = \kappa(1-\beta)$, $\epsilon' = \epsilon/\sqrt\kappa$ (Malladi et al.
   2022); regime as ``linear``;
@@ -125,7 +126,8 @@ TRANSFER_RULES: MappingProxyType[str, TransferRule] = MappingProxyType({
                            "SGD, max(B, B') <= 0.1·B_noise (noise-dominated)"),
     "sgd_optimal": TransferRule(
         "sgd_optimal", ("lr",), "lr' = lr·(1 + B_noise/B)/(1 + B_noise/B')", _MCC,
-        "SGD with the old lr optimal at B; B_noise constant over the move"),
+        "SGD with the old lr optimal at B; B_noise constant over the move; "
+        "max(B, B') <= B_noise (beyond, eps_max is extrapolated)"),
     "sqrt": TransferRule(
         "sqrt", ("lr", "beta1", "beta2", "eps"),
         "lr' = √κ·lr, 1-β' = κ(1-β), eps' = eps/√κ", _MALLADI,
@@ -363,10 +365,11 @@ def _lr_factor(rule: str, b: float, b2: float, b_noise, optimizer: str):
         if adaptive:
             return f, False, "the 2018 closed form is an SGD result; use 'surge' for Adam"
         note = "assumes the old lr was optimal at B and B_noise is unchanged"
-        if b2 > b_noise:
+        ok = max(b, b2) <= b_noise
+        if not ok:
             note += ("; beyond B_noise the rate nears eps_max = lr·(1 + B_noise/B), "
                      "extrapolated from the old lr: check stability with a short run")
-        return f, True, note
+        return f, ok, note
     # surge
     f = theory.surge_eps_opt(b2, 1.0, b_noise) / theory.surge_eps_opt(b, 1.0, b_noise)
     if not adaptive:
