@@ -298,6 +298,8 @@ def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
         "total_steps": "tradeoff_steps" if tradeoff is not None else "constant_examples",
     }
     for k, r in overrides.items():
+        if k != "lr" and k not in hp:
+            raise ValueError(f"rule[{k!r}] is given but hparams has no {k!r}")
         if r not in TRANSFER_RULES:
             raise ValueError(f"rule[{k!r}] must be one of {sorted(TRANSFER_RULES)}, got {r!r}")
         if k not in TRANSFER_RULES[r].applies_to:
@@ -496,7 +498,8 @@ def transfer(
                              f"{fitted_range[1]:g}] (extrapolated)")
         else:
             f, ok, note = 1.0, None, "kept as is"
-        new = float(math.ceil(hp[name] * f - 1e-9))
+        exact = hp[name] * f
+        new = float(math.ceil(exact - 1e-9 * max(1.0, exact)))  # not up from float noise
         out[name] = (new, ok, note + "; rounded up to whole steps")
     if "total_steps" in hp:
         d_ratio = out["total_steps"][0] * b2 / (hp["total_steps"] * b)
