@@ -476,6 +476,7 @@ def transfer(
 
     lr_f, lr_ok, lr_note = _lr_factor(rules["lr"], b, b2, bn, optimizer)
     out: dict[str, tuple[float, bool | None, str]] = {}
+    ok: bool | None
     # steps first: the weight-decay timescale needs D'/D
     for name in _STEPS:
         if name not in hp:
@@ -483,7 +484,7 @@ def transfer(
         if rules[name] == "constant_examples":
             f = 1.0 / k
             ok, note = _noise_regime(b, b2, bn, "constant-examples")
-            if ok is False:
+            if ok is False and bn is not None:
                 more = (1 + b2 / bn) / (1 + b / bn)
                 note += (f"; with B_crit ≈ B_noise the hyperbola needs {more:.3g}x the "
                          "examples (pass tradeoff)")
@@ -529,7 +530,7 @@ def transfer(
         elif r == "timescale":
             new = x * k / lr_f / d_ratio
             notes = [f"τ = B/(lr·λ·D) kept; D'/D = {d_ratio:.4g}"]
-            ok: bool | None = True
+            ok = True
             if optimizer == "adam":
                 ok = False
                 notes.append("coupled L2 decay in Adam is not the AdamW timescale")
