@@ -54,6 +54,14 @@ _EXPORTS: dict[str, str] = {
     "PowerLaw": "fit",
     "fit_lr_scaling": "fit",
     "LRScalingFit": "fit",
+    # critical-batch-size vocabulary and hyperparameter transfer (the function itself is
+    # empirical_batch.transfer.transfer: the name `transfer` is the submodule)
+    "CBSDefinition": "definitions",
+    "CBS_DEFINITIONS": "definitions",
+    "convert_cbs": "definitions",
+    "TransferResult": "transfer",
+    "TransferredValue": "transfer",
+    "RegimeWarning": "transfer",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -1,0 +1,561 @@
+r"""Move a training configuration from batch $B$ to batch $B'$.
+
+`transfer` rescales each hyperparameter with a published rule and says, per
+hyperparameter, which rule it used, where the rule comes from and whether the move
+stays inside the regime the rule was derived for. With $\kappa = B'/B$:
+
+* ``linear`` (lr, SGD): $\eta' = \kappa\eta$ (Goyal et al. 2017); regime
+  $\max(B, B') \le 0.1\,B_{noise}$;
+* ``sgd_optimal`` (lr, SGD): $\eta' = \eta\,(1 + B_{noise}/B)/(1 + B_{noise}/B')$
+  (McCandlish et al. 2018, eq. 2.6); regime $\max(B, B') \le B_{noise}$ (beyond, the
+  rate nears $\epsilon_{max}$, extrapolated from the old rate);
+* ``sqrt`` (lr, β1, β2, ε; Adam): $\eta' = \sqrt\kappa\,\eta$,
+  $1-\beta' = \kappa(1-\beta)$, $\epsilon' = \epsilon/\sqrt\kappa$ (Malladi et al.
+  2022); regime as ``linear``;
+* ``surge`` (lr, Adam): $\eta' = \eta\,\epsilon_{opt}(B')/\epsilon_{opt}(B)$ with Li
+  et al.'s (2024) surge law (`empirical_batch.theory.surge_eps_opt`);
+* ``half_life`` (β2): $\beta_2' = \beta_2^{\kappa}$, half-life fixed in tokens
+  (Marek et al. 2025); regime $\beta_2' \ge 1/2$ (half-life of at least one step);
+* ``ema`` (ema_decay): $\rho' = \rho^{\kappa}$ (Busbridge et al. 2023); holds where
+  the lr rule holds;
+* ``timescale`` (weight_decay): $\tau = B/(\eta\lambda D)$ fixed (Bergsma et al.
+  2025), $\lambda' = \lambda\,\kappa\,(\eta/\eta')(D/D')$;
+* ``tradeoff_steps`` (warmup/total steps): $S' = S\cdot S(B')/S(B)$ with the fitted
+  $S(B) = S_{min}(1 + B_{crit}/B)$;
+* ``constant_examples`` (warmup/total steps): $S' = S/\kappa$; regime
+  $\max(B, B') \le 0.1\,B_{noise}$;
+* ``unchanged`` (any): kept as is.
+
+A rule applied outside its regime still returns its value, flags it
+(``in_regime=False``), issues a `RegimeWarning` and lists the message in the
+result's ``warnings``. ``in_regime`` is ``None`` where the regime cannot be checked
+(e.g. ``b_noise`` not given).
+
+References
+----------
+* Goyal, P., Dollár, P., Girshick, R., Noordhuis, P., Wesolowski, L., Kyrola,
+  A., Tulloch, A., Jia, Y., & He, K. (2017). Accurate, Large Minibatch SGD:
+  Training ImageNet in 1 Hour. arXiv:1706.02677.
+* McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
+  Empirical Model of Large-Batch Training. arXiv:1812.06162.
+* Malladi, S., Lyu, K., Panigrahi, A., & Arora, S. (2022). On the SDEs and
+  Scaling Rules for Adaptive Gradient Algorithms. NeurIPS 2022, arXiv:2205.10287.
+* Li, S., Zhao, P., Zhang, H., Sun, X., Wu, H., Jiao, D., Wang, W., Liu, C.,
+  Fang, Z., Xue, J., Tao, Y., Cui, B., & Wang, D. (2024). Surge Phenomenon in
+  Optimal Learning Rate and Batch Size Scaling. NeurIPS 2024, arXiv:2405.14578.
+* Marek, M., Lotfi, S., Somasundaram, A., Wilson, A. G., & Goldblum, M.
+  (2025). Small Batch Size Training for Language Models: When Vanilla SGD Works,
+  and Why Gradient Accumulation Is Wasteful. NeurIPS 2025, arXiv:2507.07101.
+* Busbridge, D., Ramapuram, J., Ablin, P., Likhomanenko, T., Dhekane, E. G.,
+  Suau, X., & Webb, R. (2023). How to Scale Your EMA. NeurIPS 2023,
+  arXiv:2307.13813.
+* Bergsma, S., Dey, N., Gosal, G., Gray, G., Soboleva, D., & Hestness, J.
+  (2025). Power Lines: Scaling Laws for Weight Decay and Batch Size in LLM
+  Pre-training. NeurIPS 2025, arXiv:2505.13738.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from types import MappingProxyType
+
+from . import theory
+from ._validate import as_float, positive_float
+
+__all__ = [
+    "HPARAMS",
+    "OPTIMIZERS",
+    "REGIME_FRACTION",
+    "TRANSFER_RULES",
+    "RegimeWarning",
+    "TransferResult",
+    "TransferRule",
+    "TransferredValue",
+    "transfer",
+]
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+HPARAMS = ("lr", "momentum", "beta1", "beta2", "eps", "weight_decay", "ema_decay",
+           "warmup_steps", "total_steps")
+_KEYS = MappingProxyType({
+    "sgd": frozenset({"lr", "momentum", "weight_decay", "ema_decay", "warmup_steps",
+                      "total_steps"}),
+    "adam": frozenset(set(HPARAMS) - {"momentum"}),
+    "adamw": frozenset(set(HPARAMS) - {"momentum"}),
+})
+_STEPS = ("warmup_steps", "total_steps")
+#: ``linear``/``sqrt``/``constant_examples`` hold for ``max(B, B') <= REGIME_FRACTION * B_noise``
+REGIME_FRACTION = 0.1
+
+
+class RegimeWarning(UserWarning):
+    """A transfer rule was applied outside the regime it was derived for."""
+
+
+@dataclass(frozen=True)
+class TransferRule:
+    """A published rule for moving a hyperparameter from batch B to B′."""
+
+    name: str
+    applies_to: tuple[str, ...]
+    formula: str
+    citation: str
+    regime: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_GOYAL = "Goyal et al. (2017), Accurate, Large Minibatch SGD, arXiv:1706.02677"
+_MCC = "McCandlish et al. (2018), An Empirical Model of Large-Batch Training, arXiv:1812.06162"
+_MALLADI = ("Malladi, Lyu, Panigrahi & Arora (2022), On the SDEs and Scaling Rules for "
+            "Adaptive Gradient Algorithms, arXiv:2205.10287")
+_LI = ("Li et al. (2024), Surge Phenomenon in Optimal Learning Rate and Batch Size Scaling, "
+       "arXiv:2405.14578")
+_MAREK = ("Marek, Lotfi, Somasundaram, Wilson & Goldblum (2025), Small Batch Size Training "
+          "for Language Models, arXiv:2507.07101")
+_BUSBRIDGE = "Busbridge et al. (2023), How to Scale Your EMA, arXiv:2307.13813"
+_BERGSMA = ("Bergsma et al. (2025), Power Lines: Scaling Laws for Weight Decay and Batch "
+            "Size in LLM Pre-training, arXiv:2505.13738")
+
+TRANSFER_RULES: MappingProxyType[str, TransferRule] = MappingProxyType({
+    "linear": TransferRule("linear", ("lr",), "lr' = κ·lr", _GOYAL,
+                           "SGD, max(B, B') <= 0.1·B_noise (noise-dominated)"),
+    "sgd_optimal": TransferRule(
+        "sgd_optimal", ("lr",), "lr' = lr·(1 + B_noise/B)/(1 + B_noise/B')", _MCC,
+        "SGD with the old lr optimal at B; B_noise constant over the move; "
+        "max(B, B') <= B_noise (beyond, eps_max is extrapolated)"),
+    "sqrt": TransferRule(
+        "sqrt", ("lr", "beta1", "beta2", "eps"),
+        "lr' = √κ·lr, 1-β' = κ(1-β), eps' = eps/√κ", _MALLADI,
+        "Adam/RMSprop, max(B, B') <= 0.1·B_noise (SDE approximation); κ(1-β) < 1"),
+    "surge": TransferRule(
+        "surge", ("lr",), "lr' = lr·ε_opt(B')/ε_opt(B), ε_opt = ε_max/[(√(Bn/B)+√(B/Bn))/2]",
+        _LI, "Adam-like optimizers with the old lr optimal at B; needs B_noise (= B_peak)"),
+    "half_life": TransferRule("half_life", ("beta2",), "β2' = β2^κ", _MAREK,
+                              "β2' >= 1/2 (second-moment half-life of at least one step)"),
+    "ema": TransferRule("ema", ("ema_decay",), "ρ' = ρ^κ", _BUSBRIDGE,
+                        "where the optimizer's own scaling rule holds"),
+    "timescale": TransferRule(
+        "timescale", ("weight_decay",), "τ = B/(lr·λ·D) fixed: λ' = λ·κ·(lr/lr')·(D/D')",
+        _BERGSMA, "decoupled decay (AdamW) or SGD; D unchanged (τ_opt moves with D/N); lr'·λ' < 1"),
+    "tradeoff_steps": TransferRule(
+        "tradeoff_steps", _STEPS, "S' = S·S(B')/S(B), S(B) = S_min(1 + B_crit/B)", _MCC,
+        "B' inside the batch sizes the tradeoff was fitted on"),
+    "constant_examples": TransferRule(
+        "constant_examples", _STEPS, "S' = S/κ (same examples)", _GOYAL,
+        "max(B, B') <= 0.1·B_noise (perfect scaling)"),
+    "unchanged": TransferRule("unchanged", HPARAMS, "kept as is", "-", "-"),
+})
+_LR_RULES = ("linear", "sgd_optimal", "sqrt", "surge")
+
+
+@dataclass(frozen=True)
+class TransferredValue:
+    """One hyperparameter moved from batch B to B′.
+
+    ``in_regime`` is ``None`` where the rule's regime cannot be checked with the
+    information given (e.g. no ``b_noise``).
+    """
+
+    name: str
+    old: float
+    new: float
+    rule: str
+    citation: str
+    in_regime: bool | None
+    note: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    """The configuration moved from ``from_batch`` to ``to_batch`` (see `transfer`).
+
+    Attributes
+    ----------
+    values : tuple of TransferredValue
+        One per hyperparameter given, in the order of `HPARAMS`.
+    warnings : tuple of str
+        Every regime warning issued (also raised as `RegimeWarning`).
+    """
+
+    from_batch: float
+    to_batch: float
+    optimizer: str
+    b_noise: float | None
+    values: tuple[TransferredValue, ...]
+    warnings: tuple[str, ...]
+
+    def __getitem__(self, name: str) -> TransferredValue:
+        for v in self.values:
+            if v.name == name:
+                return v
+        raise KeyError(f"{name!r} was not transferred; have {[v.name for v in self.values]}")
+
+    @property
+    def new(self) -> dict:
+        """The new hyperparameters, ``{name: value}``, ready for the optimizer."""
+        return {v.name: v.new for v in self.values}
+
+    @property
+    def kappa(self) -> float:
+        return self.to_batch / self.from_batch
+
+    def to_dict(self) -> dict:
+        return {"from_batch": self.from_batch, "to_batch": self.to_batch,
+                "optimizer": self.optimizer, "b_noise": self.b_noise,
+                "values": [v.to_dict() for v in self.values],
+                "warnings": list(self.warnings)}
+
+    def to_frame(self):
+        """One row per hyperparameter: old, new, new/old, rule, in_regime, citation, note."""
+        import pandas as pd
+
+        rows = [{**v.to_dict(), "ratio": v.new / v.old if v.old else float("nan")}
+                for v in self.values]
+        cols = ["name", "old", "new", "ratio", "rule", "in_regime", "citation", "note"]
+        return pd.DataFrame(rows, columns=cols)
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{v.name} {v.old:.4g}→{v.new:.4g} [{v.rule}]" for v in self.values)
+        w = f"; {len(self.warnings)} warning(s)" if self.warnings else ""
+        return (f"TransferResult({self.from_batch:g}→{self.to_batch:g}, {self.optimizer}: "
+                f"{body}{w})")
+
+
+# ---------------------------------------------------------------- validation
+def _check_hparams(hparams, optimizer: str) -> dict:
+    if not isinstance(hparams, Mapping):
+        raise TypeError(f"hparams must be a mapping (dict), got {type(hparams).__name__}")
+    if not hparams:
+        raise ValueError(f"hparams is empty; give some of {sorted(_KEYS[optimizer])}")
+    unknown = set(hparams) - set(HPARAMS)
+    if unknown:
+        raise ValueError(f"hparams has unknown key(s) {sorted(unknown)}; known: {list(HPARAMS)}")
+    wrong = set(hparams) - _KEYS[optimizer]
+    if wrong:
+        raise ValueError(f"hparams key(s) {sorted(wrong)} do not apply to optimizer="
+                         f"{optimizer!r}; it takes {sorted(_KEYS[optimizer])}")
+    out = {}
+    for k in HPARAMS:
+        if k not in hparams:
+            continue
+        x = as_float(hparams[k], k)
+        if k in ("beta1", "beta2", "ema_decay", "momentum"):
+            lo_ok = x >= 0 if k == "momentum" else x > 0
+            if not (lo_ok and x < 1):
+                interval = "[0, 1)" if k == "momentum" else "(0, 1)"
+                raise ValueError(f"{k} must be in {interval}, got {x!r}")
+        elif k == "weight_decay":
+            x = positive_float(x, k, allow_zero=True)
+        elif k in _STEPS:
+            x = positive_float(x, k, allow_zero=k == "warmup_steps")
+            if x != int(x):
+                raise ValueError(f"{k} must be a whole number of steps, got {x!r}")
+        else:
+            x = positive_float(x, k)
+        out[k] = x
+    return out
+
+
+def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
+    sgd = optimizer == "sgd"
+    if rule is None or isinstance(rule, str):
+        lr_rule = rule
+        overrides: dict = {}
+    elif isinstance(rule, Mapping):
+        overrides = dict(rule)
+        bad = set(overrides) - set(HPARAMS)
+        if bad:
+            raise ValueError(f"rule has unknown hyperparameter key(s) {sorted(bad)}; "
+                             f"known: {list(HPARAMS)}")
+        lr_rule = overrides.get("lr")
+    else:
+        raise TypeError(f"rule must be None, a rule name or a mapping hyperparameter -> rule "
+                        f"name, got {type(rule).__name__}")
+    if lr_rule is None:
+        lr_rule = ("sgd_optimal" if sgd else "surge") if b_noise is not None else (
+            "linear" if sgd else "sqrt")
+    if lr_rule not in (*_LR_RULES, "unchanged"):
+        raise ValueError(f"rule must be one of {list(_LR_RULES)} for the learning rate, "
+                         f"got {lr_rule!r}")
+    sqrt = lr_rule == "sqrt"
+    chosen = {
+        "lr": lr_rule,
+        "momentum": "unchanged",
+        "beta1": "sqrt" if sqrt else "unchanged",
+        "beta2": "sqrt" if sqrt else "half_life",
+        "eps": "sqrt" if sqrt else "unchanged",
+        "weight_decay": "timescale",
+        "ema_decay": "ema",
+        "warmup_steps": "tradeoff_steps" if tradeoff is not None else "constant_examples",
+        "total_steps": "tradeoff_steps" if tradeoff is not None else "constant_examples",
+    }
+    for k, r in overrides.items():
+        if k != "lr" and k not in hp:
+            raise ValueError(f"rule[{k!r}] is given but hparams has no {k!r}")
+        if r not in TRANSFER_RULES:
+            raise ValueError(f"rule[{k!r}] must be one of {sorted(TRANSFER_RULES)}, got {r!r}")
+        if k not in TRANSFER_RULES[r].applies_to:
+            raise ValueError(f"rule[{k!r}]={r!r} does not apply to {k}; it applies to "
+                             f"{list(TRANSFER_RULES[r].applies_to)}")
+        chosen[k] = r
+    for k in ("lr", "warmup_steps", "total_steps"):
+        if chosen[k] in ("sgd_optimal", "surge") and b_noise is None:
+            raise ValueError(f"rule {chosen[k]!r} for {k} needs b_noise (the gradient noise "
+                             "scale), which was not given")
+        if chosen[k] == "tradeoff_steps" and tradeoff is None:
+            raise ValueError(f"rule 'tradeoff_steps' for {k} needs tradeoff (a Tradeoff or "
+                             "TradeoffFit), which was not given")
+    return {k: chosen[k] for k in HPARAMS if k in hp or k == "lr"}
+
+
+def _check_tradeoff(tradeoff):
+    if tradeoff is None:
+        return None, None
+    from .fit import TradeoffFit
+    from .tradeoff import Tradeoff
+
+    if isinstance(tradeoff, TradeoffFit):
+        return tradeoff.tradeoff, (min(tradeoff.batch_sizes), max(tradeoff.batch_sizes))
+    if isinstance(tradeoff, Tradeoff):
+        return tradeoff, None
+    raise TypeError(f"tradeoff must be a Tradeoff or a TradeoffFit, got "
+                    f"{type(tradeoff).__name__}")
+
+
+# ---------------------------------------------------------------- the rules
+def _noise_regime(b: float, b2: float, b_noise: float | None, what: str):
+    """(in_regime, note) for rules that need max(B, B') << B_noise."""
+    if b_noise is None:
+        return None, f"b_noise not given: {what} regime (B' << B_noise) not checked"
+    top = max(b, b2)
+    ok = top <= REGIME_FRACTION * b_noise
+    note = (f"max(B, B')/B_noise = {top / b_noise:.3g} "
+            f"({'<=' if ok else '>'} {REGIME_FRACTION:g})")
+    return ok, note
+
+
+def _lr_factor(rule: str, b: float, b2: float, b_noise, optimizer: str):
+    """(factor lr'/lr, in_regime, note) of a learning-rate rule."""
+    k = b2 / b
+    adaptive = optimizer != "sgd"
+    if rule == "unchanged":
+        return 1.0, None, "kept as is (no rule applied)"
+    if rule == "linear":
+        ok, note = _noise_regime(b, b2, b_noise, "linear")
+        if ok is False:
+            over = (b2 + b_noise) / (b + b_noise)
+            note += (f"; in the 2018 model the optimal SGD rate changes by {1 / over:.3g}x "
+                     "the linear factor")
+        if adaptive:
+            ok, note = False, "linear scaling is an SGD rule; Adam follows the sqrt rule"
+        return k, ok, note
+    if rule == "sqrt":
+        ok, note = _noise_regime(b, b2, b_noise, "square-root")
+        if not adaptive:
+            ok, note = False, "the square-root rule is derived for Adam/RMSprop, not SGD"
+        return math.sqrt(k), ok, note
+    if rule == "sgd_optimal":
+        f = theory.eps_opt(b2, 1.0, b_noise) / theory.eps_opt(b, 1.0, b_noise)
+        if adaptive:
+            return f, False, "the 2018 closed form is an SGD result; use 'surge' for Adam"
+        note = "assumes the old lr was optimal at B and B_noise is unchanged"
+        ok = max(b, b2) <= b_noise
+        if not ok:
+            note += ("; beyond B_noise the rate nears eps_max = lr·(1 + B_noise/B), "
+                     "extrapolated from the old lr: check stability with a short run")
+        return f, ok, note
+    # surge
+    f = theory.surge_eps_opt(b2, 1.0, b_noise) / theory.surge_eps_opt(b, 1.0, b_noise)
+    if not adaptive:
+        return f, False, "the surge law is for Adam-like (sign) updates; use 'sgd_optimal'"
+    return f, True, (f"assumes the old lr was optimal at B; peak at B_noise={b_noise:g}"
+                     + ("; B' is past the peak: the lr falls" if b2 > b_noise else ""))
+
+
+def _one_minus_beta(name: str, beta: float, k: float) -> float:
+    m = k * (1.0 - beta)
+    if m >= 1.0:
+        raise ValueError(
+            f"{name}: the square-root rule gives 1-{name}' = κ(1-{name}) = {m:.4g} >= 1 "
+            f"(κ={k:g}), no valid {name}; use rule={{'{name}': 'half_life' or 'unchanged'}}"
+        )
+    return 1.0 - m
+
+
+def transfer(
+    hparams: Mapping[str, float],
+    from_batch: float,
+    to_batch: float,
+    *,
+    optimizer: str,
+    rule: str | Mapping[str, str] | None = None,
+    b_noise: float | None = None,
+    tradeoff=None,
+) -> TransferResult:
+    r"""Move optimizer hyperparameters from batch ``from_batch`` to ``to_batch``.
+
+    With $\kappa = B'/B$ each hyperparameter is rescaled by its rule (module
+    docstring for the table): the learning rate by ``rule`` (``"linear"``,
+    ``"sgd_optimal"``, ``"sqrt"`` or ``"surge"``); β1, β2, ε by the square-root
+    rule when ``rule="sqrt"``, otherwise β2 at a fixed token half-life
+    $\beta_2' = \beta_2^\kappa$ and β1, ε unchanged; ``ema_decay``
+    $\rho' = \rho^\kappa$; ``weight_decay`` at a fixed AdamW timescale
+    $\tau = B/(\eta\lambda D)$; steps from the tradeoff $S(B')/S(B)$ when
+    ``tradeoff`` is given, else at constant examples $S/\kappa$ (rounded up to whole
+    steps).
+
+    Parameters
+    ----------
+    hparams : mapping
+        Some of `HPARAMS`: ``lr``, ``momentum`` (SGD), ``beta1``, ``beta2``, ``eps``
+        (Adam), ``weight_decay``, ``ema_decay``, ``warmup_steps``, ``total_steps``.
+    from_batch, to_batch : float
+        The old and new global batch sizes (same unit as ``b_noise``).
+    optimizer : {"sgd", "adam", "adamw"}
+        ``"adam"`` means coupled L2 decay, ``"adamw"`` decoupled decay.
+    rule : str or mapping, optional
+        The learning-rate rule, or ``{hyperparameter: rule name}`` to choose per
+        hyperparameter from `TRANSFER_RULES`. Default: ``"sgd_optimal"`` (SGD) or
+        ``"surge"`` (Adam) with ``b_noise``, else ``"linear"`` (SGD) or ``"sqrt"``.
+    b_noise : float, optional
+        The gradient noise scale $B_{noise}$ at the point of training moved; needed by
+        ``sgd_optimal`` and ``surge`` and to check the regimes.
+    tradeoff : Tradeoff or TradeoffFit, optional
+        Fitted steps/examples tradeoff; steps then follow $S(B')/S(B)$.
+
+    Returns
+    -------
+    TransferResult
+        Per hyperparameter old, new, rule, citation, ``in_regime`` and a note.
+
+    Warns
+    -----
+    RegimeWarning
+        For each hyperparameter moved outside its rule's regime.
+
+    Examples
+    --------
+    >>> r = transfer({"lr": 0.1, "momentum": 0.9}, 256, 1024, optimizer="sgd", rule="linear")
+    >>> r.new
+    {'lr': 0.4, 'momentum': 0.9}
+
+    References
+    ----------
+    * Goyal, P., et al. (2017). Accurate, Large Minibatch SGD: Training ImageNet
+      in 1 Hour. arXiv:1706.02677.
+    * McCandlish, S., Kaplan, J., Amodei, D., & OpenAI Dota Team (2018). An
+      Empirical Model of Large-Batch Training. arXiv:1812.06162.
+    * Malladi, S., Lyu, K., Panigrahi, A., & Arora, S. (2022). On the SDEs and
+      Scaling Rules for Adaptive Gradient Algorithms. NeurIPS 2022, arXiv:2205.10287.
+    * Li, S., et al. (2024). Surge Phenomenon in Optimal Learning Rate and Batch
+      Size Scaling. NeurIPS 2024, arXiv:2405.14578.
+    * Marek, M., Lotfi, S., Somasundaram, A., Wilson, A. G., & Goldblum, M.
+      (2025). Small Batch Size Training for Language Models. arXiv:2507.07101.
+    * Busbridge, D., et al. (2023). How to Scale Your EMA. NeurIPS 2023,
+      arXiv:2307.13813.
+    * Bergsma, S., et al. (2025). Power Lines: Scaling Laws for Weight Decay and
+      Batch Size in LLM Pre-training. arXiv:2505.13738.
+    """
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
+    b = positive_float(from_batch, "from_batch")
+    b2 = positive_float(to_batch, "to_batch")
+    bn = None if b_noise is None else positive_float(b_noise, "b_noise")
+    hp = _check_hparams(hparams, optimizer)
+    curve, fitted_range = _check_tradeoff(tradeoff)
+    rules = _check_rules(rule, optimizer, hp, bn, curve)
+    k = b2 / b
+
+    lr_f, lr_ok, lr_note = _lr_factor(rules["lr"], b, b2, bn, optimizer)
+    out: dict[str, tuple[float, bool | None, str]] = {}
+    ok: bool | None
+    # steps first: the weight-decay timescale needs D'/D
+    for name in _STEPS:
+        if name not in hp:
+            continue
+        if rules[name] == "constant_examples":
+            f = 1.0 / k
+            ok, note = _noise_regime(b, b2, bn, "constant-examples")
+            if ok is False and bn is not None:
+                more = (1 + b2 / bn) / (1 + b / bn)
+                note += (f"; with B_crit ≈ B_noise the hyperbola needs {more:.3g}x the "
+                         "examples (pass tradeoff)")
+        elif rules[name] == "tradeoff_steps":
+            f = curve.steps(b2) / curve.steps(b)
+            note = f"B_crit={curve.b_crit:.4g}; S(B')/S(B)={f:.4g}"
+            ok = True
+            if fitted_range is not None:
+                ok = fitted_range[0] <= b2 <= fitted_range[1]
+                if not ok:
+                    note += (f"; B' outside the fitted batch sizes [{fitted_range[0]:g}, "
+                             f"{fitted_range[1]:g}] (extrapolated)")
+        else:
+            f, ok, note = 1.0, None, "kept as is"
+        exact = hp[name] * f
+        new = float(math.ceil(exact - 1e-9 * max(1.0, exact)))  # not up from float noise
+        out[name] = (new, ok, note + "; rounded up to whole steps")
+    if "total_steps" in hp:
+        d_ratio = out["total_steps"][0] * b2 / (hp["total_steps"] * b)
+    else:
+        d_ratio = 1.0
+
+    for name in HPARAMS:
+        if name not in hp or name in _STEPS:
+            continue
+        x, r = hp[name], rules[name]
+        if name == "lr":
+            out[name] = (x * lr_f, lr_ok, lr_note)
+        elif r == "unchanged":
+            out[name] = (x, None, "kept as is (no rule applied)")
+        elif r == "sqrt":
+            ok, note = _noise_regime(b, b2, bn, "square-root")
+            new = x / math.sqrt(k) if name == "eps" else _one_minus_beta(name, x, k)
+            out[name] = (new, ok, note)
+        elif r == "half_life":
+            new = x ** k
+            ok = new >= 0.5
+            half = math.log(0.5) / math.log(new)
+            out[name] = (new, ok, f"half-life {half:.3g} steps = "
+                                  f"{half * b2:.4g} examples (unchanged)")
+        elif r == "ema":
+            out[name] = (x ** k, lr_ok, "holds where the lr rule does: " + lr_note)
+        elif r == "timescale":
+            new = x * k / lr_f / d_ratio
+            notes = [f"τ = B/(lr·λ·D) kept; D'/D = {d_ratio:.4g}"]
+            ok = True
+            if optimizer == "adam":
+                ok = False
+                notes.append("coupled L2 decay in Adam is not the AdamW timescale")
+            if abs(d_ratio - 1.0) > 0.1:
+                ok = False
+                notes.append("D changes: the optimal τ itself moves with D/N (Bergsma et al.)")
+            if "lr" in hp and hp["lr"] * lr_f * new >= 1.0:
+                ok = False
+                notes.append("lr'·λ' >= 1: not an EMA any more")
+            out[name] = (new, ok, "; ".join(notes))
+        else:  # pragma: no cover - _check_rules admits only the rules above
+            raise AssertionError(r)
+
+    values, messages = [], []
+    for name in HPARAMS:
+        if name not in hp:
+            continue
+        new, ok, note = out[name]
+        r = rules[name]
+        values.append(TransferredValue(name, hp[name], float(new), r,
+                                       TRANSFER_RULES[r].citation, ok, note))
+        if ok is False:
+            messages.append(f"{name}: rule {r!r} outside its regime "
+                            f"({TRANSFER_RULES[r].regime}): {note}")
+    for m in messages:
+        warnings.warn(m, RegimeWarning, stacklevel=2)
+    return TransferResult(b, b2, optimizer, bn, tuple(values), tuple(messages))
+
