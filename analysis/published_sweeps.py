@@ -137,7 +137,7 @@ def mlperf_curves() -> str:
         for combine in ("min", "median"):
             c = critical_batch_curve(sweep, BERT_TARGETS, config="submission",
                                      combine=combine, n_boot=N_BOOT, seed=SEED,
-                                     errors="report")
+                                     errors="report").to_frame()
             rows = [{
                 "target accuracy": r["target"], "B_crit (seq)": _g(r["b_crit"]),
                 "95% interval": f"{_g(r['b_crit_lo'])}–{_g(r['b_crit_hi'])}",
@@ -177,7 +177,8 @@ def vaessen2024() -> str:
     d = d.assign(run=d["batch size"], batch_size=d["batch size"].map(W2V2_SECONDS))
     sweep = load_sweep(d[["run", "batch_size", "step", "value"]], metric="value",
                        metric_name="val_acc", higher_is_better=True)
-    c = critical_batch_curve(sweep, W2V2_TARGETS, n_boot=N_BOOT, seed=SEED, errors="report")
+    c = critical_batch_curve(sweep, W2V2_TARGETS, n_boot=N_BOOT, seed=SEED,
+                             errors="report").to_frame()
     rows = [{
         "target val_acc": r["target"], "B_crit (s of audio)": _g(r["b_crit"]),
         "95% interval": f"{_g(r['b_crit_lo'])}–{_g(r['b_crit_hi'])}",

@@ -50,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "fit_tradeoff": "fit",
     "TradeoffFit": "fit",
     "critical_batch_curve": "fit",
+    "CriticalBatchCurve": "fit",
+    "StepsTable": "fit",
     "fit_power_law": "fit",
     "PowerLaw": "fit",
     "fit_lr_scaling": "fit",

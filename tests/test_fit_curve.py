@@ -43,7 +43,7 @@ def test_curve_recovers_kaplan_law_exactly():
     law = fit_power_law(curve["target"], curve["b_crit"])
     assert law.exponent == pytest.approx(-1 / ALPHA, rel=1e-6)
     assert law.coefficient == pytest.approx(B_STAR, rel=1e-6)
-    assert len(curve.attrs["fits"]) == len(targets)
+    assert len(curve.fits) == len(targets)
 
 
 def test_curve_with_noise_interval_contains_truth():
@@ -69,7 +69,7 @@ def test_curve_reports_or_raises_unreachable_targets():
         critical_batch_curve(sw, [1.0, 0.1], n_boot=10)
     curve = critical_batch_curve(sw, [1.0, 0.1], n_boot=10, errors="report")
     assert math.isnan(curve["b_crit"].iloc[1]) and "only 0" in curve["note"].iloc[1]
-    assert curve.attrs["fits"][1] is None
+    assert curve.fits[1] is None
     with pytest.raises(ValueError, match="errors"):
         critical_batch_curve(sw, [1.0], errors="ignore")
 

@@ -26,7 +26,7 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
     fig, axes = plt.subplots(1, len(opts), figsize=(5.2 * len(opts), 4.2), squeeze=False)
     for ax, opt in zip(axes[0], opts, strict=True):
         curve, _ = curves[(task, opt)]
-        for fit, target in zip(curve.attrs["fits"], curve["target"], strict=True):
+        for fit, target in zip(curve.fits, curve.targets, strict=True):
             if fit is None:
                 continue
             b = np.asarray(fit.batch_sizes)
@@ -46,7 +46,7 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
     fig, axes = plt.subplots(1, len(opts), figsize=(5.2 * len(opts), 4.2), squeeze=False)
     for ax, opt in zip(axes[0], opts, strict=True):
         curve, scales = curves[(task, opt)]
-        c = curve.dropna(subset=["b_crit"])
+        c = curve.frame.dropna(subset=["b_crit"])
         lo = np.clip(c["b_crit"] - c["b_crit_lo"], 0, None)
         hi = np.where(np.isfinite(c["b_crit_hi"]), c["b_crit_hi"] - c["b_crit"], 0)
         ax.errorbar(c["target"], c["b_crit"], yerr=[lo, hi], fmt="o", color="k",

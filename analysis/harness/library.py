@@ -55,10 +55,10 @@ def select(sweep, **equal):
 def steps_table(sweep, target: float) -> pd.DataFrame:
     from empirical_batch import steps_to_target
 
-    return steps_to_target(sweep, target, combine=FIT_OPTIONS["combine"])
+    return steps_to_target(sweep, target, combine=FIT_OPTIONS["combine"]).to_frame()
 
 
-def b_crit_curve(sweep, targets) -> pd.DataFrame:
+def b_crit_curve(sweep, targets):
     """``critical_batch_curve`` with failures reported per target (not raised)."""
     from empirical_batch import critical_batch_curve
 

@@ -105,7 +105,7 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
             noise_tabs.append(ref.scales)
             at = scales_at_losses(ref.scales, targets)
             grid = plan.sweep.learning_rates[opt]
-            for i, row in curve.iterrows():
+            for i, row in curve.frame.iterrows():
                 rec = {"task": plan.task, "optimizer": opt, **row.to_dict()}
                 rec.update({
                     "b_simple": at.loc[i, "b_simple_collector"],
@@ -161,8 +161,8 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
     return files
 
 
-def _table1_row(task: str, opt: str, curve: pd.DataFrame, scales: pd.DataFrame) -> dict:
-    ok = curve.dropna(subset=["b_crit"]).sort_values("target", ascending=False)
+def _table1_row(task: str, opt: str, curve, scales: pd.DataFrame) -> dict:
+    ok = curve.frame.dropna(subset=["b_crit"]).sort_values("target", ascending=False)
     row = {"task": task, "optimizer": opt, "n_targets_fitted": len(ok)}
     if ok.empty:
         return row

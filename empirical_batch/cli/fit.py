@@ -76,7 +76,7 @@ def run(args) -> int:
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         if len(args.target) == 1:
             table = steps_to_target(sweep, args.target[0], combine=args.combine, config=config)
-            shown = table.drop(columns=["seed_steps", "seed_examples"])
+            shown = table.frame.drop(columns=["seed_steps", "seed_examples"])
             print(f"\nsteps to {sweep.metric_name} {'>=' if sweep.higher_is_better else '<='} "
                   f"{args.target[0]:g} (best configuration per batch size):")
             print(shown.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
@@ -97,7 +97,7 @@ def run(args) -> int:
                 n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
                 errors="report", progress=sys.stderr.isatty())
             print("\ncritical batch size per target:")
-            print(curve.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+            print(curve.frame.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
             if curve["b_crit"].isna().all():
                 raise ValueError("no target was reached by at least 3 batch sizes")
             if args.out:

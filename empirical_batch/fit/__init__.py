@@ -21,15 +21,20 @@ by parabolic interpolation (bootstrap draws) or a bounded scalar minimisation
 (point estimate). No optimizer runs per bootstrap draw.
 """
 
+from .curve import CriticalBatchCurve, critical_batch_curve
 from .lr_scaling import LRRecommendation, LRScalingFit, fit_lr_scaling
 from .power_law import PowerLaw, fit_power_law
-from .steps import steps_to_target
-from .tradeoff_fit import TradeoffFit, critical_batch_curve, fit_tradeoff
+from .steps import StepsTable, steps_to_target
+from .tradeoff_fit import FitWarning, NotEnoughBatchSizes, TradeoffFit, fit_tradeoff
 
 __all__ = [
+    "CriticalBatchCurve",
+    "FitWarning",
     "LRRecommendation",
     "LRScalingFit",
+    "NotEnoughBatchSizes",
     "PowerLaw",
+    "StepsTable",
     "TradeoffFit",
     "critical_batch_curve",
     "fit_lr_scaling",

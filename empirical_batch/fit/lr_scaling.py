@@ -11,8 +11,9 @@ from scipy import optimize
 
 from .._validate import as_float, check_positive, scalar_or_array
 from ..sweeps import Sweep
-from .steps import _as_sweep, _best_per_size, _check_combine, _config_table, _per_run, _prepare
-from .tradeoff_fit import TradeoffFit, _profile_grid, fit_tradeoff
+from .profile import profile_grid
+from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
+from .tradeoff_fit import TradeoffFit, fit_tradeoff
 
 
 @dataclass(frozen=True)
@@ -173,12 +174,12 @@ def fit_lr_scaling(
         if target is None:
             raise ValueError("target is required when fitting learning rates from a sweep")
         target = as_float(target, "target")
-        _check_combine(combine)
-        p = _prepare(_as_sweep(source), "learning_rate")
-        pr = _per_run(p, target)
-        cfg = _config_table(p, pr, combine)
+        check_combine(combine)
+        p = prepare(as_sweep(source), "learning_rate")
+        pr = per_run(p, target)
+        cfg = config_table(p, pr, combine)
         b, lr, refined = _best_lr_refined(cfg)
-        table = _best_per_size(p, pr, cfg, target, combine)
+        table = best_per_size(p, pr, cfg, target, combine)
         if int(table["reached"].sum()) >= 3:
             tradeoff_fit = fit_tradeoff(table, ci=ci, n_boot=n_boot, seed=seed)
     elif isinstance(source, pd.DataFrame):
@@ -202,7 +203,7 @@ def fit_lr_scaling(
     if alpha is not None:
         alpha = as_float(alpha, "alpha")
     log_b, y = np.log(b), np.log(lr)
-    grid = _profile_grid(log_b)
+    grid = profile_grid(log_b)
     rss, icpt, al = _lr_profile(y[None, :], log_b, grid, alpha)
     k = int(np.argmin(rss[0]))
     if 0 < k < len(grid) - 1:

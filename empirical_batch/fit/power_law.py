@@ -70,6 +70,8 @@ def fit_power_law(x, y, *, ci: float = 0.95) -> PowerLaw:
     if np.ptp(x) == 0:
         raise ValueError("x must take at least two distinct values")
     ci = as_float(ci, "ci")
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must be in (0, 1), got {ci!r}")
     lx, ly = np.log(x), np.log(y)
     n = len(x)
     xm, ym = lx.mean(), ly.mean()

@@ -12,16 +12,143 @@ import pandas as pd
 from .._validate import as_float
 from ..sweeps import Sweep, load_sweep
 
+__all__ = ["StepsTable", "steps_to_target"]
+
 _COMBINE = ("mean", "median", "min")
 
 
-def _check_combine(combine) -> None:
+def check_combine(combine) -> None:
+    """Raise unless ``combine`` is one of ``"mean"``, ``"median"``, ``"min"``."""
     if combine not in _COMBINE:
         raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
 
 
+class FrameView:
+    """Read access to ``self.frame`` as if it were the DataFrame: ``obj["steps"]``,
+    ``obj.iloc``, ``obj.loc``, ``len(obj)``, ``obj.columns`` and the notebook display.
+    (The frame is the documented way; this keeps pandas habits working.)"""
+
+    frame: pd.DataFrame
+
+    def __getitem__(self, key):
+        return self.frame[key]
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @property
+    def iloc(self):
+        return self.frame.iloc
+
+    @property
+    def loc(self):
+        return self.frame.loc
+
+    @property
+    def columns(self) -> pd.Index:
+        return self.frame.columns
+
+    def _repr_html_(self) -> str | None:
+        return self.frame._repr_html_()  # type: ignore[operator]
+
+    def to_frame(self) -> pd.DataFrame:
+        """A copy of the table as a DataFrame."""
+        return self.frame.copy()
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class StepsTable(FrameView):
+    """Steps and examples to a target per batch size (the result of `steps_to_target`).
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        One row per batch size (columns documented in `steps_to_target`).
+    target : float
+        The metric value reached.
+    metric_name : str
+    higher_is_better : bool
+    combine : str
+        How seeds were combined.
+    config : tuple of str
+        The columns that identify a configuration at one batch size.
+    best_metric : float
+        The best value any non-diverged point of the sweep logged.
+    """
+
+    frame: pd.DataFrame
+    target: float
+    metric_name: str
+    higher_is_better: bool
+    combine: str
+    config: tuple[str, ...]
+    best_metric: float
+
+    @property
+    def direction(self) -> str:
+        """``"higher"`` or ``"lower"`` (is better)."""
+        return "higher" if self.higher_is_better else "lower"
+
+    @property
+    def batch_sizes(self) -> np.ndarray:
+        return self.frame["batch_size"].to_numpy(dtype=float)
+
+    @property
+    def steps(self) -> np.ndarray:
+        return self.frame["steps"].to_numpy(dtype=float)
+
+    @property
+    def examples(self) -> np.ndarray:
+        return self.frame["examples"].to_numpy(dtype=float)
+
+    @property
+    def reached(self) -> np.ndarray:
+        return self.frame["reached"].to_numpy(dtype=bool)
+
+    @property
+    def seed_steps(self) -> tuple[np.ndarray, ...]:
+        """Per batch size, the steps of each seed of the best configuration."""
+        return tuple(np.asarray(s, dtype=float) for s in self.frame["seed_steps"])
+
+    @property
+    def learning_rate(self) -> np.ndarray:
+        """The best learning rate per batch size (NaN where none reached)."""
+        return self.frame["learning_rate"].to_numpy(dtype=float)
+
+    @property
+    def lr_at_grid_edge(self) -> np.ndarray:
+        """Whether the best learning rate is the smallest or largest one tried at that
+        batch size (its steps are then an upper bound: a better rate may lie outside)."""
+        return self.frame["lr_at_grid_edge"].to_numpy(dtype=bool)
+
+    @property
+    def unreached_batch_sizes(self) -> tuple[float, ...]:
+        return tuple(float(b) for b in self.batch_sizes[~self.reached])
+
+    def __repr__(self) -> str:
+        n, ok = len(self.frame), int(self.reached.sum())
+        return (
+            f"StepsTable(target={self.target:.6g} ({self.metric_name}, {self.direction} is "
+            f"better), {ok} of {n} batch sizes reached, combine={self.combine!r})"
+        )
+
+    def summary(self) -> str:
+        """The header line and the table as text."""
+        cols = ["batch_size", "learning_rate", "steps", "examples", "reached", "n_runs",
+                "lr_at_grid_edge"]
+        return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
+
+    def to_dict(self) -> dict:
+        return {
+            "target": self.target, "metric_name": self.metric_name,
+            "higher_is_better": self.higher_is_better, "combine": self.combine,
+            "config": list(self.config), "best_metric": self.best_metric,
+            "rows": self.frame.to_dict(orient="records"),
+        }
+
+
 @dataclass(frozen=True, eq=False)
-class _Prepared:
+class Prepared:
     """Sorted numpy views of a sweep, reused across targets."""
 
     run_code: np.ndarray  # int per row, rows sorted by (run, step)
@@ -39,7 +166,8 @@ class _Prepared:
     metric_name: str
 
 
-def _as_sweep(sweep) -> Sweep:
+def as_sweep(sweep) -> Sweep:
+    """A `Sweep` from a Sweep or a DataFrame in the sweep schema."""
     if isinstance(sweep, Sweep):
         return sweep
     if isinstance(sweep, pd.DataFrame):
@@ -47,7 +175,9 @@ def _as_sweep(sweep) -> Sweep:
     raise TypeError(f"sweep must be a Sweep or a DataFrame, got {type(sweep).__name__}")
 
 
-def _prepare(sweep: Sweep, config) -> _Prepared:
+def prepare(sweep: Sweep, config) -> Prepared:
+    """Sorted numpy views of ``sweep`` grouped by configuration ``config`` (reused
+    across targets by `steps_table`)."""
     config = (config,) if isinstance(config, str) else tuple(config)
     d = sweep.data
     for c in config:
@@ -73,7 +203,7 @@ def _prepare(sweep: Sweep, config) -> _Prepared:
     first = cfg_order[np.r_[0, np.cumsum(counts)[:-1]]]
     cfg_info = runs.iloc[first].reset_index(drop=True)
     cfg_info["n_runs"] = counts
-    return _Prepared(
+    return Prepared(
         diverged=diverged,
         cfg_code=cfg_code,
         cfg_info=cfg_info,
@@ -100,7 +230,7 @@ def _interp(lo, hi, frac):
     return np.where(pos, logv, out)
 
 
-def _per_run(p: _Prepared, target: float) -> dict[str, np.ndarray]:
+def per_run(p: Prepared, target: float) -> dict[str, np.ndarray]:
     """Steps/examples at which each run first reaches ``target`` (NaN when never)."""
     t = -target if p.higher_is_better else target
     n_runs = len(p.diverged)
@@ -130,7 +260,8 @@ def _per_run(p: _Prepared, target: float) -> dict[str, np.ndarray]:
             "at_first_point": at_first & reached}
 
 
-def _combine(values: np.ndarray, how: str, axis=-1):
+def combine_seeds(values: np.ndarray, how: str, axis=-1):
+    """Seeds combined by ``how`` (``"mean"``, ``"median"`` or ``"min"``) along ``axis``."""
     if how == "mean":
         return np.mean(values, axis=axis)
     if how == "median":
@@ -138,7 +269,7 @@ def _combine(values: np.ndarray, how: str, axis=-1):
     return np.min(values, axis=axis)
 
 
-def _config_table(p: _Prepared, pr: dict, combine: str) -> pd.DataFrame:
+def config_table(p: Prepared, pr: dict, combine: str) -> pd.DataFrame:
     """One row per (batch size, configuration), seeds combined (vectorised)."""
     n_cfg = len(p.cfg_info)
     reached = pr["reached"]
@@ -165,7 +296,7 @@ def _config_table(p: _Prepared, pr: dict, combine: str) -> pd.DataFrame:
     return out
 
 
-def _seeds_of(p: _Prepared, pr: dict, c: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _seeds_of(p: Prepared, pr: dict, c: int) -> tuple[np.ndarray, np.ndarray, int]:
     runs = p.cfg_order[p.cfg_start[c]:p.cfg_start[c + 1]]
     runs = runs[pr["reached"][runs]]
     return pr["steps"][runs], pr["examples"][runs], int(pr["at_first_point"][runs].sum())
@@ -177,7 +308,7 @@ def steps_to_target(
     *,
     combine: str = "mean",
     config: str | Sequence[str] = "learning_rate",
-) -> pd.DataFrame:
+) -> StepsTable:
     r"""Steps and examples to first reach ``target``, best configuration per batch size.
 
     For every run the first logged point at or beyond the target is found
@@ -205,14 +336,18 @@ def steps_to_target(
 
     Returns
     -------
-    pandas.DataFrame
-        One row per batch size, sorted: ``batch_size``, ``learning_rate`` (of the best
-        configuration), ``steps``, ``examples``, ``reached`` (``False`` rows have NaN
-        steps: no configuration reached the target), ``n_runs`` (seeds behind the
-        best configuration), ``n_configs``, ``n_configs_reached``, ``n_diverged``,
-        ``n_at_first_point``, ``seed_steps``/``seed_examples`` (tuples, used for the
-        bootstrap of :func:`fit_tradeoff`) and the config columns. ``attrs`` holds
-        ``target``, ``metric_name``, ``higher_is_better``, ``combine``.
+    StepsTable
+        Its ``frame`` has one row per batch size, sorted: ``batch_size``,
+        ``learning_rate`` (of the best configuration), ``steps``, ``examples``,
+        ``reached`` (``False`` rows have NaN steps: no configuration reached the
+        target), ``n_runs`` (seeds behind the best configuration), ``n_configs``,
+        ``n_configs_reached``, ``n_diverged``, ``n_at_first_point``,
+        ``seed_steps``/``seed_examples`` (tuples, used for the bootstrap of
+        :func:`fit_tradeoff`), ``lr_at_grid_edge`` (the best learning rate is the
+        smallest or largest tried at that batch size) and the config columns. The
+        table also carries the target, the metric's name and direction and the
+        combine rule; ``table["steps"]``, ``table.iloc`` and ``len(table)`` read the
+        frame.
 
     Examples
     --------
@@ -223,19 +358,22 @@ def steps_to_target(
        batch_size      steps    examples  reached
     0         8.0  31.622777  252.982213     True
     """
-    sweep = _as_sweep(sweep)
+    sweep = as_sweep(sweep)
     target = as_float(target, "target")
-    _check_combine(combine)
-    return _steps_table(_prepare(sweep, config), target, combine)
+    if not math.isfinite(target):
+        raise ValueError(f"target must be a finite number, got {target!r}")
+    check_combine(combine)
+    return steps_table(prepare(sweep, config), target, combine)
 
 
-def _steps_table(p: _Prepared, target: float, combine: str) -> pd.DataFrame:
-    pr = _per_run(p, target)
-    return _best_per_size(p, pr, _config_table(p, pr, combine), target, combine)
+def steps_table(p: Prepared, target: float, combine: str) -> StepsTable:
+    """`steps_to_target` on prepared data (one target)."""
+    pr = per_run(p, target)
+    return best_per_size(p, pr, config_table(p, pr, combine), target, combine)
 
 
-def _best_per_size(p: _Prepared, pr: dict, ct: pd.DataFrame, target: float,
-                   combine: str) -> pd.DataFrame:
+def best_per_size(p: Prepared, pr: dict, ct: pd.DataFrame, target: float,
+                  combine: str) -> StepsTable:
     """The :func:`steps_to_target` table from per-run results and the configuration table."""
     cfg_cols = [c for c in p.config if c not in ("learning_rate", "batch_size")]
     b_all = ct["batch_size"].to_numpy()
@@ -246,10 +384,13 @@ def _best_per_size(p: _Prepared, pr: dict, ct: pd.DataFrame, target: float,
     st = ct["steps"].to_numpy()
     order = np.lexsort((np.where(np.isfinite(st), st, np.inf), b_idx))
     first = order[np.r_[True, b_idx[order][1:] != b_idx[order][:-1]]]  # best per size
+    lrs = ct["learning_rate"].to_numpy(dtype=float)
     rows = []
     for j, c in enumerate(first):
         base = {"batch_size": float(sizes[j]), "n_configs": int(n_configs[j]),
                 "n_configs_reached": int(n_ok[j]), "n_diverged": int(n_div[j])}
+        grid = np.unique(lrs[(b_idx == j) & np.isfinite(lrs)])
+        edge = bool(grid.size >= 2 and lrs[c] in (grid[0], grid[-1]))
         if ct["reached"].iat[c]:
             s_seeds, e_seeds, n_first = _seeds_of(p, pr, int(c))
             rows.append({
@@ -258,25 +399,28 @@ def _best_per_size(p: _Prepared, pr: dict, ct: pd.DataFrame, target: float,
                 "steps": st[c],
                 "examples": ct["examples"].iat[c],
                 "reached": True,
-                "n_runs": int(ct["n_runs"].iat[c]),
+                "n_runs": int(ct["n_runs"].to_numpy()[c]),
                 "n_at_first_point": n_first,
                 "seed_steps": tuple(s_seeds.tolist()),
                 "seed_examples": tuple(e_seeds.tolist()),
+                "lr_at_grid_edge": edge,
                 **{k: ct[k].iat[c] for k in cfg_cols},
             })
         else:
             rows.append({
                 **base, "learning_rate": np.nan, "steps": np.nan, "examples": np.nan,
                 "reached": False, "n_runs": 0, "n_at_first_point": 0,
-                "seed_steps": (), "seed_examples": (), **{k: None for k in cfg_cols},
+                "seed_steps": (), "seed_examples": (), "lr_at_grid_edge": False,
+                **{k: None for k in cfg_cols},
             })
     cols = ["batch_size", "learning_rate", "steps", "examples", "reached", "n_runs",
             "n_configs", "n_configs_reached", "n_diverged", "n_at_first_point",
-            "seed_steps", "seed_examples", *cfg_cols]
+            "seed_steps", "seed_examples", "lr_at_grid_edge", *cfg_cols]
     out = pd.DataFrame(rows, columns=cols)
     finite = p.value[np.isfinite(p.value)]
     best = float(finite.min()) if finite.size else math.nan
-    out.attrs.update(target=target, metric_name=p.metric_name,
-                     higher_is_better=p.higher_is_better, combine=combine,
-                     best_metric=-best if p.higher_is_better else best)
-    return out
+    return StepsTable(
+        frame=out, target=float(target), metric_name=p.metric_name,
+        higher_is_better=p.higher_is_better, combine=combine, config=p.config,
+        best_metric=-best if p.higher_is_better else best,
+    )

@@ -61,13 +61,25 @@ def plot_steps_vs_batch(fit, ax=None, *, label: str | None = None):
 
 
 def plot_critical_batch_curve(curve, ax=None, *, power_law=None, label: str | None = None):
-    """B_crit vs target with the interval band; optional fitted power law overlaid."""
+    """B_crit vs target (a `CriticalBatchCurve`) with the interval band; optional fitted
+    power law overlaid. Targets whose fit is only a bound are drawn as open markers at
+    the bound (an arrow-like triangle pointing the open way)."""
     ax = axes(ax)
-    c = curve.dropna(subset=["b_crit"]).sort_values("target")
+    frame = curve.to_frame() if hasattr(curve, "to_frame") else curve
+    c = frame.dropna(subset=["b_crit"]).sort_values("target")
+    status = c["status"].to_numpy() if "status" in c.columns else np.full(len(c), "identified")
+    ident = status == "identified"
     x = c["target"].to_numpy()
-    line = ax.plot(x, c["b_crit"], marker="o", label=label or "B_crit")[0]
     lo = c["b_crit_lo"].to_numpy(dtype=float)
     hi = c["b_crit_hi"].to_numpy(dtype=float)
+    y = np.where(ident, c["b_crit"].to_numpy(dtype=float), np.nan)
+    line = ax.plot(x, y, marker="o", label=label or "B_crit")[0]
+    for kind, marker, at in (("lower_bound", "^", lo), ("upper_bound", "v", hi)):
+        m = status == kind
+        if m.any():
+            ax.scatter(x[m], at[m], marker=marker, facecolors="none",
+                       edgecolors=line.get_color(), zorder=3,
+                       label=f"{kind.replace('_', ' ')} only")
     ok = np.isfinite(lo) & np.isfinite(hi) & (lo > 0)
     ax.fill_between(x[ok], lo[ok], hi[ok], color=line.get_color(), alpha=0.2)
     if power_law is not None:
@@ -75,7 +87,7 @@ def plot_critical_batch_curve(curve, ax=None, *, power_law=None, label: str | No
         ax.plot(xx, power_law(xx), ls="--", color="k",
                 label=f"{power_law.coefficient:.3g}·x^{power_law.exponent:.3g}")
     ax.set_yscale("log")
-    ax.set_xlabel(curve.attrs.get("metric_name", "target"))
+    ax.set_xlabel(getattr(curve, "metric_name", "target"))
     ax.set_ylabel("critical batch size B_crit")
     ax.legend(fontsize=8)
     return ax

@@ -1,0 +1,153 @@
+r""":math:`B_{crit}` as a function of the target: one `fit_tradeoff` per target (§3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .._validate import as_array
+from .steps import FrameView, as_sweep, check_combine, prepare, steps_table
+from .tradeoff_fit import NotEnoughBatchSizes, TradeoffFit, fit_tradeoff
+
+__all__ = ["CriticalBatchCurve", "critical_batch_curve"]
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class CriticalBatchCurve(FrameView):
+    """The fits of `critical_batch_curve`, one per target.
+
+    Attributes
+    ----------
+    targets : tuple of float
+    fits : tuple of TradeoffFit or None
+        ``None`` where the target could not be fitted (``errors="report"``).
+    notes : tuple of str
+        Why a target was not fitted, or which batch sizes did not reach it.
+    metric_name : str
+    higher_is_better : bool
+    frame : pandas.DataFrame
+        One row per target: ``target, s_min, e_min, b_crit, b_crit_lo, b_crit_hi,
+        n_batch_sizes, log_rmse, extrapolation, status, note`` (``to_frame()``).
+    """
+
+    targets: tuple[float, ...]
+    fits: tuple[TradeoffFit | None, ...]
+    notes: tuple[str, ...]
+    metric_name: str
+    higher_is_better: bool
+    frame: pd.DataFrame
+
+    @property
+    def b_crit(self) -> np.ndarray:
+        return self.frame["b_crit"].to_numpy(dtype=float)
+
+    @property
+    def status(self) -> tuple[str, ...]:
+        return tuple(self.frame["status"])
+
+    def __repr__(self) -> str:
+        ok = sum(f is not None for f in self.fits)
+        ident = sum(s == "identified" for s in self.status)
+        return (
+            f"CriticalBatchCurve({len(self.targets)} targets of {self.metric_name}, {ok} "
+            f"fitted, {ident} identified, B_crit {np.nanmin(self.b_crit) if ok else np.nan:.4g}"
+            f"..{np.nanmax(self.b_crit) if ok else np.nan:.4g})"
+        )
+
+    def summary(self) -> str:
+        cols = ["target", "b_crit", "b_crit_lo", "b_crit_hi", "status", "n_batch_sizes"]
+        return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
+
+    def to_dict(self) -> dict:
+        return {
+            "metric_name": self.metric_name, "higher_is_better": self.higher_is_better,
+            "rows": self.frame.to_dict(orient="records"),
+        }
+
+
+def critical_batch_curve(
+    sweep,
+    targets,
+    *,
+    combine: str = "mean",
+    config: str | Sequence[str] = "learning_rate",
+    ci: float = 0.95,
+    n_boot: int = 1000,
+    seed=0,
+    errors: str = "raise",
+    progress: bool = False,
+    interval: str = "profile",
+    bounded: bool = False,
+) -> CriticalBatchCurve:
+    r""":math:`B_{crit}` as a function of the target: one :func:`fit_tradeoff` per target.
+
+    Parameters
+    ----------
+    sweep : Sweep or DataFrame
+    targets : array_like
+        Metric values to reach (finite).
+    errors : {"raise", "report"}
+        What to do with a target that fewer than 3 batch sizes reach: raise, or
+        keep the row with NaN estimates and the reason in the ``note`` column. Only
+        that failure is reported; a bad option raises at once either way.
+    progress : bool
+        Show a tqdm progress bar over targets.
+    combine, config, ci, n_boot, seed, interval, bounded
+        As in :func:`steps_to_target` and :func:`fit_tradeoff` (one
+        ``numpy.random.Generator`` drives all targets).
+
+    Returns
+    -------
+    CriticalBatchCurve
+        The fits (``None`` for reported failures) and their table (``to_frame()``).
+    """
+    sweep = as_sweep(sweep)
+    targets = as_array(targets, "targets", ndim=(0, 1)).reshape(-1)
+    if not np.all(np.isfinite(targets)):
+        raise ValueError(f"targets must be finite, got {targets.tolist()}")
+    if errors not in ("raise", "report"):
+        raise ValueError(f"errors must be 'raise' or 'report', got {errors!r}")
+    check_combine(combine)
+    p = prepare(sweep, config)
+    rng = np.random.default_rng(seed)
+    it = targets
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(targets, desc="B_crit per target", unit="target")
+    rows: list[dict] = []
+    fits: list[TradeoffFit | None] = []
+    notes: list[str] = []
+    for t in it:
+        table = steps_table(p, float(t), combine)
+        try:
+            fit = fit_tradeoff(table, ci=ci, n_boot=n_boot, seed=rng, combine=combine,
+                               interval=interval, bounded=bounded)
+        except NotEnoughBatchSizes as exc:
+            if errors == "raise":
+                raise NotEnoughBatchSizes(f"target {t:g}: {exc}") from None
+            rows.append({"target": float(t), "s_min": np.nan, "e_min": np.nan,
+                         "b_crit": np.nan, "b_crit_lo": np.nan, "b_crit_hi": np.nan,
+                         "n_batch_sizes": int(table.reached.sum()), "log_rmse": np.nan,
+                         "extrapolation": False, "status": "not fitted", "note": str(exc)})
+            fits.append(None)
+            notes.append(str(exc))
+            continue
+        note = (f"unreached: {list(fit.unreached_batch_sizes)}"
+                if fit.unreached_batch_sizes else "")
+        rows.append({
+            "target": float(t), "s_min": fit.s_min, "e_min": fit.e_min, "b_crit": fit.b_crit,
+            "b_crit_lo": fit.b_crit_ci[0], "b_crit_hi": fit.b_crit_ci[1],
+            "n_batch_sizes": fit.n_batch_sizes, "log_rmse": fit.log_rmse,
+            "extrapolation": fit.extrapolation, "status": fit.status, "note": note,
+        })
+        fits.append(fit)
+        notes.append(note)
+    return CriticalBatchCurve(
+        targets=tuple(float(t) for t in targets), fits=tuple(fits), notes=tuple(notes),
+        metric_name=sweep.metric_name, higher_is_better=sweep.higher_is_better,
+        frame=pd.DataFrame(rows),
+    )
