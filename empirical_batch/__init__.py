@@ -28,6 +28,9 @@ _EXPORTS: dict[str, str] = {
     "Tradeoff": "tradeoff",
     "AdaptiveSchedule": "tradeoff",
     "adaptive_schedule": "tradeoff",
+    # fixed-budget optimal batch and learning rate (DeepSeek LLM 2024, Step Law 2025)
+    "fit_fixed_budget": "budget",
+    "FixedBudgetFit": "budget",
     # time/cost planner
     "plan": "planning",
     "Hardware": "planning",

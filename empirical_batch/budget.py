@@ -1,0 +1,266 @@
+r"""The batch size and learning rate that minimise the loss at a fixed budget.
+
+Many teams choose the batch size not by the critical batch but by a compute-optimal
+law fitted to a grid of *final* losses: for each budget :math:`C` (compute, tokens
+:math:`D` or model size :math:`N`) train a grid of (batch size, learning rate), keep the
+configurations within a small relative tolerance of the best loss (the near-optimal
+band), and fit power laws through the band,
+
+.. math::
+
+    B_{opt}(C) = b\,C^{\beta}, \qquad \eta_{opt}(C) = e\,C^{\gamma}.
+
+DeepSeek LLM (2024) finds :math:`B_{opt} = 0.292\,C^{0.3271}` tokens and
+:math:`\eta_{opt} = 0.3118\,C^{-0.1250}` (C in FLOPs, band within 0.25 % of the best
+loss); the Step Law study (Li et al. 2025) finds :math:`B_{opt}` depending mainly on the
+data size :math:`D` and :math:`\eta_{opt}` on both :math:`N` and :math:`D`.
+
+**B_opt is not B_crit.** :math:`B_{opt}` minimises the final loss at a fixed budget;
+:math:`B_{crit} = E_{min}/S_{min}` (McCandlish et al. 2018) describes the trade of steps
+for examples at a fixed *target*: at :math:`B_{crit}` a run takes twice the minimal steps
+and twice the minimal examples. At a fixed compute budget a batch far above
+:math:`B_{crit}` wastes examples and one far below wastes nothing but takes many steps,
+so :math:`B_{opt}` sits at or below :math:`B_{crit}` of the loss the budget reaches
+whenever the number of steps is not itself limited; the two answer different questions
+and are reported side by side (`FixedBudgetFit.compare`).
+
+References
+----------
+DeepSeek-AI. "DeepSeek LLM: Scaling Open-Source Language Models with Longtermism."
+arXiv:2401.02954 (2024), §3.1.
+
+H. Li, W. Zheng, Q. Wang, H. Zhang, Z. Wang, S. Xuyang, Y. Fan, Z. Ding, H. Wang,
+N. Ding, S. Zhou, X. Zhang, D. Jiang. "Predictable Scale: Part I — Optimal Hyperparameter
+Scaling Law in Large Language Model Pretraining" (Step Law). arXiv:2503.04715 (2025).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .fit.power_law import PowerLaw, fit_power_law
+
+__all__ = ["FixedBudgetFit", "fit_fixed_budget"]
+
+
+@dataclass(frozen=True, repr=False)
+class FixedBudgetFit:
+    """The result of `fit_fixed_budget`.
+
+    Attributes
+    ----------
+    budget_name : str
+        The budget column (e.g. ``"compute"``, ``"tokens"``, ``"params"``).
+    optima : pandas.DataFrame
+        Per budget: the best configuration (``best_batch_size``, ``best_learning_rate``,
+        ``best_loss``), the band's size and its geometric-mean ``b_opt`` and ``lr_opt``.
+    band : pandas.DataFrame
+        Every configuration within ``tolerance`` of its budget's best loss.
+    b_opt, lr_opt : PowerLaw
+        Least-squares power laws through the per-budget ``b_opt`` and ``lr_opt``.
+    b_opt_exponent_ci, lr_opt_exponent_ci : tuple of float
+        Residual-bootstrap percentile intervals of the exponents.
+    """
+
+    budget_name: str
+    tolerance: float
+    optima: pd.DataFrame = field(repr=False)
+    band: pd.DataFrame = field(repr=False)
+    b_opt: PowerLaw
+    lr_opt: PowerLaw
+    b_opt_exponent_ci: tuple[float, float]
+    lr_opt_exponent_ci: tuple[float, float]
+    ci_level: float
+    n_boot: int
+
+    def batch_size(self, budget) -> np.ndarray | float:
+        """:math:`B_{opt}` at ``budget`` from the fitted power law."""
+        return self.b_opt(budget)
+
+    def learning_rate(self, budget) -> np.ndarray | float:
+        """:math:`\\eta_{opt}` at ``budget`` from the fitted power law."""
+        return self.lr_opt(budget)
+
+    def compare(self, b_crit: float, budget: float) -> dict:
+        """:math:`B_{opt}(C)` next to a :math:`B_{crit}` (e.g. fitted at the loss the
+        budget reaches), with what each means."""
+        b = float(self.b_opt(budget))
+        return {
+            "budget": float(budget), "b_opt": b, "b_crit": float(b_crit),
+            "b_opt_over_b_crit": b / float(b_crit),
+            "b_opt_means": "the batch that minimises the final loss at this budget",
+            "b_crit_means": "the batch at which reaching a fixed target costs twice the "
+                            "minimal steps and twice the minimal examples",
+        }
+
+    def __repr__(self) -> str:
+        lo, hi = self.b_opt_exponent_ci
+        llo, lhi = self.lr_opt_exponent_ci
+        return (
+            f"FixedBudgetFit(B_opt ∝ {self.budget_name}^{self.b_opt.exponent:.3f} "
+            f"[{lo:.3f}, {hi:.3f}], lr_opt ∝ {self.budget_name}^{self.lr_opt.exponent:.3f} "
+            f"[{llo:.3f}, {lhi:.3f}], {len(self.optima)} budgets, tolerance "
+            f"{self.tolerance:.2%})"
+        )
+
+    def summary(self) -> str:
+        return f"{self!r}\n{self.optima.to_string(index=False)}"
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.optima.copy()
+
+    def to_dict(self) -> dict:
+        return {
+            "budget_name": self.budget_name, "tolerance": self.tolerance,
+            "b_opt": self.b_opt.to_dict(), "lr_opt": self.lr_opt.to_dict(),
+            "b_opt_exponent_ci": list(self.b_opt_exponent_ci),
+            "lr_opt_exponent_ci": list(self.lr_opt_exponent_ci),
+            "ci_level": self.ci_level, "n_boot": self.n_boot,
+            "optima": self.optima.to_dict(orient="records"),
+        }
+
+
+def _column(frame: pd.DataFrame, name: str, what: str) -> np.ndarray:
+    if name not in frame.columns:
+        raise ValueError(f"{what} column {name!r} not in the table; columns are "
+                         f"{list(frame.columns)}")
+    col = frame[name]
+    if col.dtype == bool or not pd.api.types.is_numeric_dtype(col):
+        raise ValueError(f"{what} column {name!r} must be numeric, got dtype {col.dtype}")
+    v = col.to_numpy(dtype=float)
+    if not np.all(np.isfinite(v)):
+        bad = np.flatnonzero(~np.isfinite(v))[:5].tolist()
+        raise ValueError(f"{what} column {name!r} has non-finite values at rows {bad}")
+    return v
+
+
+def _residual_bootstrap(x, y, n_boot, ci, rng) -> tuple[float, float]:
+    """Percentile interval of the log-log slope: residuals of the least-squares line
+    resampled (scaled by sqrt(n/(n-2)) for the two fitted parameters), refitted."""
+    lx, ly = np.log(x), np.log(y)
+    n = len(lx)
+    xc = lx - lx.mean()
+    k = float(np.sum(xc * (ly - ly.mean())) / np.sum(xc * xc))
+    fitted = ly.mean() + k * xc
+    resid = ly - fitted
+    draws = fitted + math.sqrt(n / (n - 2)) * resid[rng.integers(0, n, size=(n_boot, n))]
+    slopes = np.sum(xc * (draws - draws.mean(1, keepdims=True)), 1) / np.sum(xc * xc)
+    lo, hi = np.quantile(slopes, [(1 - ci) / 2, (1 + ci) / 2])
+    return min(float(lo), k), max(float(hi), k)
+
+
+def fit_fixed_budget(
+    frame: pd.DataFrame,
+    *,
+    budget: str = "compute",
+    loss: str = "loss",
+    batch_size: str = "batch_size",
+    learning_rate: str = "learning_rate",
+    tolerance: float = 0.0025,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed=0,
+) -> FixedBudgetFit:
+    r"""Near-optimal band and power laws :math:`B_{opt}(C)`, :math:`\eta_{opt}(C)`.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per trained configuration: the budget, the batch size, the learning
+        rate and the final loss (lower is better; diverged runs as ``inf`` or left out).
+    budget, loss, batch_size, learning_rate : str
+        Column names.
+    tolerance : float
+        Relative tolerance of the band: a configuration is near-optimal when its loss
+        is at most ``best * (1 + tolerance)`` (DeepSeek LLM: 0.25 %).
+    n_boot, ci, seed
+        Bootstrap of the exponents: the residuals of each log-log line resampled
+        (scaled by :math:`\sqrt{n/(n-2)}`); the laws' own Student-t intervals are in
+        ``b_opt.exponent_ci`` and ``lr_opt.exponent_ci``.
+
+    Returns
+    -------
+    FixedBudgetFit
+
+    Notes
+    -----
+    Per budget the band's batch sizes and learning rates are summarised by their
+    geometric means (a grid of powers of two makes the single best point jump between
+    neighbours; the band's centre moves smoothly), and the power laws are fitted
+    through those centres by least squares in log space.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> def loss(c, b, lr):  # the optimum moves as B* = 0.3 C^0.33, lr* = 0.3 C^-0.125
+    ...     return 2 + 0.01 * (np.log(b / (0.3 * c**0.33))**2 + np.log(lr * c**0.125 / 0.3)**2)
+    >>> rows = [(c, b, lr, loss(c, b, lr)) for c in np.geomspace(1e17, 1e21, 9)
+    ...         for b in 2.0 ** np.arange(8, 26) for lr in np.geomspace(1e-5, 1, 25)]
+    >>> f = fit_fixed_budget(pd.DataFrame(rows, columns=["compute", "batch_size",
+    ...                      "learning_rate", "loss"]), n_boot=200)
+    >>> round(f.b_opt.exponent, 1), round(f.lr_opt.exponent, 1)
+    (0.3, -0.1)
+
+    (Powers of two quantise the band: with exact losses the exponent comes out 0.347;
+    with noisy losses, ``tests/test_budget.py`` checks the intervals' coverage.)
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
+    if not (isinstance(ci, int | float) and 0 < ci < 1):
+        raise ValueError(f"ci must be in (0, 1), got {ci!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
+        raise ValueError(f"n_boot must be a non-negative int, got {n_boot!r}")
+    c = _column(frame, budget, "budget")
+    b = _column(frame, batch_size, "batch size")
+    lr = _column(frame, learning_rate, "learning rate")
+    if loss not in frame.columns:
+        raise ValueError(f"loss column {loss!r} not in the table; columns are "
+                         f"{list(frame.columns)}")
+    y = pd.to_numeric(frame[loss], errors="coerce").to_numpy(dtype=float)
+    if np.isnan(y).any():
+        raise ValueError(f"loss column {loss!r} has missing or non-numeric values "
+                         f"(diverged runs: use inf)")
+    for name, v in ((budget, c), (batch_size, b), (learning_rate, lr)):
+        if np.any(v <= 0):
+            raise ValueError(f"column {name!r} must be > 0")
+    rows, band = [], []
+    for cb in np.unique(c):
+        m = c == cb
+        ym = y[m]
+        if not np.isfinite(ym).any():
+            raise ValueError(f"every run at {budget}={cb:g} diverged (loss inf)")
+        best = float(np.min(ym))
+        scale = abs(best) if best != 0 else 1.0
+        near = m & (y <= best + tolerance * scale)
+        i = np.flatnonzero(m)[np.argmin(ym)]
+        rows.append({
+            budget: float(cb), "best_batch_size": b[i], "best_learning_rate": lr[i],
+            "best_loss": best, "n_band": int(near.sum()),
+            "b_opt": float(np.exp(np.mean(np.log(b[near])))),
+            "lr_opt": float(np.exp(np.mean(np.log(lr[near])))),
+        })
+        band.append(frame.loc[near])
+    optima = pd.DataFrame(rows)
+    if len(optima) < 3:
+        raise ValueError(f"fitting a power law in {budget!r} needs at least 3 budgets, got "
+                         f"{len(optima)}")
+    x = optima[budget].to_numpy()
+    law_b = fit_power_law(x, optima["b_opt"].to_numpy(), ci=ci)
+    law_lr = fit_power_law(x, optima["lr_opt"].to_numpy(), ci=ci)
+    b_ci = lr_ci = (math.nan, math.nan)
+    if n_boot:
+        rng = np.random.default_rng(seed)
+        b_ci = _residual_bootstrap(x, optima["b_opt"].to_numpy(), n_boot, ci, rng)
+        lr_ci = _residual_bootstrap(x, optima["lr_opt"].to_numpy(), n_boot, ci, rng)
+    return FixedBudgetFit(
+        budget_name=budget, tolerance=float(tolerance), optima=optima,
+        band=pd.concat(band, ignore_index=True), b_opt=law_b, lr_opt=law_lr,
+        b_opt_exponent_ci=b_ci, lr_opt_exponent_ci=lr_ci, ci_level=float(ci),
+        n_boot=int(n_boot),
+    )
