@@ -162,6 +162,7 @@ def plan(
     *,
     batch_sizes: Sequence[int] | None = None,
     devices: Sequence[int] | None = None,
+    throughput_model=None,
 ):
     """Every feasible (batch size, devices) pair with its steps, time and cost.
 
@@ -177,6 +178,14 @@ def plan(
         ``max_device_batch * max_devices``.
     devices : sequence of int, optional
         Device counts to consider. Default: powers of two up to ``max_devices``.
+    throughput_model : ThroughputModel, optional
+        Step times from a model fitted to measured timings
+        (:func:`empirical_batch.throughput.fit_throughput`) instead of ``hardware``'s
+        fixed throughput and communication terms. A per-device share above
+        ``max_device_batch`` is then reached by gradient accumulation
+        (``k = ceil(B / (n * max_device_batch))`` micro-batches), and the table gains
+        the columns ``accumulation`` and ``saturated`` (the micro-batch reaches 90 % of
+        the device's compute throughput, `ThroughputModel.saturating_micro_batch`).
 
     Returns
     -------
@@ -219,9 +228,9 @@ def plan(
     else:
         ns = _int_list(devices, "devices")
     b_grid, n_grid = (x.ravel() for x in np.meshgrid(bs, ns, indexing="ij"))
-    ok = (n_grid <= hw.max_devices) & (n_grid <= b_grid) & (
-        b_grid <= hw.max_device_batch * n_grid
-    )
+    ok = (n_grid <= hw.max_devices) & (n_grid <= b_grid)
+    if throughput_model is None:
+        ok &= b_grid <= hw.max_device_batch * n_grid
     if not np.any(ok):
         raise ValueError(
             "no feasible (batch_size, devices) pair: need devices <= batch_size, devices <= "
@@ -231,7 +240,12 @@ def plan(
     b = b_grid[ok].astype(float)
     n = n_grid[ok].astype(float)
     steps = np.asarray(tradeoff.steps(b), dtype=float)
-    step_s = np.asarray(hw.step_seconds(b, n), dtype=float)
+    if throughput_model is None:
+        step_s = np.asarray(hw.step_seconds(b, n), dtype=float)
+    else:
+        k = np.ceil(b / (n * hw.max_device_batch))
+        micro = b / (n * k)
+        step_s = np.asarray(throughput_model.step_seconds(micro, n, k), dtype=float)
     wall = steps * step_s / 3600.0
     dev_h = wall * n
     cost = dev_h * hw.price_per_device_hour
@@ -249,7 +263,12 @@ def plan(
         }
     )
     df["pareto"] = pareto_mask(df["wall_hours"].to_numpy(), df["cost"].to_numpy())
-    return df[_COLUMNS].reset_index(drop=True)
+    cols = list(_COLUMNS)
+    if throughput_model is not None:
+        df["accumulation"] = k.astype(np.int64)
+        df["saturated"] = micro >= throughput_model.saturating_micro_batch()
+        cols += ["accumulation", "saturated"]
+    return df[cols].reset_index(drop=True)
 
 
 def frontier(df):

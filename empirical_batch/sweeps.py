@@ -155,8 +155,9 @@ class Sweep:
         }
 
 
-def _read(source) -> tuple[pd.DataFrame, str, int]:
-    """Return (frame, label, line offset) where ``line = index + offset`` for files."""
+def read_table(source) -> tuple[pd.DataFrame, str, int]:
+    """Read a sweep source (path to CSV/TSV/Parquet, optionally gzipped; a DataFrame; a
+    `Sweep`) as (frame, label, line offset) where ``line = index + offset`` for files."""
     if isinstance(source, Sweep):
         return source.data.copy(), source.source, 0
     if isinstance(source, pd.DataFrame):
@@ -323,7 +324,7 @@ def load_sweep(
     >>> s.metric_name, s.higher_is_better, s.data["examples"].tolist()
     ('loss', False, [0.0, 80.0, 0.0, 160.0])
     """
-    df, label, offset = _read(source)
+    df, label, offset = read_table(source)
     if isinstance(source, Sweep):
         metric_name = metric_name or source.metric_name
         if higher_is_better is None:

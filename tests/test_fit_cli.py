@@ -39,7 +39,7 @@ def test_several_targets_curve(sweep_csv, tmp_path, capsys):
     [
         (["/nonexistent.csv", "--target", "1"], "not found"),
         (["SWEEP", "--target", "1", "--metric", "nope"], "column 'nope'"),
-        (["SWEEP", "--target", "-10"], "reached the target"),
+        (["SWEEP", "--target", "-10"], "no batch size reached"),
         (["SWEEP", "--target", "1", "--column", "bad"], "SCHEMA=SOURCE"),
         (["SWEEP", "--target", "-10", "-20"], "no target was reached"),
     ],

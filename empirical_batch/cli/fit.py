@@ -1,8 +1,11 @@
 """`empirical-batch fit`: sweep log → steps-to-target table and critical batch size.
 
 One target prints the steps-to-target table and the tradeoff fit; several targets
-print the B_crit curve. ``--out`` writes a figure (tradeoff and S(B) for one target,
-B_crit vs target for several).
+print the B_crit curve. A steps-to-target table (a CSV with ``batch_size`` and
+``steps``, e.g. Zhang et al. 2024's, or MLPerf reference convergence points as
+``rcps_*.json``) is fitted directly, without ``--target``. ``--where`` filters rows
+first; ``--json`` prints the fits as JSON (which ``empirical-batch plan --fit`` reads);
+``--out`` writes a figure.
 """
 
 from __future__ import annotations
@@ -16,8 +19,13 @@ map others with --column). Each run is one batch size, one learning rate and one
 For each target it finds the steps at which every run first reaches it, keeps the
 best learning rate per batch size, and fits S(B) = S_min (1 + B_crit/B).
 
+A table with columns batch_size and steps (or steps_to_target), one row per batch size
+or per seed, is a steps-to-target table: it is fitted as it is.
+
 examples:
   empirical-batch fit sweep.csv --target 3.5
+  empirical-batch fit steps_to_target.csv --where "model == '151M'"
+  empirical-batch fit rcps_bert.json --json > fit.json && empirical-batch plan --fit fit.json
   empirical-batch fit sweep.csv --target 4.0 3.5 3.2 --out b_crit.png
   empirical-batch fit runs.csv --metric val_acc --higher-is-better --target 0.9 \\
       --column batch_size=bsz
@@ -29,9 +37,15 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
     p = subparsers.add_parser(name, help=help_text, description=help_text, epilog=_EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sweep", help="sweep log: CSV or Parquet, one row per logged point")
-    p.add_argument("--target", type=float, nargs="+", required=True,
-                   help="metric value(s) to reach; several give the B_crit curve")
+    p.add_argument("sweep", help="sweep log (CSV or Parquet, one row per logged point), a "
+                                 "steps-to-target CSV, or MLPerf rcps_*.json")
+    p.add_argument("--target", type=float, nargs="+",
+                   help="metric value(s) to reach (for a sweep log); several give the "
+                        "B_crit curve")
+    p.add_argument("--where", metavar="EXPR",
+                   help="keep only rows matching this pandas query, e.g. \"model == '151M'\"")
+    p.add_argument("--json", action="store_true",
+                   help="print the fit(s) as JSON instead of tables")
     p.add_argument("--metric", help="metric column (default: recognised name, e.g. loss)")
     direction = p.add_mutually_exclusive_group()
     direction.add_argument("--higher-is-better", dest="higher_is_better", action="store_true",
@@ -55,12 +69,70 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.set_defaults(run=run)
 
 
+def _where(frame, expr: str | None, label: str):
+    if not expr:
+        return frame
+    try:
+        out = frame.query(expr)
+    except Exception as exc:  # pandas raises many kinds for a bad expression
+        raise ValueError(f"--where {expr!r} on {label}: {type(exc).__name__}: {exc}") from None
+    if out.empty:
+        raise ValueError(f"--where {expr!r} keeps no row of {label}")
+    return out
+
+
+def _steps_table(frame):
+    """A steps-to-target table (batch_size and steps/steps_to_target, no step/metric)?"""
+    cols = set(frame.columns)
+    if "batch_size" not in cols or {"step", "metric", "loss"} & cols:
+        return None
+    for name in ("steps", "steps_to_target"):
+        if name in cols:
+            out = frame.rename(columns={name: "steps"})[["batch_size", "steps"]]
+            return out.apply(lambda c: c.astype(float))
+    return None
+
+
 def run(args) -> int:
-    import pandas as pd
+    from pathlib import Path
 
+    from empirical_batch.cli.output import dumps
     from empirical_batch.fit import critical_batch_curve, fit_tradeoff, steps_to_target
-    from empirical_batch.sweeps import load_sweep
+    from empirical_batch.sweeps import load_sweep, read_table
 
+    say = (lambda *a, **k: None) if args.json else print
+    path = Path(args.sweep)
+    if path.suffix.lower() == ".json":
+        from empirical_batch.loaders import load_mlperf_rcp
+
+        frame, label = load_mlperf_rcp(path), str(path)
+    else:
+        frame, label, _ = read_table(path)
+    frame = _where(frame, args.where, label)
+    steps = _steps_table(frame)
+    if path.suffix.lower() == ".json":
+        steps = frame.dropna(subset=["steps"])[["batch_size", "steps"]]
+        if steps.empty:
+            raise ValueError(f"{label}: no entry's unit converts to steps")
+    fig = None
+    if steps is not None:
+        if args.target:
+            raise ValueError(f"{label} is a steps-to-target table (columns batch_size and "
+                             "steps): it is fitted as it is, without --target")
+        say(f"{label}: steps-to-target table, {len(steps)} rows, "
+            f"{steps['batch_size'].nunique()} batch sizes")
+        fit = _with_progress(lambda: fit_tradeoff(
+            steps, ci=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
+            combine=args.combine), args.n_boot)
+        say()
+        say(fit.summary())
+        if args.json:
+            print(dumps({"source": label, "fits": [fit.to_dict() | {"status": fit.status}]}))
+        if args.out:
+            fig = _fit_figure(fit)
+        return _save(fig, args.out, say)
+    if not args.target:
+        raise ValueError("--target is required for a sweep log (one row per logged point)")
     column_map = {}
     for item in args.column:
         if "=" not in item:
@@ -69,46 +141,87 @@ def run(args) -> int:
         column_map[k.strip()] = v.strip()
     if args.metric:
         column_map["metric"] = args.metric
-    sweep = load_sweep(args.sweep, higher_is_better=args.higher_is_better, **column_map)
+    # the file itself when unfiltered: errors then name its lines
+    sweep = load_sweep(frame if args.where else path, higher_is_better=args.higher_is_better,
+                       **column_map)
     config = [c.strip() for c in args.config.split(",") if c.strip()]
-    print(sweep)
-    fig = None
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
-        if len(args.target) == 1:
-            table = steps_to_target(sweep, args.target[0], combine=args.combine, config=config)
-            shown = table.frame.drop(columns=["seed_steps", "seed_examples"])
-            print(f"\nsteps to {sweep.metric_name} {'>=' if sweep.higher_is_better else '<='} "
-                  f"{args.target[0]:g} (best configuration per batch size):")
-            print(shown.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
-            fit = _with_progress(lambda: fit_tradeoff(
-                table, ci=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded),
-                args.n_boot)
-            print()
-            print(fit)
-            if args.out:
-                from empirical_batch.plot.fit import plot_steps_vs_batch, plot_tradeoff
+    say(sweep)
+    if len(args.target) == 1:
+        table = steps_to_target(sweep, args.target[0], combine=args.combine, config=config)
+        if not table.reached.any():
+            raise ValueError(_unreached_message(sweep, args.target[0], table.best_metric))
+        at_first = table.frame["n_at_first_point"] == table.frame["n_runs"]
+        if table.reached.all() and at_first.all():
+            better = "higher" if sweep.higher_is_better else "lower"
+            raise ValueError(
+                f"every batch size meets {sweep.metric_name} "
+                f"{'>=' if sweep.higher_is_better else '<='} {args.target[0]:g} at its first "
+                f"logged point, so no steps to the target can be measured. The metric is "
+                f"taken as {better} is better: if that is wrong, pass "
+                f"--{'lower' if sweep.higher_is_better else 'higher'}-is-better; else choose "
+                "a harder target")
+        shown = table.frame.drop(columns=["seed_steps", "seed_examples"])
+        say(f"\nsteps to {sweep.metric_name} {'>=' if sweep.higher_is_better else '<='} "
+            f"{args.target[0]:g} (best configuration per batch size):")
+        say(shown.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+        fit = _with_progress(lambda: fit_tradeoff(
+            table, ci=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded),
+            args.n_boot)
+        say()
+        say(fit.summary())
+        if args.json:
+            print(dumps({"source": label, "fits": [fit.to_dict() | {"status": fit.status}]}))
+        if args.out:
+            fig = _fit_figure(fit)
+    else:
+        curve = critical_batch_curve(
+            sweep, args.target, combine=args.combine, config=config, ci=args.ci,
+            n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
+            errors="report", progress=sys.stderr.isatty())
+        say("\ncritical batch size per target:")
+        say(curve.frame.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+        if curve["b_crit"].isna().all():
+            raise ValueError("no target was reached by at least 3 batch sizes")
+        if args.json:
+            print(dumps({"source": label, "fits": [
+                None if f is None else f.to_dict() for f in curve.fits]}))
+        if args.out:
+            from empirical_batch.plot.fit import plot_critical_batch_curve
 
-                fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
-                plot_tradeoff(fit, axes[0])
-                plot_steps_vs_batch(fit, axes[1])
-        else:
-            curve = critical_batch_curve(
-                sweep, args.target, combine=args.combine, config=config, ci=args.ci,
-                n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
-                errors="report", progress=sys.stderr.isatty())
-            print("\ncritical batch size per target:")
-            print(curve.frame.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
-            if curve["b_crit"].isna().all():
-                raise ValueError("no target was reached by at least 3 batch sizes")
-            if args.out:
-                from empirical_batch.plot.fit import plot_critical_batch_curve
+            fig, ax = _pyplot().subplots(figsize=(5, 4))
+            plot_critical_batch_curve(curve, ax)
+    return _save(fig, args.out, say)
 
-                fig, ax = _pyplot().subplots(figsize=(5, 4))
-                plot_critical_batch_curve(curve, ax)
+
+def _unreached_message(sweep, target, best) -> str:
+    better = "higher" if sweep.higher_is_better else "lower"
+    text = (f"no batch size reached {sweep.metric_name} "
+            f"{'>=' if sweep.higher_is_better else '<='} {target:g}; the best value logged is "
+            f"{best:g}")
+    worse_side = best < target if sweep.higher_is_better else best > target
+    if worse_side:
+        text += (f". The metric is taken as {better} is better: if that is wrong, pass "
+                 f"--{'lower' if sweep.higher_is_better else 'higher'}-is-better")
+    return text
+
+
+def _fit_figure(fit):
+    from empirical_batch.plot.fit import plot_steps_vs_batch, plot_tradeoff
+
+    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
+    plot_tradeoff(fit, axes[0])
+    plot_steps_vs_batch(fit, axes[1])
+    return fig
+
+
+def _save(fig, out, say) -> int:
     if fig is not None:
+        from empirical_batch._io import atomic_path
+
         fig.tight_layout()
-        fig.savefig(args.out)
-        print(f"\nfigure written to {args.out}")
+        with atomic_path(out) as tmp:
+            fig.savefig(tmp)
+        say(f"\nfigure written to {out}")
     return 0
 
 

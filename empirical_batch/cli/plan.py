@@ -73,7 +73,16 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         help="comma-separated device counts (default: powers of two)")
     parser.add_argument("--all", action="store_true", help="print every candidate, not only "
                         "the Pareto frontier")
+    g.add_argument("--fit", type=Path, metavar="FIT.json",
+                   help="take S_min and E_min from `empirical-batch fit --json` output "
+                        "(the first identified fit in it)")
+    h.add_argument("--timings", type=Path, metavar="CSV",
+                   help="measured step times (columns micro_batch, devices, accumulation, "
+                        "step_seconds): plan with a fitted throughput model (Pollux) instead "
+                        "of --throughput/--allreduce/--latency")
     parser.add_argument("--out", type=Path, help="write the frontier figure here")
+    parser.add_argument("--json", action="store_true",
+                        help="print the plan as JSON (frontier, bend, inputs) instead of tables")
     parser.set_defaults(run=run)
 
 
@@ -95,23 +104,74 @@ def tradeoff_from_args(s_min=None, e_min=None, b_crit=None):
     return Tradeoff.from_b_crit(b_crit, s_min=s_min, e_min=e_min)
 
 
+def tradeoff_from_fit_json(path: Path):
+    """The Tradeoff of the first identified fit in ``empirical-batch fit --json`` output."""
+    import json
+
+    from ..tradeoff import Tradeoff
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    fits = data.get("fits", [data]) if isinstance(data, dict) else data
+    for f in fits if isinstance(fits, list) else []:
+        if isinstance(f, dict) and f.get("status") == "identified":
+            return Tradeoff(s_min=float(f["s_min"]), e_min=float(f["e_min"]))
+    raise ValueError(f"{path}: no fit with status 'identified' (a bound on B_crit does not "
+                     "fix the tradeoff; plan from --s-min/--b-crit instead)")
+
+
 def run(args) -> int:
+    import json
+
     from ..planning import frontier, frontier_bend, plan
     from .demo import format_table
 
-    t = tradeoff_from_args(args.s_min, args.e_min, args.b_crit)
+    if args.fit is not None:
+        if any(v is not None for v in (args.s_min, args.e_min, args.b_crit)):
+            raise ValueError("give either --fit or two of --s-min, --e-min, --b-crit")
+        t = tradeoff_from_fit_json(args.fit)
+    else:
+        t = tradeoff_from_args(args.s_min, args.e_min, args.b_crit)
     hw = Hardware(
         throughput=args.throughput, max_device_batch=args.max_device_batch,
         step_overhead_s=args.step_overhead, allreduce_s=args.allreduce,
         latency_s=args.latency, price_per_device_hour=args.price,
         max_devices=args.max_devices,
     )
-    df = plan(t, hw, batch_sizes=args.batch_sizes, devices=args.devices)
-    print(f"S_min = {t.s_min:.6g}, E_min = {t.e_min:.6g}, B_crit = {t.b_crit:.6g}")
+    model = None
+    if args.timings is not None:
+        import pandas as pd
+
+        from ..throughput import fit_throughput
+
+        model = fit_throughput(pd.read_csv(args.timings))
+    df = plan(t, hw, batch_sizes=args.batch_sizes, devices=args.devices,
+              throughput_model=model)
     f = frontier(df)
+    bend = frontier_bend(df)
+    if args.json:
+        out = {"s_min": t.s_min, "e_min": t.e_min, "b_crit": t.b_crit,
+               "hardware": hw.to_dict(),
+               "throughput_model": None if model is None else model.to_dict(),
+               "frontier": json.loads(f.to_json(orient="records")),
+               "bend": json.loads(bend.to_json())}
+        if model is not None:
+            out["saturating_micro_batch"] = model.saturating_micro_batch()
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"S_min = {t.s_min:.6g}, E_min = {t.e_min:.6g}, B_crit = {t.b_crit:.6g}")
+    if model is not None:
+        print(model)
+        for note in model.notes:
+            print(f"note: {note}")
+        m_sat = model.saturating_micro_batch()
+        print(f"smallest batch that saturates throughput (90 % of a device's compute rate): "
+              f"{m_sat:.4g} per device, i.e. B = {m_sat * bend.devices:.4g} on the bend's "
+              f"{int(bend.devices)} devices")
     print(f"{len(df)} feasible candidates, {len(f)} on the Pareto frontier")
     print(format_table(df if args.all else f))
-    bend = frontier_bend(df)
     print(
         f"bend (least time × cost): batch_size={int(bend.batch_size)} "
         f"devices={int(bend.devices)} wall_hours={bend.wall_hours:.4g} cost={bend.cost:.4g}"

@@ -346,7 +346,9 @@ def fit_tradeoff(
                 crit = float(stats.f.ppf(ci, 1, n - 2))
             else:
                 assert boot is not None
-                crit = float(np.quantile(boot["stat"], ci))
+                stat = boot["stat"]  # inf where a draw fits exactly: no interpolation there
+                crit = float(np.quantile(stat, ci, method="linear" if np.isfinite(stat).all()
+                                         else "higher"))
             b_ci = profile_interval(y, log_b, grid, prof, lc, rss_min, n - 2, crit, bounded)
 
     # an estimate at the end of the searched range is only a bound, whatever the draws say
