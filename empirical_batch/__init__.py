@@ -31,6 +31,9 @@ _EXPORTS: dict[str, str] = {
     # fixed-budget optimal batch and learning rate (DeepSeek LLM 2024, Step Law 2025)
     "fit_fixed_budget": "budget",
     "FixedBudgetFit": "budget",
+    # step times fitted to measured timings (Pollux)
+    "fit_throughput": "throughput",
+    "ThroughputModel": "throughput",
     # time/cost planner
     "plan": "planning",
     "Hardware": "planning",
