@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "QuadraticModel": "theory",
     "eps_opt": "theory",
     "surge_eps_opt": "theory",
+    "sign_descent_eps_opt": "theory",
     "dl_opt": "theory",
     # steps/examples tradeoff and adaptive batch size
     "Tradeoff": "tradeoff",

@@ -1,4 +1,16 @@
-r"""The learning-rate law :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` (App. C, E)."""
+r"""Learning-rate laws fitted to the best rate per batch size (App. C, E; Li et al. 2024).
+
+Families: ``"power"`` :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` (the default),
+``"sgd"`` :math:`\epsilon_{max}/(1 + B_{noise}/B)` (eq. 2.6, the power family at
+:math:`\alpha = 1`) and ``"surge"`` :math:`\epsilon_{max}/[\tfrac12(\sqrt{B_{noise}/B} +
+\sqrt{B/B_{noise}})]` (Li et al. 2024, Adam-like optimizers: the rate peaks at
+:math:`B_{noise}` and falls beyond); ``"auto"`` picks one by the Akaike criterion.
+
+References
+----------
+S. Li et al. "Surge Phenomenon in Optimal Learning Rate and Batch Size Scaling."
+NeurIPS 2024, arXiv:2405.14578.
+"""
 
 from __future__ import annotations
 
@@ -52,11 +64,16 @@ class LRScalingFit:
     refined: tuple[bool, ...]
     tradeoff_fit: TradeoffFit | None = None
     _draws: np.ndarray | None = field(default=None, repr=False, compare=False)
+    family: str = "power"
+    selection: tuple[tuple[str, float, float, int], ...] = ()
+    """With ``family="auto"``: (family, AIC, RSS, parameters) of every candidate."""
 
     def learning_rate(self, batch_size):
-        r""":math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha`."""
+        r"""The fitted law at ``batch_size``: :math:`\epsilon_*/(1 + B_*/B)^\alpha`
+        (``"power"``, ``"sgd"``) or the surge law (``"surge"``, with
+        :math:`\epsilon_* = \epsilon_{max}`, :math:`B_* = B_{noise}`)."""
         b = check_positive(batch_size, "batch_size")
-        return scalar_or_array(self.eps_star / (1.0 + self.b_star / b) ** self.alpha)
+        return scalar_or_array(_law(self.family, self.eps_star, self.b_star, self.alpha, b))
 
     def recommend(self, batch_size: float) -> LRRecommendation:
         """Learning rate (bootstrap interval) and, with a tradeoff fit, steps and examples."""
@@ -64,9 +81,10 @@ class LRScalingFit:
         lr = self.learning_rate(b)  # raises for b <= 0
         if self._draws is not None and len(self._draws):
             e, bs, a = self._draws.T
-            pred = e / (1.0 + bs / b) ** a
+            pred = _law(self.family, e, bs, a, b)
             q = [(1 - self.ci_level) / 2, (1 + self.ci_level) / 2]
-            lr_ci = tuple(float(v) for v in np.quantile(pred, q))
+            lo, hi = np.quantile(pred, q)
+            lr_ci = (float(lo), float(hi))
         else:
             lr_ci = (math.nan, math.nan)
         if self.tradeoff_fit is not None:
@@ -80,6 +98,61 @@ class LRScalingFit:
         d = {k: v for k, v in asdict(self).items() if k not in ("_draws", "tradeoff_fit")}
         d["tradeoff_fit"] = None if self.tradeoff_fit is None else self.tradeoff_fit.to_dict()
         return d
+
+
+FAMILIES = ("power", "sgd", "surge", "auto")
+
+
+def _law(family, eps, b_star, alpha, b):
+    if family == "surge":
+        return eps / (0.5 * (np.sqrt(b_star / b) + np.sqrt(b / b_star)))
+    return eps / (1.0 + b_star / b) ** alpha
+
+
+def _surge_profile(Y, log_b, grid):
+    """Per (draw, log B_noise grid point): RSS and intercept log eps_max of the surge law
+    log eps = a - log(cosh((log B - c)/2))."""
+    F = -np.log(np.cosh((log_b[None, :] - grid[:, None]) / 2.0))  # (G, n)
+    icpt = Y.mean(1)[:, None] - F.mean(1)[None, :]  # (D, G)
+    R = Y[:, None, :] - F[None, :, :] - icpt[:, :, None]
+    return np.sum(R * R, axis=2), icpt
+
+
+def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
+    log_b, y = np.log(b), np.log(lr)
+    grid = profile_grid(log_b)
+    rss, _ = _surge_profile(y[None, :], log_b, grid)
+    k = int(np.argmin(rss[0]))
+    c = float(grid[k])
+    if 0 < k < len(grid) - 1:
+        res = optimize.minimize_scalar(
+            lambda g: float(_surge_profile(y[None, :], log_b, np.array([g]))[0][0, 0]),
+            bounds=(grid[k - 1], grid[k + 1]), method="bounded", options={"xatol": 1e-10})
+        c = float(res.x)
+    _, icpt = _surge_profile(y[None, :], log_b, np.array([c]))
+    a = float(icpt[0, 0])
+    fitted = a - np.log(np.cosh((log_b - c) / 2.0))
+    resid = y - fitted
+    n = len(b)
+    draws = None
+    e_ci = b_ci = (math.nan, math.nan)
+    if n_boot > 0:
+        scale = math.sqrt(n / (n - 2))
+        Y = fitted[None, :] + scale * (resid - resid.mean())[rng.integers(0, n, (n_boot, n))]
+        rss_b, ic_b = _surge_profile(Y, log_b, grid)
+        kk = np.argmin(rss_b, axis=1)
+        r = np.arange(n_boot)
+        draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]), np.full(n_boot, 1.0)])
+        q = [(1 - ci) / 2, (1 + ci) / 2]
+        e_ci = (float(np.quantile(draws[:, 0], q[0])), float(np.quantile(draws[:, 0], q[1])))
+        b_ci = (float(np.quantile(draws[:, 1], q[0])), float(np.quantile(draws[:, 1], q[1])))
+    return LRScalingFit(
+        eps_star=math.exp(a), b_star=math.exp(c), alpha=math.nan, eps_star_ci=e_ci,
+        b_star_ci=b_ci, alpha_ci=(math.nan, math.nan), ci_level=ci, alpha_fixed=True,
+        batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
+        log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
+        tradeoff_fit=tradeoff_fit, _draws=draws, family="surge",
+    )
 
 
 def _best_lr_refined(cfg: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -102,7 +175,7 @@ def _best_lr_refined(cfg: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndar
                 v = -c1 / (2 * c2)
                 if xs[0] <= v <= xs[2]:
                     best, ref = v, True
-        bs.append(float(b))
+        bs.append(float(b))  # type: ignore[arg-type]
         lrs.append(math.exp(best))
         refined.append(ref)
     return np.array(bs), np.array(lrs), np.array(refined)
@@ -138,6 +211,7 @@ def fit_lr_scaling(
     ci: float = 0.95,
     n_boot: int = 1000,
     seed=0,
+    family: str = "power",
 ) -> LRScalingFit:
     r"""Fit :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` to the best learning rates.
 
@@ -149,7 +223,11 @@ def fit_lr_scaling(
         two neighbouring rates in (log ε, log S) when both reached the target), or a
         table with ``batch_size`` and ``learning_rate`` (one best rate per batch size).
     alpha : float, optional
-        Fix the exponent (1 for SGD); fitted when ``None``.
+        Fix the exponent of the power family (1 for SGD); fitted when ``None``.
+    family : {"power", "sgd", "surge", "auto"}
+        The law (see the module docstring). ``"sgd"`` is ``"power"`` with
+        ``alpha=1``; ``"auto"`` fits the three and keeps the one with the smallest
+        Akaike criterion :math:`n\log(\mathrm{RSS}/n) + 2k` (listed in ``selection``).
     ci, n_boot, seed
         Residual bootstrap (log-residuals, vectorised over a log grid of :math:`B_*`).
 
@@ -167,6 +245,15 @@ def fit_lr_scaling(
     come from a residual bootstrap and do not include the uncertainty of picking the
     best rate from a grid.
     """
+    ci = as_float(ci, "ci")
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must be in (0, 1), got {ci!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
+        raise ValueError(f"n_boot must be a non-negative int, got {n_boot!r}")
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    if family in ("sgd", "surge") and alpha is not None:
+        raise ValueError(f"alpha applies to family='power' only, not {family!r}")
     tradeoff_fit = None
     if isinstance(source, Sweep) or (
         isinstance(source, pd.DataFrame) and "metric" in source.columns
@@ -194,6 +281,16 @@ def fit_lr_scaling(
         refined = np.zeros(len(b), dtype=bool)
     else:
         raise TypeError(f"source must be a Sweep or DataFrame, got {type(source).__name__}")
+    if family == "auto":
+        return _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit)
+    if family == "surge":
+        if len(b) < 3:
+            raise ValueError(f"fitting the surge law needs at least 3 batch sizes with a best "
+                             f"learning rate, got {len(b)}")
+        return _fit_surge(b, lr, refined, ci, n_boot, np.random.default_rng(seed),
+                          tradeoff_fit)
+    if family == "sgd":
+        alpha = 1.0
     n_par = 2 if alpha is None else 1
     if len(b) < n_par + 2:
         raise ValueError(
@@ -231,8 +328,8 @@ def fit_lr_scaling(
         kk = np.argmin(rss_b, axis=1)
         r = np.arange(n_boot)
         draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]), al_b[r, kk]])
-        e_ci, b_ci, a_ci = (tuple(float(v) for v in np.quantile(draws[:, j], q))
-                            for j in range(3))
+        e_ci, b_ci, a_ci = ((float(np.quantile(draws[:, j], q[0])),
+                             float(np.quantile(draws[:, j], q[1]))) for j in range(3))
     else:
         e_ci = b_ci = a_ci = (math.nan, math.nan)
     return LRScalingFit(
@@ -241,5 +338,26 @@ def fit_lr_scaling(
         alpha_fixed=alpha is not None,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
-        tradeoff_fit=tradeoff_fit, _draws=draws,
+        tradeoff_fit=tradeoff_fit, _draws=draws, family="sgd" if family == "sgd" else "power",
     )
+
+
+def _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit) -> LRScalingFit:
+    """Fit every family and keep the smallest AIC, n log(RSS/n) + 2k."""
+    table = pd.DataFrame({"batch_size": b, "learning_rate": lr})
+    n = len(b)
+    floor = 1e-12 * n  # exact data: RSS at rounding level counts as equal
+    fits, rows = {}, []
+    for fam, k in (("sgd", 2), ("surge", 2), ("power", 3)):
+        if n < k + 2 if fam == "power" else n < 3:
+            continue
+        f = fit_lr_scaling(table, family=fam, ci=ci, n_boot=n_boot, seed=seed)
+        rss = float(np.sum(np.square(f.log_residuals)))
+        aic = n * math.log(max(rss, floor) / n) + 2 * k
+        fits[fam] = f
+        rows.append((fam, aic, rss, k))
+    best = min(rows, key=lambda r: r[1])[0]
+    from dataclasses import replace
+
+    return replace(fits[best], refined=tuple(bool(v) for v in refined),
+                   tradeoff_fit=tradeoff_fit, selection=tuple(rows))
