@@ -213,6 +213,13 @@ column refits with the notebook's revised list.
 
 {zhang}
 
+Zhang et al. define their critical batch differently: the batch at which steps exceed
+linear scaling from a base batch $B_0$ by 20 %, which under the hyperbola is
+$B^* = 1.2B_0 + 0.2B_{{crit}}$ ($\approx 0.2B_{{crit}}$). Their CBS, predicted from the
+B_crit fitted here and measured directly on their steps, is reconciled model by model
+on the [recipe page](recipe.md#zhang-et-als-sweeps-reconciled)
+(`empirical_batch.definitions`).
+
 Caveats: step counts are quantised to the evaluation interval; at B ≥ 8192 the
 small models plateau (S_min regime, possibly warm-up-limited); the best learning
 rate is constant (0.00316) for four of the five models — the sweep's learning-rate
