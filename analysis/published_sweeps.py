@@ -215,7 +215,7 @@ column refits with the notebook's revised list.
 
 Zhang et al. define their critical batch differently: the batch at which steps exceed
 linear scaling from a base batch $B_0$ by 20 %, which under the hyperbola is
-$B^* = 1.2B_0 + 0.2B_{{crit}}$ ($\approx 0.2B_{{crit}}$). Their CBS, predicted from the
+$B^* = 1.2B_0 + 0.2B_{{crit}}$ ($\\approx 0.2B_{{crit}}$). Their CBS, predicted from the
 B_crit fitted here and measured directly on their steps, is reconciled model by model
 on the [recipe page](recipe.md#zhang-et-als-sweeps-reconciled)
 (`empirical_batch.definitions`).

@@ -103,7 +103,8 @@ def correlated_quadratic(dims: int = 50, *, correlation: float = 0.2, noise: flo
                          seed: int = 0):
     r"""A quadratic whose Hessian couples every pair of coordinates:
     :math:`H = (1-\rho) I + \rho\,\mathbf 1\mathbf 1^T`, gradient entries of one sign
-    (uniform in [0.5, 1.5]) and per-example noise :math:`\sigma_i = ` ``noise``.
+    (uniform in [0.5, 1.5]) and the same per-example noise standard deviation ``noise``
+    in every coordinate.
     Returns ``(gradient, hessian, noise_std)``."""
     if not 0 <= correlation < 1:
         raise ValueError(f"correlation must be in [0, 1), got {correlation!r}")
