@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs notebooks clean
+.PHONY: demo test lint typecheck docs notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,10 @@ lint: $(STAMP)
 # the docs build publishes them (docs/_ext/notebooks_hook.py)
 NB_DONE := $(abspath $(VENV))/executed-notebooks
 
-test: lint $(STAMP)
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+test: lint typecheck $(STAMP)
 	rm -rf $(NB_DONE)
 	EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS=$(NB_DONE) $(PY) -m pytest -n 2
 	EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS=$(NB_DONE) $(MAKE) docs

@@ -33,6 +33,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -275,7 +276,7 @@ _MLLOG = re.compile(r":::MLL(?:OG)?\s+(.*?)\s*$")
 
 
 def _parse_mllog(path: Path) -> dict:
-    out = {"evals": [], "params": {}}
+    out: dict[str, Any] = {"evals": [], "params": {}}
     with open(path, errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
             m = _MLLOG.search(line)
@@ -342,9 +343,9 @@ def load_mllog(
         ev = [e for e in rec["evals"] if e[0] == metric]
         if not ev:
             raise ValueError(f"{f}: no {metric!r} evaluation records")
-        _, vals, epochs, samples = zip(*ev, strict=True)
-        epochs = pd.Series(epochs, dtype=float)
-        samples = pd.Series(samples, dtype=float)
+        _, vals, epoch_list, sample_list = zip(*ev, strict=True)
+        epochs = pd.Series(epoch_list, dtype=float)
+        samples = pd.Series(sample_list, dtype=float)
         examples = _curves_examples(bench, epochs, samples, examples_per_epoch)
         bs = float(params["global_batch_size"])
         frames.append(pd.DataFrame({

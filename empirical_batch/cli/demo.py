@@ -18,13 +18,14 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 # Illustrative hardware for the planner section (not a measurement): a device that
 # processes 2000 examples/s, holds 64 examples, 1 ms fixed time per step, a 5 ms
 # all-reduce in the many-device limit plus 0.2 ms per log2(n) hop, 2 per device-hour.
-DEMO_HARDWARE = {
+DEMO_HARDWARE: dict[str, Any] = {
     "throughput": 2000.0,
     "max_device_batch": 64,
     "step_overhead_s": 0.001,
@@ -43,10 +44,10 @@ class DemoContext:
     noise: float = 100.0
     s_min: float = 100000.0
     max_log2_batch: int = 14
-    model: object = None
-    tradeoff: object = None
-    hardware: object = None
-    plan: object = None
+    model: Any = None  # QuadraticModel, set by section_theory
+    tradeoff: Any = None  # Tradeoff, set by section_tradeoff
+    hardware: Any = None  # Hardware, set by section_planner
+    plan: Any = None  # the plan() table
     results: dict = field(default_factory=dict)
     panels: list[Callable] = field(default_factory=list)
     echo: Callable[[str], None] = print

@@ -104,7 +104,7 @@ def _is_fast(m: nn.Module) -> bool:
     if t is nn.Embedding:
         return m.max_norm is None and not m.scale_grad_by_freq
     if t is nn.LayerNorm:
-        return m.elementwise_affine and len(m.normalized_shape) == 1
+        return bool(m.elementwise_affine) and len(m.normalized_shape) == 1  # type: ignore[arg-type]
     return False
 
 
@@ -153,11 +153,13 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
             out = _linear_weight_sq(a, d)
     elif wgrad:
         # LayerNorm: out = x̂ ⊙ w + b  =>  grad_w = Σ_t δ_t ⊙ x̂_t, grad_b = Σ_t δ_t
-        xhat = seq([F.layer_norm(_work(x), m.normalized_shape, eps=m.eps) for x in inputs])
+        xhat = seq([F.layer_norm(_work(x), m.normalized_shape, eps=m.eps)  # type: ignore[arg-type]
+                    for x in inputs])
         out = _rowsq((d * xhat.to(d.dtype)).sum(1))
     if bgrad:
         sb = _rowsq(d.sum(1))
         out = sb if out is None else out + sb
+    assert out is not None  # wgrad or bgrad: the caller asks for at least one
     return out
 
 
@@ -205,8 +207,8 @@ def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
         ps = [p for _, p in chosen]
         for i in range(bsz):
             loss = loss_fn(model(inputs[i : i + 1]), targets[i : i + 1])
-            gs = torch.autograd.grad(loss, ps, allow_unused=True)
-            gs = [g.detach() for g in gs if g is not None]
+            grads = torch.autograd.grad(loss, ps, allow_unused=True)
+            gs = [g.detach() for g in grads if g is not None]
             out.append(total_sq_norm(gs) if gs else
                        torch.zeros((), dtype=acc_dtype(inputs.device), device=inputs.device))
         return torch.stack(out)
