@@ -2,7 +2,7 @@
 
 Trains every run of a configuration's sweep (all batch sizes × learning rates × seeds,
 SGD and Adam) twice: as the harness does (runs sharing a batch size and optimizer in
-one vmapped program, :func:`analysis.harness.trainer.train_grid`) and one run at a
+one vmapped program, :func:`empirical_batch.harness.trainer.train_grid`) and one run at a
 time with ``torch.optim`` (``batched=False``), and prints the wall times and their
 ratio. Step budgets are multiplied by ``--scale`` (the ratio is per step; a smaller
 scale keeps the plain loop affordable on a CPU). The first group of each mode is
@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from analysis.harness.config import get_config, scale_budget
-from analysis.harness.pipeline import _sync, resolve_device
-from analysis.harness.trainer import StepBudget, train_grid
+from empirical_batch.harness.config import get_config, scale_budget
+from empirical_batch.harness.pipeline import _sync, resolve_device
+from empirical_batch.harness.trainer import StepBudget, train_grid
 
 
 def main(argv=None) -> int:

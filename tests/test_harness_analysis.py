@@ -10,11 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from analysis.harness.config import OneStepSpec  # noqa: E402
-from analysis.harness.noise import averaged_scale, measure_scales, scales_at_losses  # noqa: E402
-from analysis.harness.one_step import one_step_at  # noqa: E402
-from analysis.harness.report import choose_targets  # noqa: E402
-from analysis.harness.tasks.base import Task  # noqa: E402
+from empirical_batch.harness.config import OneStepSpec  # noqa: E402
+from empirical_batch.harness.noise import averaged_scale, measure_scales, scales_at_losses  # noqa: E402
+from empirical_batch.harness.one_step import one_step_at  # noqa: E402
+from empirical_batch.harness.report import choose_targets  # noqa: E402
+from empirical_batch.harness.tasks.base import Task  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -144,7 +144,7 @@ def test_choose_targets_rule():
 def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):
     # the full preset splits the batch gradients into vmap chunks to bound GPU memory;
     # chunks of 14 and 3 batches (of 16 batches of B = 16, 64) give the same numbers
-    from analysis.harness import library
+    from empirical_batch.harness import library
 
     task = _Linear().to("cpu", torch.float64)
     state = {"weight": 0.3 * torch.ones(1, task.options.dim, dtype=torch.float64)}
@@ -162,7 +162,7 @@ def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):
 
 
 def test_hvp_chunk_shrinks_with_activation_memory_and_changes_nothing(monkeypatch):
-    from analysis.harness import library
+    from empirical_batch.harness import library
 
     task = _Linear().to("cpu", torch.float64)
     model = task.init_model(0).double()

@@ -10,16 +10,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from analysis.harness.config import get_config  # noqa: E402
-from analysis.harness.library import load_sweeps  # noqa: E402
-from analysis.harness.sweep import (  # noqa: E402
+from empirical_batch import load_sweep  # noqa: E402
+from empirical_batch.harness.config import get_config  # noqa: E402
+from empirical_batch.harness.library import load_sweeps  # noqa: E402
+from empirical_batch.harness.sweep import (  # noqa: E402
     parse_shard,
     run_sweep,
     sweep_files,
     sweep_path,
     write_sweep,
 )
-from empirical_batch import load_sweep  # noqa: E402
 
 KEY = ["run", "step"]
 

@@ -6,10 +6,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from analysis.harness.config import get_config  # noqa: E402
-from analysis.harness.tasks import TASKS, TaskConfigError, make_task  # noqa: E402
-from analysis.harness.tasks.sequence import grammar_text  # noqa: E402
 from empirical_batch.cli import main  # noqa: E402
+from empirical_batch.harness.config import get_config  # noqa: E402
+from empirical_batch.harness.tasks import TASKS, TaskConfigError, make_task  # noqa: E402
+from empirical_batch.harness.tasks.sequence import grammar_text  # noqa: E402
 
 OPTS = {
     "teacher_student": {"hidden": 8, "eval_size": 64, "objective_size": 64},
@@ -96,24 +96,16 @@ def test_presets_have_the_required_grids():
     assert get_config("tiny", ["digits"]).tasks == ("digits",)
 
 
-def test_cli_without_checkout_says_so(tmp_path, monkeypatch, capsys):
-    from empirical_batch.cli import harness as cli_harness
-
-    monkeypatch.setattr(cli_harness, "_checkout_root", lambda: tmp_path)
-    assert main(["harness", "--config", "tiny", "--out", str(tmp_path / "o")]) == 2
-    err = capsys.readouterr().err
-    assert "the validation harness is not installed" in err and str(tmp_path) in err
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without CUDA")
 def test_cli_cuda_without_cuda_is_a_clear_error(tmp_path, capsys):
     assert main(["harness", "--config", "tiny", "--tasks", "digits", "--device", "cuda",
                  "--out", str(tmp_path)]) == 2
-    assert "torch.cuda.is_available() is False" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no CUDA device" in err and "Traceback" not in err
 
 
 def test_resolve_device_takes_strings_and_torch_devices():
-    from analysis.harness.pipeline import resolve_device
+    from empirical_batch.harness.pipeline import resolve_device
 
     assert resolve_device("cpu") == resolve_device(torch.device("cpu")) == torch.device("cpu")
     with pytest.raises(ValueError, match="auto, cpu or cuda"):
@@ -126,7 +118,7 @@ def test_resolve_device_takes_strings_and_torch_devices():
 
 
 def test_plan_summary_counts_by_hand():
-    from analysis.harness.config import plan_summary
+    from empirical_batch.harness.config import plan_summary
 
     s = plan_summary(get_config("tiny", ["teacher_student", "sequence"])).set_index("task")
     # teacher_student: B 4, 16, 64 × 3 SGD + 3 Adam rates × 1 seed; steps
@@ -142,7 +134,7 @@ def test_plan_summary_counts_by_hand():
 
 
 def test_plan_summary_with_a_bench_scale():
-    from analysis.harness.config import plan_summary, scale_budget
+    from empirical_batch.harness.config import plan_summary, scale_budget
 
     s = plan_summary(get_config("tiny", ["teacher_student"]), scale=0.5).set_index("task")
     # budget × 0.5: clip(ceil(96 / B), 12, 32) = 24, 12, 12 for B = 4, 16, 64

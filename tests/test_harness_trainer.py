@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from analysis.harness.tasks import make_task  # noqa: E402
-from analysis.harness.trainer import (  # noqa: E402
+from empirical_batch.harness.tasks import make_task  # noqa: E402
+from empirical_batch.harness.trainer import (  # noqa: E402
     Member,
     StepBudget,
     group_members,

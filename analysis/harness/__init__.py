@@ -1,9 +1,6 @@
-"""The validation harness: does the noise scale predict the critical batch size?
+"""The paper reproduction with the validation harness (:mod:`empirical_batch.harness`).
 
-Small tasks (``tasks/``) are trained at many batch sizes and learning rates as one
-batched program (``trainer``); their evaluation losses land in the sweep schema
-(``sweep``); the noise scales are measured along reference runs (``noise``) and one
-SGD step is probed directly (``one_step``); ``report`` puts B_crit from the fit
-module next to B_simple and B_noise. Every estimate and fit comes from
-:mod:`empirical_batch`; the calls are gathered in :mod:`analysis.harness.library`.
+The engine, its tasks and its analysis ship with the package; this folder keeps what
+belongs to this repository: ``docs_page`` (writes the validation page of the docs
+from committed results) and ``run_gpu.sh`` (the runbook of the GPU run).
 """

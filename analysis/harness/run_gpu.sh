@@ -121,7 +121,7 @@ if missing:
     sys.exit("missing packages: " + ", ".join(missing))
 
 import empirical_batch
-import analysis.harness.config  # noqa: F401
+import empirical_batch.harness.config  # noqa: F401
 
 print("empirical_batch", empirical_batch.__version__, "from", empirical_batch.__file__)
 print("preflight ok")

@@ -1,39 +1,34 @@
 """`empirical-batch harness`: the validation harness (real training against the noise scale).
 
-The harness lives in ``analysis/harness`` of the source checkout, not in the installed
-package; this command finds it next to the package (an editable install or a run from
-the checkout) and says so clearly when it is absent.
+The harness is :mod:`empirical_batch.harness` (it needs torch, and scikit-learn for the
+digits task); this command runs its stages. A device that is not there (``--device
+cuda`` without CUDA) is a user error, reported in one line.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
-
-def _checkout_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
 
 def _import_harness():
-    root = _checkout_root()
-    if not (root / "analysis" / "harness" / "__init__.py").is_file():
-        raise FileNotFoundError(
-            f"the validation harness is not installed: expected analysis/harness/ in the source "
-            f"checkout at {root}. Run from a clone of the repository (pip install -e .)."
-        )
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:  # pragma: no cover - torch is a dev dependency
-        raise FileNotFoundError(
-            "the harness needs torch: pip install 'empirical_batch[torch]'"
+        raise RuntimeError(
+            "the harness needs torch: pip install 'empirical_batch[harness]'"
         ) from None
-    return (importlib.import_module("analysis.harness.config"),
-            importlib.import_module("analysis.harness.pipeline"),
-            importlib.import_module("analysis.harness.sweep"))
+    del torch
+    from empirical_batch.harness import config, pipeline, sweep
+
+    return config, pipeline, sweep
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    if device not in ("auto", "cpu") and not device.startswith("cuda"):
+        raise ValueError(f"--device must be auto, cpu or cuda[:i], got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"--device {device}: no CUDA device is available here (use "
+                           "--device cpu or auto)")
 
 
 def add_parser(subparsers, name: str, help_text: str) -> None:
@@ -57,6 +52,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
 def run(args) -> int:
     config_mod, pipeline, sweep = _import_harness()
+    _check_device(args.device)
     shard = sweep.parse_shard(args.shard)
     stage = args.stage or ("sweep" if args.shard else "all")
     config = config_mod.get_config(args.config, args.tasks)

@@ -89,7 +89,7 @@ def evenly_spaced(items, n: int) -> list:
     return [items[int(i)] for i in idx]
 
 
-def _objective_sample(task: Task, n: int):
+def objective_sample(task: Task, n: int):
     x, y = task.objective_data()
     if n >= x.shape[0]:
         return x, y
@@ -100,7 +100,7 @@ def _objective_sample(task: Task, n: int):
 
 def measure_scales(task: Task, model, n_examples: int) -> dict:
     """Both noise-scale measurements at the model's current weights (see module doc)."""
-    x, y = _objective_sample(task, n_examples)
+    x, y = objective_sample(task, n_examples)
     out = library.hessian_scales(model, task.loss_fn, x, y)
     out.update(library.collector_b_simple(model, task.loss_fn, x, y))
     with torch.no_grad():
@@ -159,7 +159,7 @@ def scales_at_losses(scales: pd.DataFrame, losses,
         if hit.size:
             k = int(hit[0])
             row["reached"] = True
-            row["ref_step"] = int(s.loc[k, "step"])
+            row["ref_step"] = int(s["step"].to_numpy()[s.index.get_loc(k)])
             for col in columns:
                 v = s[col].to_numpy(float)
                 if k == 0:

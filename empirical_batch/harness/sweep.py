@@ -91,6 +91,8 @@ def sweep_files(out_dir: str | Path, task: str) -> list[Path]:
     found = {}
     for p in shards:
         m = re.search(r"shard-(\d+)-of-(\d+)\.csv(\.gz)?$", p.name)
+        if m is None:
+            raise ValueError(f"{p}: not a shard file name (expected <task>.shard-i-of-n.csv)")
         found[(int(m[1]), int(m[2]))] = p
     counts = {n for _, n in found}
     if len(counts) != 1:

@@ -44,7 +44,7 @@ from torch.func import functional_call, grad, vmap
 
 from . import library
 from .config import OneStepSpec
-from .noise import _objective_sample, evenly_spaced
+from .noise import evenly_spaced, objective_sample
 from .tasks.base import Task
 
 EPS_SPAN = (1e-4, 4.0)
@@ -95,7 +95,7 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
     def f64(t):
         return t.double() if t.is_floating_point() else t
 
-    x_o, y_o = (f64(t) for t in _objective_sample(task, spec.n_examples))
+    x_o, y_o = (f64(t) for t in objective_sample(task, spec.n_examples))
     hs = library.hessian_scales(model, task.loss_fn, x_o, y_o)
     scale = hs["g2"] / hs["ghg"] if hs["ghg"] > 0 else learning_rate
     eps = scale * np.geomspace(*EPS_SPAN, spec.n_eps)

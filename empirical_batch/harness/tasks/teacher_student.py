@@ -51,8 +51,9 @@ class TeacherStudent(Task):
         w2 = torch.randn(o.teacher_hidden, 1, generator=gen, dtype=torch.float64)
         probe = torch.randn(8192, o.dim, generator=gen, dtype=torch.float64)
         scale = (torch.tanh(probe @ w1 + b1) @ w2).std()
-        kw = {"device": self.device, "dtype": self.dtype}
-        self._w1, self._b1, self._w2 = w1.to(**kw), b1.to(**kw), (w2 / scale).to(**kw)
+        dev, dt = self.device, self.dtype
+        self._w1, self._b1 = w1.to(device=dev, dtype=dt), b1.to(device=dev, dtype=dt)
+        self._w2 = (w2 / scale).to(device=dev, dtype=dt)
         fixed = torch.Generator(device=self.device).manual_seed(o.teacher_seed + 1)
         self._eval = self._draw(fixed, o.eval_size)
         self._objective = self._draw(fixed, o.objective_size)

@@ -185,7 +185,7 @@ def _cpu() -> HarnessConfig:
 
 def _full() -> HarnessConfig:
     # GPU preset (not yet run: no GPU was lent when it was written). The sweeps take
-    # 126,720 vmapped steps in all (`python -m analysis.harness.config full`); the step
+    # 126,720 vmapped steps in all (`python -m empirical_batch.harness.config full`); the step
     # budgets were set hoping for ~1.5 ms per step on an H100 (kernel-launch bound, an
     # unmeasured guess), leaving room for the analysis in 10 minutes.
     bs = tuple(2**k for k in range(0, 11))  # 1 … 1024: 11 powers of two
@@ -301,7 +301,7 @@ def plan_summary(config: HarnessConfig, scale: float | None = None):
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    # python -m analysis.harness.config [NAME [SCALE]]
+    # python -m empirical_batch.harness.config [NAME [SCALE]]
     summary = plan_summary(get_config(sys.argv[1] if len(sys.argv) > 1 else "full"),
                            float(sys.argv[2]) if len(sys.argv) > 2 else None)
     print(summary.T.to_string(header=False))

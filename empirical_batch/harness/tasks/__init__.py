@@ -1,6 +1,6 @@
-"""Task plugins: each a :class:`~analysis.harness.tasks.base.Task` registered by name.
+"""Task plugins: each a :class:`~empirical_batch.harness.tasks.base.Task` registered by name.
 
->>> from analysis.harness.tasks import make_task
+>>> from empirical_batch.harness.tasks import make_task
 >>> make_task("digits", hidden=16).options.hidden
 16
 """

@@ -123,6 +123,7 @@ def train_plain(
     """
     logged = set(int(s) for s in logged)
     model = task.init_model(member.seed)
+    opt: torch.optim.Optimizer
     if member.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=member.learning_rate)
     else:

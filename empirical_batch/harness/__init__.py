@@ -1,0 +1,18 @@
+"""The validation harness: real training sweeps of small models, as one batched program.
+
+A *task* (`empirical_batch.harness.tasks.base.Task`: a model, its data and its loss)
+is trained at many batch sizes, learning rates and seeds at once (``trainer``: the
+members of a grid are stacked and advanced with ``torch.func.vmap``); its evaluation
+losses land in the sweep schema (``sweep``, with ``--shard i/n`` for job arrays); the
+noise scales are measured along reference runs (``noise``) and one SGD step is probed
+directly (``one_step``); ``report`` puts B_crit from :mod:`empirical_batch.fit` next
+to B_simple and B_noise. ``config`` holds the presets (``tiny``, ``cpu``, ``full``)
+and ``pipeline`` the stages behind ``empirical-batch harness``.
+
+Your own task: subclass ``Task`` (see its docstring for the protocol), register it
+with `empirical_batch.harness.tasks.register_task`, and run a sweep of it with
+`empirical_batch.harness.sweep.run_sweep`, or name it in a configuration.
+
+Needs torch (and scikit-learn for the digits task); ``import empirical_batch`` does not
+import this package.
+"""
