@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from empirical_batch.fit import fit_tradeoff
 from empirical_batch.tradeoff import Tradeoff
-from tests._synth_fit import synthetic_table
 
 
 def main() -> None:
@@ -39,7 +38,7 @@ def main() -> None:
                 hits, widths, errs = 0, [], []
                 mode = ""
                 for rep in range(args.reps):
-                    tab = synthetic_table(t, bs, n_seeds=n_seeds, sigma=0.15, rng=rep)
+                    tab = t.sample_steps(bs, n_seeds=n_seeds, sigma=0.15, rng=rep)
                     f = fit_tradeoff(tab, ci=0.9, n_boot=200, seed=rep + 10_000,
                                      interval=interval, bounded=bounded)
                     lo, hi = f.b_crit_ci

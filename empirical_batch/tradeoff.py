@@ -71,6 +71,27 @@ class Tradeoff:
         e = as_float(e_min, "e_min")
         return cls(s_min=e / b, e_min=e)
 
+    def sample_steps(self, batch_sizes, *, n_seeds: int = 1, sigma: float = 0.1, rng=None):
+        r"""A synthetic steps-to-target table: :math:`S(B)\,e^{\sigma z}` per seed.
+
+        For testing fits against a known tradeoff: one row per (batch size, seed) with
+        columns ``batch_size``, ``steps`` and ``seed``; ``z`` standard normal from
+        ``rng`` (a seed or a ``numpy.random.Generator``).
+
+        >>> Tradeoff(s_min=100, e_min=800).sample_steps([8, 16], sigma=0.0).steps.tolist()
+        [200.0, 150.0]
+        """
+        import pandas as pd
+
+        if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
+            raise ValueError(f"n_seeds must be a positive integer, got {n_seeds!r}")
+        s = positive_float(sigma, "sigma", allow_zero=True)
+        gen = np.random.default_rng(rng)
+        b = np.repeat(check_positive(batch_sizes, "batch_sizes").reshape(-1), n_seeds)
+        steps = np.asarray(self.steps(b)) * np.exp(s * gen.standard_normal(b.size))
+        return pd.DataFrame({"batch_size": b, "steps": steps,
+                             "seed": np.tile(np.arange(n_seeds), b.size // n_seeds)})
+
     def to_frame(self, batch_sizes):
         """S(B), E(B), S/S_min and E/E_min for the given batch sizes, as a DataFrame."""
         import pandas as pd

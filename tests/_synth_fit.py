@@ -10,11 +10,7 @@ from empirical_batch.tradeoff import Tradeoff
 
 def synthetic_table(tradeoff: Tradeoff, batch_sizes, *, n_seeds=1, sigma=0.1, rng=None):
     """Per-seed steps-to-target: S(B) times lognormal noise exp(sigma z)."""
-    rng = np.random.default_rng(rng)
-    b = np.repeat(np.asarray(batch_sizes, dtype=float), n_seeds)
-    s = tradeoff.steps(b) * np.exp(sigma * rng.standard_normal(b.size))
-    return pd.DataFrame({"batch_size": b, "steps": s, "seed": np.tile(np.arange(n_seeds),
-                                                                       len(batch_sizes))})
+    return tradeoff.sample_steps(batch_sizes, n_seeds=n_seeds, sigma=sigma, rng=rng)
 
 
 def synthetic_sweep(tradeoff: Tradeoff, batch_sizes, *, lr_factors=(0.5, 1.0, 2.0),
