@@ -292,7 +292,7 @@ class GNSEstimator:
     --------
     >>> est = GNSEstimator(beta=0.9)
     >>> for _ in range(3):
-    ...     est.update(2 + 40 / 4, 4, 2 + 40 / 16, 16)
+    ...     _ = est.update(2 + 40 / 4, 4, 2 + 40 / 16, 16)
     >>> est.g2, est.trace_sigma, est.b_simple
     (2.0, 40.0, 20.0)
     """
@@ -317,13 +317,12 @@ class GNSEstimator:
         self._history: dict[str, list] = {c: [] for c in self._COLUMNS}
 
     # ------------------------------------------------------------------ updates
-    def update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> None:
-        """Fold one step's pair of squared norms into the averages (scalars only)."""
-        self._update(sq_norm_small, b_small, sq_norm_big, b_big)
+    def update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> tuple[float, float]:
+        """Fold one step's pair of squared norms into the averages (scalars only).
 
-    def _update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> tuple[float, float]:
-        """:meth:`update`, returning this step's ``(g2, trace_sigma)`` (the values
-        :func:`gns_two_batch` gives: same operations in float64)."""
+        Returns this step's ``(g2, trace_sigma)`` (the values :func:`gns_two_batch`
+        gives: the same operations in float64), which the collectors report per step.
+        """
         vals = {}
         for name, v in (("sq_norm_small", sq_norm_small), ("b_small", b_small),
                         ("sq_norm_big", sq_norm_big), ("b_big", b_big)):

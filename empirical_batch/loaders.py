@@ -31,7 +31,6 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -265,8 +264,8 @@ def load_mlperf_curves(
     })
     hib = MLPERF_DIRECTION.get(benchmark, "FID" not in metric)
     sweep = load_sweep(table, metric_name=metric, higher_is_better=hib)
-    sweep.metadata.update(benchmark=benchmark, excluded_runs=excluded)
-    return replace(sweep, source=str(d))
+    sweep = sweep.with_metadata(benchmark=benchmark, excluded_runs=excluded)
+    return sweep.with_source(str(d))
 
 
 # --------------------------------------------------------------------------- MLLOG
@@ -361,7 +360,7 @@ def load_mllog(
         higher_is_better = MLPERF_DIRECTION[next(iter(bench_seen))]
     sweep = load_sweep(pd.concat(frames, ignore_index=True), metric_name=metric,
                        higher_is_better=higher_is_better)
-    return replace(sweep, source=str(paths) if isinstance(paths, str | os.PathLike)
+    return sweep.with_source(str(paths) if isinstance(paths, str | os.PathLike)
                    else f"{len(files)} MLLOG files")
 
 
@@ -521,4 +520,4 @@ def load_tensorboard(
     data["learning_rate"] = data["run"].map(lambda r: cfg[r].get("learning_rate", np.nan))
     sweep = load_sweep(data.reset_index(drop=True), metric_name=tag,
                        higher_is_better=higher_is_better)
-    return replace(sweep, source=str(p))
+    return sweep.with_source(str(p))

@@ -33,8 +33,10 @@ counted either).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -63,17 +65,21 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
                "test_loss", "train_loss", "value"),
 }
 
+# pandas >= 3 copies on write: a shallow copy is then an independent frame
+_DEEP_COPY = int(pd.__version__.split(".")[0]) < 3
+
 # names that suggest a quantity where higher is better: the direction must then be stated
 _HIGHER_HINTS = ("acc", "auc", "map", "bleu", "f1", "score", "top1", "top5", "precision",
                  "recall", "rouge", "reward")
 
 
-@dataclass(frozen=True, eq=False)
 class Sweep:
     """A validated sweep: the long table plus the metric's name and direction.
 
     Build one with :func:`load_sweep` (which validates); the constructor trusts
-    its input.
+    its input. A Sweep is immutable: ``data`` returns a copy of its table (cheap under
+    pandas' copy-on-write), ``metadata`` a read-only mapping, and attributes cannot be
+    set; `with_source` and `with_metadata` return new sweeps.
 
     Attributes
     ----------
@@ -87,20 +93,53 @@ class Sweep:
         Where the sweep came from (file path or ``"<DataFrame>"``), used in messages.
     """
 
-    data: pd.DataFrame
-    metric_name: str = "metric"
-    higher_is_better: bool = False
-    source: str = "<DataFrame>"
-    metadata: dict = field(default_factory=dict)
+    __slots__ = ("_data", "higher_is_better", "metadata", "metric_name", "source")
+    _data: pd.DataFrame
+    metric_name: str
+    higher_is_better: bool
+    source: str
+    metadata: Mapping[str, Any]
+
+    def __init__(self, data: pd.DataFrame, metric_name: str = "metric",
+                 higher_is_better: bool = False, source: str = "<DataFrame>",
+                 metadata: Mapping[str, Any] | None = None):
+        set_ = object.__setattr__
+        set_(self, "_data", data.copy(deep=_DEEP_COPY))
+        set_(self, "metric_name", str(metric_name))
+        set_(self, "higher_is_better", bool(higher_is_better))
+        set_(self, "source", str(source))
+        set_(self, "metadata", MappingProxyType(dict(metadata or {})))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Sweep is immutable: cannot set {name!r} (use with_source or "
+                             "with_metadata, or load a new sweep)")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"Sweep is immutable: cannot delete {name!r}")
+
+    @property
+    def data(self) -> pd.DataFrame:
+        """The long table (a copy: editing it does not change the sweep)."""
+        return self._data.copy(deep=_DEEP_COPY)
+
+    def with_source(self, source: str) -> Sweep:
+        """The same sweep, described as coming from ``source``."""
+        return Sweep(self._data, self.metric_name, self.higher_is_better, source,
+                     self.metadata)
+
+    def with_metadata(self, **items: Any) -> Sweep:
+        """The same sweep with ``items`` added to its metadata."""
+        return Sweep(self._data, self.metric_name, self.higher_is_better, self.source,
+                     {**self.metadata, **items})
 
     def __len__(self) -> int:
-        return len(self.data)
+        return len(self._data)
 
     def __repr__(self) -> str:
         r = self.runs
         return (
             f"Sweep({len(r)} runs, {r['batch_size'].nunique()} batch sizes, "
-            f"{len(self.data)} points, metric={self.metric_name!r} "
+            f"{len(self._data)} points, metric={self.metric_name!r} "
             f"({self.direction} is better), "
             f"{int(r['diverged'].sum())} diverged, source={self.source!r})"
         )
@@ -113,7 +152,7 @@ class Sweep:
     @property
     def runs(self) -> pd.DataFrame:
         """One row per run: batch size, learning rate, points, last step, best metric, diverged."""
-        d = self.data
+        d = self._data
         finite = np.isfinite(d["metric"].to_numpy())
         g = d.assign(_bad=~finite).groupby("run", sort=False)
         out = g.agg(
@@ -130,7 +169,7 @@ class Sweep:
     @property
     def batch_sizes(self) -> np.ndarray:
         """Sorted distinct batch sizes."""
-        return np.sort(self.data["batch_size"].unique())
+        return np.sort(self._data["batch_size"].unique())
 
     @property
     def diverged_runs(self) -> list[str]:
@@ -140,15 +179,15 @@ class Sweep:
 
     def to_frame(self) -> pd.DataFrame:
         """A copy of the long table."""
-        return self.data.copy()
+        return self.data
 
     def to_dict(self) -> dict:
         return {
             "metric_name": self.metric_name,
             "higher_is_better": self.higher_is_better,
             "source": self.source,
-            "n_rows": len(self.data),
-            "n_runs": int(self.data["run"].nunique()),
+            "n_rows": len(self._data),
+            "n_runs": int(self._data["run"].nunique()),
             "batch_sizes": self.batch_sizes.tolist(),
             "diverged_runs": self.diverged_runs,
             **self.metadata,

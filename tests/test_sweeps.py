@@ -129,3 +129,25 @@ def test_reload_sweep_keeps_metadata():
     again = load_sweep(s)
     assert again.higher_is_better and again.metric_name == "acc"
     assert "2 runs" in repr(again)
+
+
+def test_sweep_is_immutable():
+    """v0.1: a loader updated sweep.metadata in place, and sweep.data could be edited."""
+    import pytest
+
+    from empirical_batch import load_sweep
+
+    df = pd.DataFrame({"run": ["a"] * 3, "batch_size": 8, "learning_rate": 0.1,
+                       "step": [1, 2, 3], "metric": [3.0, 2.0, 1.0]})
+    s = load_sweep(df)
+    s.data.loc[0, "metric"] = 99.0  # edits a copy
+    s.data["extra"] = 1
+    assert s.data["metric"].tolist() == [3.0, 2.0, 1.0] and "extra" not in s.data
+    with pytest.raises(AttributeError, match="immutable"):
+        s.metric_name = "loss"
+    with pytest.raises(TypeError):
+        s.metadata["x"] = 1  # a read-only mapping
+    t = s.with_metadata(note="n").with_source("file.csv")
+    assert t.metadata["note"] == "n" and t.source == "file.csv" and "note" not in s.metadata
+    df.loc[0, "metric"] = -5.0  # the caller's frame is not the sweep's
+    assert s.data["metric"].iloc[0] == 3.0

@@ -184,7 +184,7 @@ class EstimatorMixin:
         if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
             self.skipped["non_finite"] += 1
             return None
-        return self.estimator._update(sq_small, b_small, sq_big, b_big)
+        return self.estimator.update(sq_small, b_small, sq_big, b_big)
 
     def estimate(self, level: float = 0.95) -> GNSEstimate:
         return self.estimator.estimate(level)

@@ -22,7 +22,7 @@ class NoiseScaleLog:
     >>> from empirical_batch.estimators import GNSEstimator
     >>> est, log = GNSEstimator(beta=0.5), NoiseScaleLog()
     >>> for step in range(3):
-    ...     est.update(12.0, 4, 4.5, 16)
+    ...     _ = est.update(12.0, 4, 4.5, 16)
     ...     _ = log.record(step, est, loss=1.0 / (step + 1))
     >>> log.to_frame()[["step", "b_simple"]].values.tolist()
     [[0.0, 20.0], [1.0, 20.0], [2.0, 20.0]]
