@@ -68,7 +68,9 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
     r"""Iterate the exact expected dynamics with the greedy rate :math:`\epsilon_{opt}(B_t)`.
 
     ``batch`` is an array of fixed batch sizes (``np.inf`` for the noise-free limit)
-    or a callable ``batch(b_noise) -> B_t`` (one run). Returns a dict with ``steps``
+    or a callable ``batch(b_noise) -> B_t`` or ``batch(b_noise, progress, examples) ->
+    B_t`` (one run; ``progress`` is :math:`\sum ds` so far in infinite-batch steps,
+    ``examples`` the examples used so far: a schedule). Returns a dict with ``steps``
     (first step whose expected loss is <= target, inf if not within ``max_steps``),
     ``examples`` (sum of the batch sizes used) and, for a callable, the per-step
     ``batch_sizes``, ``b_noise`` and ``progress`` :math:`ds_t`.
@@ -78,7 +80,14 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
     t = positive_float(target, "target")
     h, hp, cp = problem.curvature, problem.update_curvature, problem.update_noise
     adaptive = callable(batch)
+    three = False
     if adaptive:
+        import inspect
+
+        try:
+            three = len(inspect.signature(batch).parameters) >= 3
+        except (TypeError, ValueError):  # builtins without a signature
+            three = False
         m = problem.init[None, :].copy()
         n = 1
     else:
@@ -94,6 +103,7 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
     examples = np.zeros(n)
     live = np.arange(n)  # runs still above the target; m holds their moments only
     trace_b, trace_bn, trace_ds = [], [], []
+    progress = 0.0
     for k in range(int(max_steps) + 1):
         loss = 0.5 * (m @ h)
         hit = loss <= t
@@ -104,12 +114,16 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         g2, ghg, _, trhs = problem.noise_scalars(m)
         bn = trhs / ghg
         if adaptive:
-            b_t = np.array([float(batch(float(bn[0])))])
+            if three:
+                b_t = np.array([float(batch(float(bn[0]), progress, float(examples[0])))])
+            else:
+                b_t = np.array([float(batch(float(bn[0])))])
             if not b_t[0] > 0:
                 raise ValueError(f"the schedule returned a batch size {b_t[0]!r} <= 0")
             trace_b.append(b_t[0])
             trace_bn.append(bn[0])
             trace_ds.append(1.0 / (1.0 + bn[0] / b_t[0]))
+            progress += trace_ds[-1]
         else:
             b_t = bs[live]
         inv_b = np.where(np.isinf(b_t), 0.0, 1.0 / b_t)

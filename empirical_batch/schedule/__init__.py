@@ -1,0 +1,25 @@
+"""Batch-size schedules: design (App. D, Merrill et al.'s doubling, Seesaw), predicted
+savings, exporters (Megatron-LM, Levanter, JSON/CSV) and a PyTorch scheduler.
+
+``import empirical_batch.schedule`` does not import torch.
+"""
+
+from __future__ import annotations
+
+from .export import parse_megatron, to_csv, to_json, to_levanter, to_megatron
+from .policies import BatchSchedule, design_schedule, seesaw_schedule
+from .scheduler import BatchSizeScheduler
+from .trajectory import NoiseTrajectory
+
+__all__ = [
+    "BatchSchedule",
+    "BatchSizeScheduler",
+    "NoiseTrajectory",
+    "design_schedule",
+    "parse_megatron",
+    "seesaw_schedule",
+    "to_csv",
+    "to_json",
+    "to_levanter",
+    "to_megatron",
+]

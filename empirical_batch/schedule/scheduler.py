@@ -1,0 +1,86 @@
+"""A batch-size scheduler for plain PyTorch loops, with the learning rate stepped in
+examples so that a change of batch size cannot desynchronise it.
+
+A learning-rate scheduler stepped once per optimizer step counts steps; when the batch
+grows, a step holds more examples, and a schedule written in steps (warmup, decay)
+drifts from the one intended in examples. `BatchSizeScheduler` keeps one clock — the
+examples consumed — and derives both the batch size (from a `BatchSchedule`) and the
+learning rate (a function of examples, times the stage's factor) from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .policies import BatchSchedule
+
+__all__ = ["BatchSizeScheduler"]
+
+
+class BatchSizeScheduler:
+    """Batch size and learning rate as functions of the examples consumed.
+
+    Parameters
+    ----------
+    optimizer : torch.optim.Optimizer
+        Its parameter groups' ``lr`` are set at every `step`.
+    schedule : BatchSchedule
+    base_lr : float
+        The learning rate of the first stage.
+    lr_lambda : callable, optional
+        A multiplier of the rate as a function of the examples consumed (warmup,
+        decay), written in examples; default 1.
+
+    Examples
+    --------
+    ``sched = BatchSizeScheduler(opt, schedule, base_lr=3e-4)``; each iteration: take
+    ``sched.batch_size`` examples, ``loss.backward(); opt.step(); sched.step()``.
+    """
+
+    def __init__(self, optimizer, schedule: BatchSchedule, base_lr: float, *,
+                 lr_lambda: Callable[[float], float] | None = None):
+        if not isinstance(schedule, BatchSchedule):
+            raise TypeError(f"schedule must be a BatchSchedule, got {type(schedule).__name__}")
+        if not (isinstance(base_lr, int | float) and base_lr > 0):
+            raise ValueError(f"base_lr must be > 0, got {base_lr!r}")
+        if not hasattr(optimizer, "param_groups"):
+            raise TypeError("optimizer must be a torch.optim.Optimizer")
+        self.optimizer = optimizer
+        self.schedule = schedule
+        self.base_lr = float(base_lr)
+        self.lr_lambda = lr_lambda or (lambda examples: 1.0)
+        self.examples = 0.0
+        self.steps = 0
+        self._apply()
+
+    @property
+    def batch_size(self) -> int:
+        """The batch size for the next step."""
+        return int(self.schedule.batch_at_examples(self.examples))
+
+    @property
+    def lr(self) -> float:
+        """The learning rate for the next step."""
+        return (self.base_lr * self.schedule.lr_factor_at_examples(self.examples)
+                * float(self.lr_lambda(self.examples)))
+
+    def _apply(self) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr
+
+    def step(self, examples: int | None = None) -> None:
+        """Count one optimizer step of ``examples`` (default: the current batch size)."""
+        n = self.batch_size if examples is None else int(examples)
+        if n < 1:
+            raise ValueError(f"a step consumes at least one example, got {examples!r}")
+        self.examples += n
+        self.steps += 1
+        self._apply()
+
+    def state_dict(self) -> dict:
+        return {"examples": self.examples, "steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.examples = float(state["examples"])
+        self.steps = int(state["steps"])
+        self._apply()
