@@ -20,6 +20,7 @@ COMMANDS = {
     "simulate": "Simulate a batch-size sweep on a noisy quadratic problem.",
     "plan": "Choose batch size and device count from a tradeoff: time, cost, Pareto frontier.",
     "harness": "Run the validation harness: real training sweeps against the noise scale.",
+    "schedule": "Design a batch-size schedule (App. D, doubling, Seesaw) and export it.",
     "transfer": "Move hyperparameters to another batch size: rules, citations, regimes.",
 }
 

@@ -1,0 +1,162 @@
+"""`empirical-batch schedule`: design a batch-size schedule and print or export it.
+
+The critical batch along training comes from a collector log (``--log``), from a
+B_crit(L) law (``--power-law B_STAR,ALPHA`` or ``--fit FIT.json`` of several targets)
+together with a reference run's loss curve (``--loss-curve``), or the schedule converts a
+learning-rate schedule (``--seesaw``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+_EPILOG = """\
+examples:
+  empirical-batch schedule --log gns_log.csv --batch-size 256 --base-batch 256 \\
+      --policy doubling --granularity 64 --format megatron --tokens-per-sample 2048
+  empirical-batch schedule --power-law 2e8,0.21 --loss-curve run.csv --batch-size 512 \\
+      --base-batch 512 --policy app_d
+  empirical-batch schedule --seesaw cosine --total-steps 100000 --base-batch 256 \\
+      --max-batch 4096 --format levanter
+"""
+
+FORMATS = ("table", "megatron", "levanter", "json", "csv")
+
+
+def add_parser(subparsers, name: str, help_text: str) -> None:
+    p = subparsers.add_parser(name, help=help_text, description=__doc__, epilog=_EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_argument_group("where the critical batch comes from (one of)")
+    src.add_argument("--log", type=Path, help="collector log CSV (columns examples and "
+                     "b_simple, e.g. NoiseScaleLog.to_csv) of a run at --batch-size")
+    src.add_argument("--power-law", metavar="B_STAR,ALPHA",
+                     help="B_crit(L) = B_STAR / L^(1/ALPHA), with --loss-curve")
+    src.add_argument("--fit", type=Path, metavar="FIT.json",
+                     help="`empirical-batch fit --json` of several targets: B_crit(L) "
+                          "interpolated between them, with --loss-curve")
+    src.add_argument("--seesaw", choices=("step", "cosine", "wsd"),
+                     help="convert this learning-rate schedule (Seesaw) over --total-steps")
+    p.add_argument("--loss-curve", type=Path,
+                   help="CSV with columns examples and loss of the reference run")
+    p.add_argument("--batch-size", type=float, help="the reference run's batch size")
+    p.add_argument("--column", default="b_simple", help="noise-scale column of --log")
+    p.add_argument("--lower-column", help="lower-bound column of --log (doubling waits "
+                   "until it reaches twice the batch)")
+    p.add_argument("--total-steps", type=int, help="the base run's steps (--seesaw)")
+    p.add_argument("--policy", choices=("doubling", "app_d"), default="doubling")
+    p.add_argument("--base-batch", type=int, required=True, help="the first stage's batch")
+    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
+                   help="learning-rate rule: sqrt for adam, linear for sgd")
+    p.add_argument("--granularity", type=int, default=1,
+                   help="batch sizes are multiples of this (devices x micro-batch)")
+    p.add_argument("--max-batch", type=int, help="largest batch size")
+    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--tokens-per-sample", type=int,
+                   help="Megatron format: stage starts in tokens instead of samples")
+    p.add_argument("--out", type=Path, help="write the export here (json, csv) instead of "
+                   "printing it")
+    p.set_defaults(run=run)
+
+
+def _csv(path: Path, columns: tuple[str, ...]):
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing}; got {list(frame.columns)}")
+    return frame
+
+
+def _law_from_fit_json(path: Path):
+    import json
+
+    import numpy as np
+
+    data = json.loads(path.read_text())
+    pts = sorted((float(f["target"]), float(f["b_crit"])) for f in data.get("fits", [])
+                 if f and f.get("status") == "identified" and f.get("target") is not None)
+    if len(pts) < 2:
+        raise ValueError(f"{path}: needs at least 2 identified fits with targets "
+                         "(`empirical-batch fit --target L1 L2 ... --json`)")
+    x = np.log([p[0] for p in pts])
+    y = np.log([p[1] for p in pts])
+    return lambda loss: np.exp(np.interp(np.log(loss), x, y))
+
+
+def _trajectory(args):
+    from empirical_batch.schedule import NoiseTrajectory
+
+    given = [n for n in ("log", "power_law", "fit", "seesaw") if getattr(args, n)]
+    if len(given) != 1:
+        raise ValueError("give exactly one of --log, --power-law, --fit, --seesaw; got "
+                         + (", ".join("--" + g.replace("_", "-") for g in given) or "none"))
+    if args.seesaw:
+        return None
+    if args.batch_size is None or not args.batch_size > 0:
+        raise ValueError("--batch-size (the reference run's batch size, > 0) is required")
+    if args.log:
+        cols = (args.column,) + ((args.lower_column,) if args.lower_column else ())
+        return NoiseTrajectory.from_log(_csv(args.log, ("examples", *cols)), args.batch_size,
+                                        column=args.column, level_column=args.lower_column)
+    if args.loss_curve is None:
+        raise ValueError("--power-law and --fit need --loss-curve (examples, loss)")
+    curve = _csv(args.loss_curve, ("examples", "loss"))
+    if args.power_law:
+        try:
+            b_star, alpha = (float(v) for v in args.power_law.split(","))
+        except ValueError:
+            raise ValueError(f"--power-law expects B_STAR,ALPHA, got {args.power_law!r}") \
+                from None
+        if not (b_star > 0 and alpha > 0):
+            raise ValueError("--power-law: B_STAR and ALPHA must be > 0")
+
+        def law(loss):
+            return b_star / loss ** (1.0 / alpha)
+    else:
+        law = _law_from_fit_json(args.fit)
+    return NoiseTrajectory.from_power_law(law, curve["examples"].to_numpy(float),
+                                          curve["loss"].to_numpy(float), args.batch_size)
+
+
+def run(args) -> int:
+    from empirical_batch.cli.output import dumps
+    from empirical_batch.schedule import (
+        design_schedule,
+        seesaw_schedule,
+        to_csv,
+        to_json,
+        to_levanter,
+        to_megatron,
+    )
+
+    traj = _trajectory(args)
+    if traj is None:
+        if args.total_steps is None:
+            raise ValueError("--seesaw needs --total-steps")
+        sch = seesaw_schedule(args.seesaw, total_steps=args.total_steps,
+                              base_batch=args.base_batch, granularity=args.granularity,
+                              max_batch=args.max_batch)
+    else:
+        sch = design_schedule(traj, args.policy, base_batch=args.base_batch,
+                              optimizer=args.optimizer, granularity=args.granularity,
+                              max_batch=args.max_batch)
+    if args.format in ("json", "csv") and args.out:
+        (to_json if args.format == "json" else to_csv)(sch, args.out)
+        print(f"{args.format} written to {args.out}")
+        return 0
+    if args.out:
+        raise ValueError("--out is for --format json or csv")
+    if args.format == "table":
+        print(sch.summary())
+    elif args.format == "megatron":
+        text = to_megatron(sch, tokens_per_sample=args.tokens_per_sample)
+        print(f'--step-batch-size-schedule "{text}"')
+    elif args.format == "levanter":
+        print(dumps(to_levanter(sch)))
+    elif args.format == "json":
+        print(dumps(sch.to_dict()))
+    else:
+        print(sch.to_frame().to_csv(index=False), end="")
+    return 0

@@ -1,0 +1,91 @@
+"""`empirical-batch schedule`: from a collector log, a B_crit(L) law or a fit JSON, or
+Seesaw; printed or exported; user errors in one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from empirical_batch.cli import main
+from empirical_batch.schedule import parse_megatron
+
+
+@pytest.fixture()
+def log(tmp_path):
+    e = np.linspace(0, 1e6, 200)
+    path = tmp_path / "gns.csv"
+    pd.DataFrame({"examples": e, "b_simple": 50 * (1 + e / 1e5),
+                  "b_simple_lo": 30 * (1 + e / 1e5)}).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture()
+def curve(tmp_path):
+    e = np.linspace(0, 1e6, 200)
+    path = tmp_path / "curve.csv"
+    pd.DataFrame({"examples": e, "loss": 4.0 / (1 + e / 2e5) ** 0.3}).to_csv(path, index=False)
+    return path
+
+
+def test_from_a_log_to_megatron(log, capsys):
+    assert main(["schedule", "--log", str(log), "--batch-size", "64", "--base-batch", "64",
+                 "--granularity", "32", "--lower-column", "b_simple_lo",
+                 "--format", "megatron", "--tokens-per-sample", "1024"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("--step-batch-size-schedule ")
+    stages = parse_megatron(out.split('"')[1])
+    assert stages["batch_size"].iloc[0] == 64 and (stages["batch_size"] % 32 == 0).all()
+    assert (stages["start"] % 1024 == 0).all()
+
+
+def test_from_a_power_law_table_and_levanter(curve, capsys):
+    assert main(["schedule", "--power-law", "2000,0.5", "--loss-curve", str(curve),
+                 "--batch-size", "128", "--base-batch", "128", "--policy", "app_d"]) == 0
+    text = capsys.readouterr().out
+    assert "BatchSchedule(app_d" in text and "examples_saving" in text
+    assert main(["schedule", "--power-law", "2000,0.5", "--loss-curve", str(curve),
+                 "--batch-size", "128", "--base-batch", "128", "--format", "levanter"]) == 0
+    lev = json.loads(capsys.readouterr().out)
+    assert lev[0] == {"start": 0, "value": 128}
+
+
+def test_from_a_fit_json(curve, tmp_path, capsys):
+    fits = {"fits": [{"target": 3.0, "b_crit": 100.0, "status": "identified"},
+                     {"target": 2.0, "b_crit": 1000.0, "status": "identified"},
+                     {"target": 1.5, "b_crit": 5.0, "status": "lower_bound"}]}
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(fits))
+    out = tmp_path / "s.json"
+    assert main(["schedule", "--fit", str(path), "--loss-curve", str(curve), "--batch-size",
+                 "64", "--base-batch", "64", "--format", "json", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["policy"] == "doubling"
+
+
+def test_seesaw_csv(capsys):
+    assert main(["schedule", "--seesaw", "cosine", "--total-steps", "1000", "--base-batch",
+                 "32", "--max-batch", "256", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("start_progress,") and len(lines) >= 3
+
+
+@pytest.mark.parametrize("argv, word", [
+    (["--base-batch", "8"], "exactly one of"),
+    (["--seesaw", "cosine", "--base-batch", "8"], "--total-steps"),
+    (["--log", "LOG", "--base-batch", "8"], "--batch-size"),
+    (["--power-law", "2000", "--loss-curve", "CURVE", "--batch-size", "8", "--base-batch",
+      "8"], "B_STAR,ALPHA"),
+    (["--power-law", "2000,0.5", "--batch-size", "8", "--base-batch", "8"], "--loss-curve"),
+    (["--log", "LOG", "--batch-size", "8", "--base-batch", "12", "--granularity", "8"],
+     "multiple"),
+    (["--log", "LOG", "--batch-size", "8", "--base-batch", "8", "--column", "nope"],
+     "missing columns"),
+    (["--log", "LOG", "--batch-size", "8", "--base-batch", "8", "--out", "x.txt"], "--out"),
+])
+def test_user_errors(argv, word, log, curve, capsys):
+    argv = [str(log) if a == "LOG" else str(curve) if a == "CURVE" else a for a in argv]
+    assert main(["schedule", *argv]) == 2
+    err = capsys.readouterr().err
+    assert word in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
