@@ -53,6 +53,7 @@ __all__ = [
     "dl_opt",
     "effective_learning_rate",
     "eps_opt",
+    "noise_scales_from_scalars",
     "sign_descent_eps_opt",
     "surge_eps_opt",
 ]
@@ -133,6 +134,39 @@ def dl_opt(batch_size, dl_max, b_noise):
     d = check_positive(dl_max, "dl_max")
     n = check_nonnegative(b_noise, "b_noise")
     return scalar_or_array(d / (1.0 + n / b))
+
+
+def noise_scales_from_scalars(g2, ghg, trace_sigma, trace_h_sigma) -> dict:
+    r"""The paper's derived scalars from the four summary scalars (eqs. 2.6–2.9).
+
+    $$
+    B_{noise} = \frac{\operatorname{tr}(H\Sigma)}{G^THG},\quad
+    B_{simple} = \frac{\operatorname{tr}\Sigma}{|G|^2},\quad
+    \epsilon_{max} = \frac{|G|^2}{G^THG},\quad
+    \Delta L_{max} = \frac{|G|^4}{2\,G^THG}.
+    $$
+
+    The one place these ratios are computed (`QuadraticModel`, the simulator's traces,
+    the Hessian collector and the harness call it). Broadcasts; where a denominator is
+    zero or not finite the value is NaN rather than an error, so that a trace of many
+    points keeps its shape. A negative estimate of :math:`|G|^2` (from noisy data) gives
+    a negative ratio, which reads "larger than can be resolved", as in
+    :mod:`empirical_batch.estimators`. Returns a dict of floats (scalars) or arrays.
+
+    >>> noise_scales_from_scalars(2.0, 4.0, 8.0, 16.0)
+    {'b_noise': 4.0, 'b_simple': 4.0, 'eps_max': 0.5, 'dl_max': 0.5}
+    """
+    g, h, s, hs = (np.asarray(v, dtype=float) for v in (g2, ghg, trace_sigma, trace_h_sigma))
+    ok_h = np.isfinite(h) & (h != 0)
+    ok_g = np.isfinite(g) & (g != 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = {
+            "b_noise": np.where(ok_h, hs / h, np.nan),
+            "b_simple": np.where(ok_g, s / g, np.nan),
+            "eps_max": np.where(ok_h & ok_g, g / h, np.nan),
+            "dl_max": np.where(ok_h & ok_g, 0.5 * g * g / h, np.nan),
+        }
+    return {k: scalar_or_array(v) for k, v in out.items()}
 
 
 def surge_eps_opt(batch_size, eps_max, b_noise):
@@ -488,28 +522,30 @@ class QuadraticModel(Frozen):
                 raise ValueError(f"dataset_size must be >= 1, got {dataset_size!r}")
             dataset_size = int(dataset_size)
         self.dataset_size = dataset_size
+        self._derived = noise_scales_from_scalars(
+            self.g2, self.ghg, self.trace_sigma, self.trace_h_sigma)
         self._freeze()
 
     # --- the paper's scalars ---------------------------------------------------
     @property
     def b_noise(self) -> float:
         r"""$B_{noise} = \operatorname{tr}(H\Sigma) / G^THG$ (eq. 2.8)."""
-        return self.trace_h_sigma / self.ghg
+        return self._derived["b_noise"]
 
     @property
     def b_simple(self) -> float:
         r"""$B_{simple} = \operatorname{tr}\Sigma / |G|^2$ (eq. 2.9)."""
-        return self.trace_sigma / self.g2
+        return self._derived["b_simple"]
 
     @property
     def eps_max(self) -> float:
         r"""$\epsilon_{max} = |G|^2 / G^THG$, the optimal step at infinite batch."""
-        return self.g2 / self.ghg
+        return self._derived["eps_max"]
 
     @property
     def dl_max(self) -> float:
         r"""$\Delta L_{max} = \tfrac12 |G|^4 / G^THG$, the best one-step improvement."""
-        return 0.5 * self.g2**2 / self.ghg
+        return self._derived["dl_max"]
 
     # --- batch-size dependent predictions -------------------------------------
     def _noise_factor(self, batch_size) -> np.ndarray:

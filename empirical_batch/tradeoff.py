@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ._numeric import trapezoid
 from ._validate import as_array, as_float, check_positive, positive_float, scalar_or_array
 
 __all__ = ["AdaptiveSchedule", "Tradeoff", "adaptive_schedule"]
@@ -158,10 +159,6 @@ class Tradeoff:
         return {**asdict(self), "b_crit": self.b_crit}
 
 
-def _trapezoid(y: np.ndarray, x: np.ndarray) -> float:
-    return float(np.sum(0.5 * (y[1:] + y[:-1]) * np.diff(x)))
-
-
 @dataclass(frozen=True, eq=False)
 class AdaptiveSchedule:
     r"""An adaptive batch-size schedule and what it costs (App. D, eqs. D.1–D.5).
@@ -295,8 +292,8 @@ def adaptive_schedule(
     root = np.sqrt(b)
     batch = np.sqrt(rate) * root
     s_min = float(grid[-1] - grid[0])
-    e_min = _trapezoid(b, grid)
-    i_half = _trapezoid(root, grid)
+    e_min = trapezoid(b, grid)
+    i_half = trapezoid(root, grid)
     # B/B(s) = sqrt(B/r): written without the division so B = 0 points are exact
     steps = s_min + i_half / np.sqrt(rate)
     examples = e_min + np.sqrt(rate) * i_half

@@ -138,6 +138,7 @@ def collector_b_simple(model, loss_fn, inputs, targets) -> dict:
 
     from empirical_batch import gns_two_batch
     from empirical_batch.measure import per_example_sq_norms
+    from empirical_batch.theory import noise_scales_from_scalars
 
     n = int(inputs.shape[0])
     small = per_example_sq_norms(model, loss_fn, inputs, targets)
@@ -145,8 +146,9 @@ def collector_b_simple(model, loss_fn, inputs, targets) -> dict:
     grads = torch.autograd.grad(loss_fn(model(inputs), targets), params)
     big = float(sum(g.double().square().sum() for g in grads))
     g2, trace_sigma = gns_two_batch(float(small.double().mean()), 1, big, n)
+    b_simple = noise_scales_from_scalars(g2, 1.0, trace_sigma, 0.0)["b_simple"]
     return {"g2_collector": g2, "trace_sigma_collector": trace_sigma,
-            "b_simple_collector": trace_sigma / g2 if g2 > 0 else float("nan")}
+            "b_simple_collector": b_simple if g2 > 0 else float("nan")}
 
 
 def eps_opt(batch_size, eps_max, b_noise):

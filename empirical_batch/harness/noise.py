@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .._numeric import trapezoid
 from . import library
 from .config import TaskPlan
 from .tasks.base import Task
@@ -193,7 +194,4 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float) -> floa
     vals = s[column].to_numpy(float)[:end]
     if not np.all(np.isfinite(vals) & (vals > 0)) or end < 2:
         return float("nan")
-    # the trapezoid rule written out: np.trapezoid needs numpy >= 2.0, the project
-    # supports numpy >= 1.26 (and np.trapz is gone from numpy 2.x)
-    area = np.sum(0.5 * (vals[1:] + vals[:-1]) * np.diff(steps))
-    return float(area / (steps[-1] - steps[0]))
+    return trapezoid(vals, steps) / (steps[-1] - steps[0])

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
+from .._numeric import log_steps
 from .tasks.base import Task
 
 OPTIMIZERS = ("sgd", "adam")
@@ -83,14 +84,6 @@ class StepBudget:
 
     def steps(self, batch_size: int) -> int:
         return int(min(max(math.ceil(self.examples / batch_size), self.min_steps), self.max_steps))
-
-
-def log_steps(total: int, n_log: int) -> np.ndarray:
-    """Step 0 and about ``n_log`` log-spaced steps up to and including ``total``."""
-    if total < 1:
-        raise ValueError(f"total must be >= 1, got {total}")
-    pts = np.unique(np.round(np.geomspace(1, total, n_log)).astype(int))
-    return np.concatenate([[0], pts])
 
 
 def _row(task: Task, m: Member, step: int, loss: float) -> dict:

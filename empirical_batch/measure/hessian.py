@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ..theory import noise_scales_from_scalars
 from ._common import check_batch, check_batch_size, fixed_state, select_params
 
 __all__ = ["HessianNoiseScale", "hessian_noise_scale"]
@@ -73,9 +74,9 @@ class HessianNoiseScale:
         scale = (n - self.ddof) / (n - 1)
         trs, trhs = self.trace_sigma * scale, self.trace_h_sigma * scale
         g2, ghg = self.g2 - trs / n, self.ghg - trhs / n
+        d = noise_scales_from_scalars(g2, ghg, trs, trhs)
         return HessianNoiseScale(
-            b_noise=trhs / ghg if ghg != 0 else float("nan"),
-            b_simple=trs / g2 if g2 != 0 else float("nan"),
+            b_noise=d["b_noise"], b_simple=d["b_simple"],
             g2=g2, ghg=ghg, trace_sigma=trs, trace_h_sigma=trhs, n_examples=n,
             ddof=1, unbiased_for_population=True,
         )
@@ -140,9 +141,9 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
     g2, ghg, ss, shs = torch.stack([g @ g, g @ hg, dev.square().sum(),
                                     (dev * h_dev).sum()]).tolist()
     trace_sigma, trace_h_sigma = ss / denom, shs / denom
+    d = noise_scales_from_scalars(g2, ghg, trace_sigma, trace_h_sigma)
     return HessianNoiseScale(
-        b_noise=trace_h_sigma / ghg if ghg != 0 else float("nan"),
-        b_simple=trace_sigma / g2 if g2 != 0 else float("nan"),
+        b_noise=d["b_noise"], b_simple=d["b_simple"],
         g2=g2, ghg=ghg, trace_sigma=trace_sigma, trace_h_sigma=trace_h_sigma,
         n_examples=int(n), ddof=ddof,
     )

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._numeric import trapezoid
 from .trajectory import NoiseTrajectory
 
 __all__ = ["BatchSchedule", "design_schedule", "seesaw_schedule"]
@@ -163,8 +164,8 @@ def _integrals(traj: NoiseTrajectory, starts: np.ndarray, batches: np.ndarray):
         g = np.union1d(np.linspace(s0, s1, 401), traj.progress[(traj.progress > s0)
                                                                & (traj.progress < s1)])
         bn = traj(g)
-        steps = np.trapezoid(1.0 + bn / b, g)
-        ex = np.trapezoid(b + bn, g)
+        steps = trapezoid(1.0 + bn / b, g)
+        ex = trapezoid(b + bn, g)
         rows.append((s1 - s0, float(steps), float(ex)))
     return np.array(rows)
 
@@ -173,7 +174,7 @@ def _predict(traj: NoiseTrajectory, starts, batches) -> tuple[dict, np.ndarray]:
     per = _integrals(traj, starts, batches)
     steps, examples = float(per[:, 1].sum()), float(per[:, 2].sum())
     g = _grid(traj)
-    i_b = float(np.trapezoid(traj(g), g))
+    i_b = float(trapezoid(traj(g), g))
     s_end = traj.total
     out = {"steps": steps, "examples": examples}
     if steps > s_end:
@@ -250,7 +251,7 @@ def design_schedule(
     if policy == "app_d":
         r = exchange_rate
         if r is None:
-            r = float(np.trapezoid(trajectory(g), g) / trajectory.total)
+            r = float(trapezoid(trajectory(g), g) / trajectory.total)
         elif not (math.isfinite(r) and r > 0):
             raise ValueError(f"exchange_rate must be > 0, got {r!r}")
         want = np.sqrt(r * trajectory(g))

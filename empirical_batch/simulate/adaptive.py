@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._validate import as_array, as_float, check_positive, positive_float
+from ..theory import noise_scales_from_scalars
 from .quadratic import NoisyQuadratic
 
 __all__ = ["AdaptiveResult", "greedy_run", "simulate_adaptive"]
@@ -111,8 +112,8 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         live, m = live[~hit], m[~hit]
         if live.size == 0 or k == max_steps:
             break
-        g2, ghg, _, trhs = problem.noise_scalars(m)
-        bn = trhs / ghg
+        g2, ghg, trs, trhs = problem.noise_scalars(m)
+        bn = np.atleast_1d(noise_scales_from_scalars(g2, ghg, trs, trhs)["b_noise"])
         if adaptive:
             if three:
                 b_t = np.array([float(batch(float(bn[0]), progress, float(examples[0])))])

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._numeric import log_steps
 from .._validate import as_array, check_positive
 from .quadratic import NoisyQuadratic
 
@@ -34,18 +35,6 @@ def _int_at_least(value, name: str, low: int) -> int:
     if isinstance(value, bool) or int(value) != value or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
-
-
-def log_steps(max_steps: int, n_points: int = 50) -> np.ndarray:
-    """0 and about ``n_points`` log-spaced integer steps up to ``max_steps`` inclusive.
-
-    >>> log_steps(100, 5).tolist()
-    [0, 1, 3, 10, 32, 100]
-    """
-    max_steps = _int_at_least(max_steps, "max_steps", 1)
-    n_points = _int_at_least(n_points, "n_points", 1)
-    pts = np.unique(np.round(np.geomspace(1, max_steps, n_points)).astype(np.int64))
-    return np.concatenate([[0], pts])
 
 
 @dataclass(frozen=True)

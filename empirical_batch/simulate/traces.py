@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..theory import QuadraticModel
+from ..theory import noise_scales_from_scalars
 from .dynamics import check_steps, expected_loss, lr_and_batch, second_moment
 
 if TYPE_CHECKING:
@@ -49,16 +49,10 @@ def noise_scales(problem: NoisyQuadratic, lr, batch_size, steps) -> NoiseScaleTr
         raise ValueError("steps must be a 1-D array")
     m = second_moment(problem, float(a), float(b), k)
     g2, ghg, trs, trhs = problem.noise_scalars(m)
-    bn, bs, em = [], [], []
-    for x, y in zip(g2, ghg, strict=True):
-        if not (np.isfinite(x) and np.isfinite(y)) or x <= 0 or y <= 0:
-            bn.append(np.nan)
-            bs.append(np.nan)
-            em.append(np.nan)
-            continue
-        qm = QuadraticModel.from_scalars(g2=x, ghg=y, trace_sigma=trs, trace_h_sigma=trhs)
-        bn.append(qm.b_noise)
-        bs.append(qm.b_simple)
-        em.append(qm.eps_max)
+    d = noise_scales_from_scalars(g2, ghg, trs, trhs)
+    # an undefined ratio (no resolved gradient or curvature) is NaN in every column
+    bad = ~(np.isfinite(g2) & np.isfinite(ghg) & (g2 > 0) & (ghg > 0))
+    bn, bs, em = (np.where(bad, np.nan, np.asarray(d[c], float))
+                  for c in ("b_noise", "b_simple", "eps_max"))
     loss = np.asarray(expected_loss(problem, float(a), float(b), k))
-    return NoiseScaleTrace(k, loss, np.array(bn), np.array(bs), np.array(em))
+    return NoiseScaleTrace(k, loss, np.atleast_1d(bn), np.atleast_1d(bs), np.atleast_1d(em))

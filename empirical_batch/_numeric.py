@@ -1,0 +1,34 @@
+"""Small numerical helpers shared across the package (one place each)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["log_steps", "trapezoid"]
+
+
+def trapezoid(y, x) -> float:
+    r"""The trapezoid rule :math:`\sum_i \tfrac12(y_i + y_{i+1})(x_{i+1} - x_i)`.
+
+    Written out because ``numpy.trapezoid`` needs numpy >= 2.0 and the project supports
+    numpy >= 1.26 (where it is ``numpy.trapz``).
+
+    >>> trapezoid([0.0, 1.0, 2.0], [0.0, 1.0, 2.0])
+    2.0
+    """
+    y = np.asarray(y, dtype=float)
+    x = np.asarray(x, dtype=float)
+    return float(np.sum(0.5 * (y[1:] + y[:-1]) * np.diff(x)))
+
+
+def log_steps(max_steps: int, n_points: int = 50) -> np.ndarray:
+    """0 and about ``n_points`` log-spaced integer steps up to ``max_steps`` inclusive.
+
+    >>> log_steps(100, 5).tolist()
+    [0, 1, 3, 10, 32, 100]
+    """
+    for name, v in (("max_steps", max_steps), ("n_points", n_points)):
+        if isinstance(v, bool) or int(v) != v or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    pts = np.unique(np.round(np.geomspace(1, int(max_steps), int(n_points))).astype(np.int64))
+    return np.concatenate([[0], pts])
