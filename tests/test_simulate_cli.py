@@ -56,3 +56,17 @@ def test_plot_steps_examples():
     assert len(ax.lines) == 4
     with pytest.raises(ValueError, match="reaches"):
         plot_steps_examples(nq, 1e-12, [1], [0.1])
+
+
+def test_simulate_json_and_monte_carlo_uses_the_library_steps(capsys):
+    import json
+
+    from empirical_batch.cli import main
+
+    assert main(["simulate", "--json", "--quiet", "--dims", "50", "--steps", "2000"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "exact" and out["steps_to_target"][0]["steps"] > 0
+    assert main(["simulate", "--json", "--quiet", "--dims", "50", "--steps", "2000",
+                 "--method", "monte_carlo", "--seeds", "2", "--batch-sizes", "4,16,64"]) == 0
+    mc = json.loads(capsys.readouterr().out)
+    assert [r["batch_size"] for r in mc["steps_to_target"]] == [4.0, 16.0, 64.0]

@@ -63,6 +63,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="summary target, as a fraction of the initial loss (default 0.1)")
     s.add_argument("--out", default=None, help="write the sweep table to this CSV file")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--json", action="store_true",
+                   help="print the steps-to-target summary as JSON instead of tables")
     p.set_defaults(run=run)
 
 
@@ -84,29 +86,30 @@ def run(args) -> int:
         progress=(args.method == "monte_carlo" and not args.quiet),
     )
     if args.out:
-        df.to_csv(args.out, index=False)
-    print(nq)
-    print(f"method={args.method}  runs={df['run'].nunique()}  rows={len(df)}  "
-          f"target={target:.4g} ({args.target:g} of L0={nq.initial_loss():.4g})")
-    if args.method == "monte_carlo":
-        mean = df.groupby(["batch_size", "learning_rate", "step"])["metric"].mean().reset_index()
-        hit = mean[mean.metric <= target].groupby(["batch_size", "learning_rate"])["step"].min()
-        rows = []
-        for b in bs:
-            sub = hit[hit.index.get_level_values(0) == int(b)]
-            if sub.empty:
-                rows.append((int(b), np.nan, np.inf))
-            else:
-                lr = sub.idxmin()[1]
-                rows.append((int(b), lr, float(sub.min())))
-        import pandas as pd
+        from empirical_batch._io import atomic_path
 
-        table = pd.DataFrame(rows, columns=["batch_size", "learning_rate", "steps"])
-        table["examples"] = table.steps * table.batch_size
-        label = "Monte Carlo: first logged step with seed-mean loss <= target"
+        with atomic_path(args.out) as tmp:
+            df.to_csv(tmp, index=False)
+    if args.method == "monte_carlo":
+        from empirical_batch.fit import steps_to_target
+
+        st = steps_to_target(df, target)  # interpolated crossings, seeds averaged
+        table = st.frame[["batch_size", "learning_rate", "steps", "examples"]]
+        label = ("Monte Carlo: steps to target (steps_to_target: crossing interpolated "
+                 "between logged points, seeds averaged)")
     else:
         table = nq.best_lr(target, bs, lrs, max_steps=args.steps).to_frame()
         label = "exact steps to target (best lr of the grid)"
+    if args.json:
+        from empirical_batch.cli.output import dumps
+
+        print(dumps({"problem": repr(nq), "method": args.method, "target": target,
+                     "initial_loss": nq.initial_loss(),
+                     "steps_to_target": table.to_dict(orient="records")}))
+        return 0
+    print(nq)
+    print(f"method={args.method}  runs={df['run'].nunique()}  rows={len(df)}  "
+          f"target={target:.4g} ({args.target:g} of L0={nq.initial_loss():.4g})")
     print(label)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     ok = np.isfinite(table.steps.to_numpy())
