@@ -507,7 +507,10 @@ def load_tensorboard(
             c = dict(run_config(run) if callable(run_config) else run_config.get(run, {}))
         else:
             if hp is not None:
-                sub = hp[hp["dir_name"].str.startswith(run)]
+                # add_hparams writes into <run>/<timestamp>: match the run exactly or as
+                # a parent directory ("run1" must not pick up "run10")
+                names = hp["dir_name"]
+                sub = hp[(names == run) | names.str.startswith(run + "/")]
                 c = {k: v for k, v in zip(sub["tag"], sub["value"], strict=True)}
             for key in ("batch_size", "learning_rate"):
                 s = sc[(sc["dir_name"] == run) & (sc["tag"] == key)]

@@ -208,13 +208,57 @@ def read_table(source) -> tuple[pd.DataFrame, str, int]:
     path = Path(source)
     if not path.exists():
         raise FileNotFoundError(f"sweep file not found: {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a sweep file")
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path), str(path), 0
+        try:
+            return pd.read_parquet(path), str(path), 0
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a readable Parquet file ({exc})") from None
     if suffix in (".csv", ".txt", ".tsv", ".gz"):
         sep = "\t" if ".tsv" in path.name.lower() else ","
-        return pd.read_csv(path, sep=sep), str(path), 2  # header is line 1
+        _check_complete(path)
+        try:
+            return pd.read_csv(path, sep=sep), str(path), 2  # header is line 1
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{path}: the file is empty (no header, no rows)") from None
+        except pd.errors.ParserError as exc:
+            raise ValueError(f"{path}: malformed table ({' '.join(str(exc).split())})") \
+                from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                             "re-save it as UTF-8") from None
     raise ValueError(f"{path}: unknown sweep file type {suffix!r} (expected .csv or .parquet)")
+
+
+def _check_complete(path: Path) -> None:
+    """Refuse a file cut short: a gzip stream that ends early, or a text file whose last
+    line has no newline (a value may be cut mid-number)."""
+    import gzip
+    import zlib
+
+    gz = path.suffix.lower() == ".gz"
+    try:
+        if gz:
+            with gzip.open(path, "rb") as fh:
+                tail = b""
+                while chunk := fh.read(1 << 20):
+                    tail = (tail + chunk)[-1:]
+        else:
+            with open(path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                if fh.tell() == 0:
+                    return  # empty: reported by the reader
+                fh.seek(-1, os.SEEK_END)
+                tail = fh.read(1)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise ValueError(f"{path}: the compressed stream is cut short or damaged ({exc}); "
+                         "the file looks truncated") from None
+    if tail and tail not in (b"\n", b"\r"):
+        raise ValueError(f"{path}: the last line does not end with a newline, so its last "
+                         "value may be cut short (a truncated file?); if the file is "
+                         "complete, add a final newline")
 
 
 def _at(offset: int, index) -> str:
@@ -278,8 +322,21 @@ def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]
     return mapping
 
 
+_NOT_NUMBERS = (bool, np.bool_, complex, np.complexfloating, pd.Timestamp, pd.Timedelta,
+                np.datetime64, np.timedelta64)
+
+
 def _numeric(df, col, label, offset, *, allow_nonfinite=False, allow_nan=False):
     raw = df[col]
+    kind = raw.dtype.kind
+    if kind in "bcmM":  # bool, complex, timedelta, datetime: not measurements
+        raise ValueError(f"{label}, column {col!r}: holds {raw.dtype} values, not numbers")
+    if kind == "O":
+        odd = raw.map(lambda v: isinstance(v, _NOT_NUMBERS))
+        if odd.any():
+            idx = odd.idxmax()
+            raise ValueError(f"{_where(label, offset, idx)}, column {col!r}: not a number: "
+                             f"{raw.loc[idx]!r} ({type(raw.loc[idx]).__name__})")
     num = pd.to_numeric(raw, errors="coerce")
     bad = num.isna() & raw.notna()
     if not (allow_nan or allow_nonfinite):
@@ -385,7 +442,14 @@ def load_sweep(
         raise TypeError(f"higher_is_better must be a bool, got {type(higher_is_better).__name__}")
 
     out = pd.DataFrame(index=df.index)
-    out["run"] = df[mapping["run"]].astype(str)
+    runs = df[mapping["run"]]
+    empty = runs.isna() | (runs.astype(str).str.strip() == "")
+    if empty.any():
+        where = [_at(offset, i) for i in df.index[empty.to_numpy()][:3]]
+        raise ValueError(f"{label}, column {mapping['run']!r}: empty or missing run id at "
+                         f"{', '.join(where)}" + (" ..." if empty.sum() > 3 else "")
+                         + "; every row must name its run")
+    out["run"] = runs.astype(str)
     bs = _bounded_column(df, mapping, "batch_size", "batch size", label, offset, strict=True)
     out["batch_size"] = bs
     if "learning_rate" in mapping:
