@@ -5,7 +5,10 @@ gradients :math:`g_1..g_k` of ``b`` examples and their accumulated mean
 :math:`\bar g` (a batch of ``k b``). A tensor hook on every parameter receives each
 backward pass's gradient *before* it is added to ``.grad``, i.e. exactly that
 micro-batch's contribution, so :math:`\sum_j |g_j|^2` is summed on the fly without
-copying any gradient; :math:`|\bar g|^2` is read from ``.grad`` at :meth:`step`.
+copying any gradient; a post-accumulate-grad hook takes the norm of ``.grad`` right
+after each backward pass, so :math:`|\bar g|^2` is the value at the *last* backward
+pass. Nothing is read from ``.grad`` at :meth:`step`: clipping, ``GradScaler.unscale_``
+or zeroing the gradients before it does not change the result.
 The pair
 
 .. math:: |G_{small}|^2 = \frac1k\sum_{j=1}^k |g_j|^2\ (b_{small} = b),\qquad
@@ -16,6 +19,7 @@ feeds the two-batch estimator (McCandlish et al. 2018, App. A.1).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -30,7 +34,6 @@ from ._common import (
     resolve_scale,
     select_params,
     stack_scalars,
-    total_sq_norm,
 )
 
 __all__ = ["GradientNoiseScale"]
@@ -76,12 +79,16 @@ class GradientNoiseScale(EstimatorMixin):
 
     Notes
     -----
-    Call :meth:`step` once per optimizer step, after the ``k`` backward passes and
-    before ``optimizer.zero_grad()``. Examples must be drawn independently (the
-    estimator's assumption); the micro-batches of one step may share nothing but
-    the parameters. A ragged step passes ``step(micro_batch_size=...)``: one size
-    for all its micro-batches, or one per backward pass (the estimate then uses the
-    harmonic mean size, which is exact for ``loss_convention="mean/k"``).
+    Call :meth:`step` once per optimizer step, after the ``k`` backward passes (where
+    exactly does not matter: before or after clipping, unscaling or zeroing). A step
+    with a single backward pass (the remainder at an epoch's end) or with a number of
+    backward passes other than ``accumulation_steps`` is skipped and counted in
+    ``skipped`` (a mismatch also warns once: the ``"mean/k"`` scaling would be wrong).
+    Examples must be drawn independently (the estimator's assumption); the
+    micro-batches of one step may share nothing but the parameters. A ragged step
+    passes ``step(micro_batch_size=...)``: one size for all its micro-batches, or one
+    per backward pass (the estimate then uses the harmonic mean size, which is exact
+    for ``loss_convention="mean/k"``).
 
     Every backward pass (or ``torch.autograd.grad`` call) that reaches the tracked
     parameters between two :meth:`step` calls counts as a micro-batch: run other
@@ -91,8 +98,8 @@ class GradientNoiseScale(EstimatorMixin):
     Single process only: under DDP the hooks see local gradients while ``.grad``
     holds the all-reduced one; use :class:`~empirical_batch.measure.DDPNoiseScaleHook`.
     Cost: one extra read of each micro-batch gradient (a norm per parameter per
-    backward, in the gradient's dtype, float32 for fp16/bf16) and of ``.grad`` once
-    per step (one ``torch._foreach_norm``); the squares are summed over parameters
+    backward, in the gradient's dtype, float32 for fp16/bf16) and of ``.grad`` after
+    each backward pass; the squares are summed over parameters
     and micro-batches in float64. See ``benchmarks/bench_measure.py``.
 
     Examples
@@ -150,11 +157,16 @@ class GradientNoiseScale(EstimatorMixin):
                 raise ValueError(f"parameters not in the optimizer: {missing[:3]}")
         self.optimizer = optimizer
         self.estimator = GNSEstimator(beta)
-        self.skipped = {"non_finite": 0, "no_optimizer_state": 0}
+        self.skipped = {"non_finite": 0, "no_optimizer_state": 0, "single_backward": 0,
+                        "accumulation_mismatch": 0}
         self._micro: list[torch.Tensor] = []
         self._count: dict[int, int] = {}
+        self._big: dict[int, torch.Tensor] = {}  # |.grad| after each parameter's last pass
         self._no_state = False
+        self._warned = False
         self._handles = [p.register_hook(self._make_hook(p)) for _, p in self.params]
+        self._handles += [p.register_post_accumulate_grad_hook(self._make_post_hook(p))
+                          for _, p in self.params]
 
     # ----------------------------------------------------------------- hooks
     def _make_hook(self, p):
@@ -175,6 +187,24 @@ class GradientNoiseScale(EstimatorMixin):
 
         return hook
 
+    def _make_post_hook(self, p):
+        key, big = id(p), self._big
+
+        def post(param):
+            # .grad now holds c * (sum of this step's micro-batch gradients so far)
+            g = param.grad
+            if g is None:
+                return
+            g = g.detach()
+            if self.preconditioned:
+                denom = self._denominator(param)
+                if denom is None:
+                    return
+                g = g / denom
+            big[key] = norm(g)
+
+        return post
+
     def _denominator(self, p):
         state = self.optimizer.state.get(p)
         if not state or "exp_avg_sq" not in state:
@@ -188,10 +218,15 @@ class GradientNoiseScale(EstimatorMixin):
         return (v / (1.0 - beta2**t)).sqrt().add_(group["eps"])
 
     def remove(self) -> None:
-        """Remove the gradient hooks (the tracker stops collecting)."""
+        """Remove the gradient hooks and drop the references to the model's parameters
+        and the optimizer (the estimates stay readable)."""
         for h in self._handles:
             h.remove()
         self._handles = []
+        self.params = []
+        self.optimizer = None
+        self._micro, self._big = [], {}
+        self._count.clear()
 
     def __enter__(self):
         return self
@@ -226,31 +261,34 @@ class GradientNoiseScale(EstimatorMixin):
                 "(call it after loss.backward() and before optimizer.zero_grad())"
             )
         n = max(self._count.values())
-        micro, no_state = self._micro, self._no_state
+        micro, no_state, bigs = self._micro, self._no_state, list(self._big.values())
         self._micro, self._no_state = [], False
-        self._count.clear()  # the hooks hold this dict
-        if n < 2:
-            raise RuntimeError(
-                f"only {n} backward pass was seen since the last step(); the estimate needs "
-                ">= 2 micro-batches per optimizer step"
-            )
+        self._count.clear()  # the hooks hold these
+        self._big.clear()
+        if n == 1:  # the remainder at an epoch's end: one batch size only
+            self.skipped["single_backward"] += 1
+            return None
+        if n != self.accumulation_steps and micro_batch_size is None:
+            self.skipped["accumulation_mismatch"] += 1
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"{n} backward passes since the last step(), but accumulation_steps="
+                    f"{self.accumulation_steps}: the step is skipped (pass "
+                    "micro_batch_size= per backward pass for a ragged step)", stacklevel=2)
+            return None
         b_small, b_big = self._sizes(micro_batch_size, n)
         if no_state:
             self.skipped["no_optimizer_state"] += 1
             return None
+        if not bigs:
+            raise RuntimeError("no gradient was accumulated into the tracked parameters")
         scale = resolve_scale(loss_scale, self.scaler)
-        with_grad = [p for _, p in self.params if p.grad is not None]
-        if not with_grad:
-            raise RuntimeError("no tracked parameter has a .grad: call step() before "
-                               "optimizer.zero_grad()")
-        if self.preconditioned:
-            grads = [p.grad.detach() / self._denominator(p) for p in with_grad]
-        else:
-            grads = [p.grad.detach() for p in with_grad]
-        big = total_sq_norm(grads)
+        dev = bigs[0].device
+        acc = acc_dtype(dev)
+        big = stack_scalars(bigs, dev).to(acc).square().sum()
         # one device->host transfer for both sums (Σ over parameters in float64)
-        stats = torch.stack([stack_scalars(micro, big.device).to(big.dtype).square().sum(),
-                             big])
+        stats = torch.stack([stack_scalars(micro, dev).to(acc).square().sum(), big])
         micro_sum, big = stats.tolist()
         c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
         # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
