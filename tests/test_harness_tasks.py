@@ -143,3 +143,29 @@ def test_plan_summary_with_a_bench_scale():
     assert scale_budget(budget, 1e-9).steps(1) == 1  # never below one step
     with pytest.raises(ValueError, match="scale"):
         scale_budget(budget, 0.0)
+
+
+def test_output_folder_of_another_configuration_is_refused(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "manifest.json").write_text(json.dumps({"harness_config": {"name": "full"}}))
+    argv = ["harness", "--config", "tiny", "--tasks", "teacher_student", "--stage", "sweep",
+            "--no-progress", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "another harness configuration" in err and "--overwrite" in err
+    assert main([*argv, "--overwrite"]) == 0
+    # the same configuration again: reused (resume, or analysis of existing sweeps)
+    assert main(argv) == 0
+
+
+def test_output_folder_with_foreign_files_or_a_file_is_refused(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["harness", "--config", "tiny", "--out", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["harness", "--config", "tiny", "--out", str(f)]) == 2
+    assert "is a file" in capsys.readouterr().err

@@ -47,6 +47,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="torch CPU threads (default 1 on the CPU: the models are tiny and "
                         "intra-op threading costs more than it saves)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into --out even if it holds another configuration's results")
     p.set_defaults(run=run)
 
 
@@ -67,6 +69,7 @@ def run(args) -> int:
     result = pipeline.run_harness(
         config, args.out, stage=stage, shard=shard, device=args.device,
         progress=not args.no_progress, threads=args.threads, command=command,
+        overwrite=args.overwrite,
     )
     for f in result.files:
         print(f)

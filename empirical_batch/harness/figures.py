@@ -87,6 +87,9 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
 
 
 def _save(fig, path: Path, plt) -> Path:
-    fig.savefig(path, dpi=90)
+    from .._io import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=90)
     plt.close(fig)
     return path

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from .._io import atomic_write_text
 from .config import HarnessConfig
 from .sweep import run_sweep, sweep_path, write_sweep
 
@@ -71,8 +72,14 @@ def run_harness(
     progress: bool = True,
     command: str | None = None,
     threads: int | None = None,
+    overwrite: bool = False,
 ) -> HarnessRun:
     """Run ``stage`` of the harness for every task of ``config``; outputs under ``out``.
+
+    An output folder that holds another configuration's results (its manifests name a
+    different configuration) is refused unless ``overwrite=True``: results of two
+    sweeps are never mixed. A folder from the same configuration is reused (a resumed
+    or sharded run, or the analysis of existing sweeps).
 
     ``threads`` sets torch's CPU threads (default: 1 on the CPU, where the tiny models
     of the harness lose more to intra-op threading than they gain; unchanged on CUDA).
@@ -92,6 +99,9 @@ def run_harness(
     elif dev.type == "cpu":
         torch.set_num_threads(1)
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file, not a folder")
+    _check_folder(out, config, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     run = HarnessRun(out, config.name, str(dev), stage, shard)
     t_all = time.perf_counter()
@@ -112,6 +122,48 @@ def run_harness(
     run.wall_s["total"] = round(time.perf_counter() - t_all, 2)
     _write_manifest(run, config, command)
     return run
+
+
+_OWN = ("sweeps", "results", "figures", "report.md")
+
+
+def _check_folder(out: Path, config: HarnessConfig, overwrite: bool) -> None:
+    """Refuse a folder with another configuration's results (see `run_harness`); with
+    ``overwrite``, remove the harness's own files of that other run first, so that the
+    manifests always describe the files beside them."""
+    if not out.is_dir():
+        return
+    mine = json.loads(json.dumps(config.to_dict(), default=str))
+    for m in sorted(out.glob("manifest*.json")):
+        try:
+            theirs = json.loads(m.read_text()).get("harness_config")
+        except (OSError, ValueError):
+            theirs = None
+            if not overwrite:
+                raise ValueError(f"{m} is not a readable manifest; remove it or pass "
+                                 "--overwrite") from None
+        if theirs != mine and overwrite:
+            import shutil
+
+            for name in _OWN:
+                target = out / name
+                if target.is_dir():
+                    shutil.rmtree(target)
+                elif target.exists():
+                    target.unlink()
+            for old in out.glob("manifest*.json"):
+                old.unlink()
+            return
+        if theirs != mine:
+            other = theirs.get("name") if isinstance(theirs, dict) else "?"
+            raise ValueError(
+                f"{out} holds results of another harness configuration ({other!r} in "
+                f"{m.name}); use another --out, or --overwrite to replace them")
+    stray = [p.name for p in out.iterdir()
+             if p.name not in (*_OWN, "README.md") and not p.name.startswith(("manifest", "."))]
+    if stray and not overwrite:
+        raise ValueError(f"{out} is not empty and holds no harness manifest ({stray[:3]}); "
+                         "use an empty folder or pass --overwrite")
 
 
 def _sync(dev: torch.device) -> None:
@@ -137,4 +189,4 @@ def _write_manifest(run: HarnessRun, config: HarnessConfig, command: str | None)
         **run.to_dict(),
         "harness_config": config.to_dict(),
     }
-    (run.out / name).write_text(json.dumps(info, indent=1, default=str) + "\n")
+    atomic_write_text(run.out / name, json.dumps(info, indent=1, default=str) + "\n")

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._io import atomic_path, atomic_write_text
 from . import library
 from .config import HarnessConfig
 from .noise import averaged_scale, run_reference, scales_at_losses
@@ -139,7 +140,8 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
 
     def save(frame, name):
         path = res_dir / name
-        frame.to_csv(path, index=False, float_format="%.6g")
+        with atomic_path(path) as tmp:
+            frame.to_csv(tmp, index=False, float_format="%.6g")
         files.append(path)
         return frame
 
@@ -156,7 +158,7 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
     for plan in config.plans:
         files += figures.task_figures(plan.task, curves, crit, os_table, os_sum, fig_dir)
     report = out / "report.md"
-    report.write_text(render_markdown(config.name, crit, t1, os_table, os_sum, noise))
+    atomic_write_text(report, render_markdown(config.name, crit, t1, os_table, os_sum, noise))
     files.append(report)
     return files
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .._io import atomic_path
 from .config import SweepSpec
 from .tasks.base import Task
 from .trainer import Member, train_grid
@@ -72,7 +73,8 @@ def sweep_path(out_dir: str | Path, task: str, shard: tuple[int, int] = (0, 1)) 
 def write_sweep(frame: pd.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False, float_format="%.7g")
+    with atomic_path(path) as tmp:  # an interrupted run leaves no valid-looking prefix
+        frame.to_csv(tmp, index=False, float_format="%.7g")
     return path
 
 
