@@ -94,3 +94,38 @@ def test_gzipped_sweeps_are_found_and_loaded(plan_task, tmp_path):
     found = sweep_files(tmp_path, task.name)
     assert [p.name for p in found] == [f"{task.name}.csv.gz"]
     assert len(load_sweeps(found).runs) == len(spec.members())
+
+
+def test_sweep_files_prefer_fresh_shards_and_never_mix_sweeps(tmp_path):
+    import os
+    import warnings
+
+    from empirical_batch.harness.sweep import sweep_files
+
+    d = tmp_path / "sweeps"
+    d.mkdir()
+    whole = d / "t.csv"
+    whole.write_text("x\n")
+    for i in range(2):
+        (d / f"t.shard-{i}-of-2.csv").write_text("x\n")
+    os.utime(whole, (1, 1))  # the whole-sweep file is stale
+    with pytest.warns(UserWarning, match="shard files, newer"):
+        assert [p.name for p in sweep_files(tmp_path, "t")] == [
+            "t.shard-0-of-2.csv", "t.shard-1-of-2.csv"]
+    for p in d.glob("t.shard-*"):
+        os.utime(p, (1, 1))
+    os.utime(whole, None)
+    with pytest.warns(UserWarning, match="shard files are older"):
+        assert sweep_files(tmp_path, "t") == [whole]
+    (d / "t.shard-0-of-3.csv").write_text("x\n")
+    with pytest.raises(ValueError, match="mix shard counts"):
+        sweep_files(tmp_path, "t")
+    (d / "t.shard-0-of-3.csv").unlink()
+    whole.unlink()
+    (d / "t.shard-1-of-2.csv").unlink()
+    with pytest.raises(FileNotFoundError, match="missing"):
+        sweep_files(tmp_path, "t")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (d / "t.shard-1-of-2.csv").write_text("x\n")
+        assert len(sweep_files(tmp_path, "t")) == 2

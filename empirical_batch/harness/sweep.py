@@ -79,17 +79,23 @@ def write_sweep(frame: pd.DataFrame, path: str | Path) -> Path:
 
 
 def sweep_files(out_dir: str | Path, task: str) -> list[Path]:
-    """The unsharded file of ``task`` if present, else all its shard files (complete set).
+    """The sweep files of ``task``: its unsharded file, or a complete set of shard files.
 
-    ``.csv`` or gzip-compressed ``.csv.gz`` (as committed under ``data/harness``).
+    ``.csv`` or gzip-compressed ``.csv.gz`` (as committed under ``data/harness``). Shard
+    sets of different shard counts are never mixed (an error). When both an unsharded
+    file and a complete shard set exist, the newer is used and a warning says which and
+    why (a stale whole-sweep file must not hide fresh shards, nor the reverse).
     """
+    import warnings
+
     folder = Path(out_dir) / "sweeps"
-    for whole in (folder / f"{task}.csv", folder / f"{task}.csv.gz"):
-        if whole.exists():
-            return [whole]
+    whole = next((w for w in (folder / f"{task}.csv", folder / f"{task}.csv.gz")
+                  if w.exists()), None)
     shards = sorted(folder.glob(f"{task}.shard-*-of-*.csv*"))
     if not shards:
-        raise FileNotFoundError(f"no sweep for task {task!r} under {folder}")
+        if whole is None:
+            raise FileNotFoundError(f"no sweep for task {task!r} under {folder}")
+        return [whole]
     found = {}
     for p in shards:
         m = re.search(r"shard-(\d+)-of-(\d+)\.csv(\.gz)?$", p.name)
@@ -98,11 +104,22 @@ def sweep_files(out_dir: str | Path, task: str) -> list[Path]:
         found[(int(m[1]), int(m[2]))] = p
     counts = {n for _, n in found}
     if len(counts) != 1:
-        raise ValueError(f"shard files of task {task!r} under {folder} mix shard counts {counts}")
+        raise ValueError(f"shard files of task {task!r} under {folder} mix shard counts "
+                         f"{sorted(counts)}: they come from different sweeps")
     n = counts.pop()
     missing = [i for i in range(n) if (i, n) not in found]
-    if missing:
+    if missing and whole is None:
         raise FileNotFoundError(
             f"task {task!r}: shard(s) {missing} of {n} missing under {folder}"
         )
-    return [found[(i, n)] for i in range(n)]
+    files = [found[(i, n)] for i in range(n) if (i, n) in found]
+    if whole is not None:
+        newest_shard = max(p.stat().st_mtime for p in files)
+        if missing or newest_shard <= whole.stat().st_mtime:
+            why = "the shard set is incomplete" if missing else "the shard files are older"
+            warnings.warn(f"task {task!r}: using {whole.name}; {why}, so the shard files "
+                          "beside it are ignored", stacklevel=2)
+            return [whole]
+        warnings.warn(f"task {task!r}: using the {n} shard files, newer than {whole.name}",
+                      stacklevel=2)
+    return files
