@@ -250,7 +250,10 @@ def write_figure(ctx: DemoContext, path: Path) -> Path:
         draw(ax)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    from .._io import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 

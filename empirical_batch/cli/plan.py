@@ -187,7 +187,10 @@ def run(args) -> int:
         ax = plot_frontier(df, tradeoff=t)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         ax.figure.tight_layout()
-        ax.figure.savefig(args.out, dpi=120)
+        from .._io import atomic_path
+
+        with atomic_path(args.out) as tmp:
+            ax.figure.savefig(tmp, dpi=120)
         plt.close(ax.figure)
         print(f"figure: {args.out}")
     return 0

@@ -49,6 +49,9 @@ class NoiseScaleLog:
         return pd.DataFrame(self.rows)
 
     def to_csv(self, path) -> Path:
+        from .._io import atomic_path
+
         path = Path(path)
-        self.to_frame().to_csv(path, index=False)
+        with atomic_path(path) as tmp:  # an interrupted write leaves the old file intact
+            self.to_frame().to_csv(tmp, index=False)
         return path
