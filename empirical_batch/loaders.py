@@ -28,6 +28,7 @@ converted to examples is refused unless ``examples_per_epoch`` is given.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -114,6 +115,16 @@ def _rcp_unit(benchmark: str, ruleset: str) -> tuple[str, float | None]:
     return "epochs", None
 
 
+def _positive(value, f, name, key) -> float:
+    """A finite number > 0 from an RCP entry, or a ValueError naming file, entry and key."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{f}: entry {name!r}: {key} must be a number, got {value!r:.60}")
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{f}: entry {name!r}: {key} must be finite and > 0, got {value!r}")
+    return v
+
+
 def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
     """Per-seed steps to the benchmark target from MLPerf ``rcps_*.json`` files.
 
@@ -147,22 +158,37 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
     for f in files:
         try:
             entries = json.loads(f.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{f}: not valid JSON: {exc}") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ValueError(f"{f}: not valid JSON: {type(exc).__name__}: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{f}: not UTF-8 text ({exc.reason})") from None
+        if not isinstance(entries, dict):
+            raise ValueError(f"{f}: expected a JSON object of RCP entries at the top level, "
+                             f"got a {type(entries).__name__}")
         ruleset = f.parent.name
         for name, e in entries.items():
+            if not isinstance(e, dict):
+                raise ValueError(f"{f}: entry {name!r} must be an object, got "
+                                 f"{type(e).__name__}")
             bench = e.get("Benchmark")
+            if not isinstance(bench, str):
+                raise ValueError(f"{f}: entry {name!r} lacks a 'Benchmark' name")
             if benchmark is not None and bench != benchmark:
                 continue
             values = e.get("Epochs to converge", e.get("samples to converge"))
             if values is None or "BS" not in e:
                 raise ValueError(f"{f}: entry {name!r} lacks 'BS' or 'Epochs to converge'")
-            bs = float(e["BS"])
+            bs = _positive(e["BS"], f, name, "BS")
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"{f}: entry {name!r}: 'Epochs to converge' must be a "
+                                 f"non-empty list of numbers, got {values!r:.60}")
             hp = e.get("Hyperparams", {})
+            if not isinstance(hp, dict):
+                raise ValueError(f"{f}: entry {name!r}: 'Hyperparams' must be an object")
             lr = hp.get("opt_base_learning_rate", hp.get("opt_lr", np.nan))
             unit, per = _rcp_unit(bench, ruleset)
             for i, v in enumerate(values):
-                v = float(v)
+                v = _positive(v, f, name, f"'Epochs to converge'[{i}]")
                 if unit == "steps":
                     ex = v * bs
                 else:
@@ -310,7 +336,9 @@ def load_mllog(
     learning rate from ``opt_base_learning_rate``, the benchmark from
     ``submission_benchmark`` (or ``benchmark=``), the curve from the ``metric``
     evaluation records with their ``epoch_num``/``samples_count`` metadata (units as
-    in :func:`load_mlperf_curves`).
+    in :func:`load_mlperf_curves`). A run whose progress goes backwards (a restarted
+    log appended to an old one) is excluded with a warning naming it, and listed in
+    ``sweep.metadata["excluded_runs"]``, as :func:`load_mlperf_curves` does.
 
     Parameters
     ----------
@@ -328,6 +356,7 @@ def load_mllog(
         raise ValueError(f"no MLLOG files in {paths}")
     frames = []
     bench_seen = set()
+    excluded: dict[str, str] = {}
     for f in files:
         if not f.exists():
             raise FileNotFoundError(f"MLLOG file not found: {f}")
@@ -346,13 +375,29 @@ def load_mllog(
         epochs = pd.Series(epoch_list, dtype=float)
         samples = pd.Series(sample_list, dtype=float)
         examples = _curves_examples(bench, epochs, samples, examples_per_epoch)
-        bs = float(params["global_batch_size"])
+        try:
+            bs = float(params["global_batch_size"])
+        except (TypeError, ValueError):
+            raise ValueError(f"{f}: global_batch_size is not a number: "
+                             f"{params['global_batch_size']!r}") from None
+        if not (math.isfinite(bs) and bs > 0):
+            raise ValueError(f"{f}: global_batch_size must be > 0, got {bs!r}")
+        if np.any(np.diff(examples.to_numpy(dtype=float)) <= 0):
+            excluded[str(f)] = "progress (epoch_num/samples_count) does not increase"
+            continue
         frames.append(pd.DataFrame({
             "run": str(f), "batch_size": bs,
             "learning_rate": params.get("opt_base_learning_rate", np.nan),
             "step": examples / bs, "examples": examples, "metric": pd.Series(vals, dtype=float),
             "benchmark": bench, "seed": params.get("seed"), "status": params.get("status"),
         }))
+    if excluded:
+        import warnings
+
+        warnings.warn(f"load_mllog excluded {len(excluded)} run(s) whose progress goes "
+                      f"backwards: {sorted(excluded)[:3]}", stacklevel=2)
+    if not frames:
+        raise ValueError(f"no usable MLLOG run in {paths}: {excluded}")
     if higher_is_better is None:
         if len(bench_seen) != 1 or next(iter(bench_seen)) not in MLPERF_DIRECTION:
             raise ValueError(f"direction of {metric!r} unknown for {sorted(bench_seen)}; "
@@ -360,8 +405,9 @@ def load_mllog(
         higher_is_better = MLPERF_DIRECTION[next(iter(bench_seen))]
     sweep = load_sweep(pd.concat(frames, ignore_index=True), metric_name=metric,
                        higher_is_better=higher_is_better)
+    sweep = sweep.with_metadata(excluded_runs=excluded)
     return sweep.with_source(str(paths) if isinstance(paths, str | os.PathLike)
-                   else f"{len(files)} MLLOG files")
+                             else f"{len(files)} MLLOG files")
 
 
 # --------------------------------------------------------------------------- W&B

@@ -150,3 +150,83 @@ def test_loaders_return_immutable_sweeps(shared_data):
     assert isinstance(s, Sweep) and "excluded_runs" in s.metadata
     with pytest.raises(TypeError):
         s.metadata["excluded_runs"] = []
+
+
+# --------------------------------------------------------------------- MLPerf RCP / MLLOG
+def _rcp(tmp_path, obj, raw=None):
+    import json
+
+    d = tmp_path / "v4.0"
+    d.mkdir(exist_ok=True)
+    p = d / "rcps_bert.json"
+    p.write_text(raw if raw is not None else json.dumps(obj))
+    return p
+
+
+GOOD_ENTRY = {"Benchmark": "bert", "BS": 256, "Hyperparams": {"opt_base_learning_rate": 1e-3},
+              "Epochs to converge": [1.0, 1.1, 1.2]}
+
+
+@pytest.mark.parametrize("obj, raw, words", [
+    ([GOOD_ENTRY], None, ["top level", "list"]),
+    ({"a": {**GOOD_ENTRY, "BS": 0}}, None, ["'a'", "BS", "> 0"]),
+    ({"a": {**GOOD_ENTRY, "BS": "many"}}, None, ["'a'", "BS", "number"]),
+    ({"a": {**GOOD_ENTRY, "BS": True}}, None, ["BS", "number"]),
+    ({"a": {**GOOD_ENTRY, "Epochs to converge": []}}, None, ["non-empty list"]),
+    ({"a": {**GOOD_ENTRY, "Epochs to converge": [1.0, -2.0]}}, None, ["[1]", "> 0"]),
+    ({"a": {**GOOD_ENTRY, "Epochs to converge": [1.0, None]}}, None, ["[1]", "number"]),
+    ({"a": {**GOOD_ENTRY, "Epochs to converge": 3.0}}, None, ["non-empty list"]),
+    ({"a": {k: v for k, v in GOOD_ENTRY.items() if k != "BS"}}, None, ["lacks 'BS'"]),
+    ({"a": {k: v for k, v in GOOD_ENTRY.items() if k != "Benchmark"}}, None, ["Benchmark"]),
+    ({"a": {**GOOD_ENTRY, "Hyperparams": [1]}}, None, ["Hyperparams"]),
+    ({"a": 7}, None, ["'a'", "object"]),
+    (None, "{not json", ["not valid JSON"]),
+    (None, "[" * 100_000 + "]" * 100_000, ["not valid JSON"]),
+])
+def test_damaged_rcp_json_is_refused(tmp_path, obj, raw, words):
+    from empirical_batch.loaders import load_mlperf_rcp
+
+    path = _rcp(tmp_path, obj, raw)
+    with pytest.raises(ValueError) as err:
+        load_mlperf_rcp(path)
+    msg = str(err.value)
+    assert "rcps_bert.json" in msg
+    for w in words:
+        assert w in msg, (w, msg)
+
+
+def test_a_good_rcp_entry_loads(tmp_path):
+    from empirical_batch.loaders import load_mlperf_rcp
+
+    frame = load_mlperf_rcp(_rcp(tmp_path, {"a": GOOD_ENTRY}))
+    assert len(frame) == 3 and (frame["batch_size"] == 256).all()
+
+
+def _mllog_file(path, bs, evals):
+    lines = [':::MLLOG {"key": "submission_benchmark", "value": "bert", "metadata": {}}',
+             f':::MLLOG {{"key": "global_batch_size", "value": {bs}, "metadata": {{}}}}',
+             ':::MLLOG {"key": "opt_base_learning_rate", "value": 0.001, "metadata": {}}']
+    lines += [f':::MLLOG {{"key": "eval_accuracy", "value": {a}, '
+              f'"metadata": {{"epoch_num": {e}}}}}' for e, a in evals]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_mllog_excludes_runs_whose_progress_goes_backwards(tmp_path):
+    """v0.1 loaded them (load_mlperf_curves already excluded such runs)."""
+    from empirical_batch.loaders import load_mllog
+
+    _mllog_file(tmp_path / "result_0.txt", 256, [(1, 0.5), (2, 0.7), (3, 0.72)])
+    _mllog_file(tmp_path / "result_1.txt", 512, [(1, 0.5), (2, 0.7), (1, 0.71)])
+    with pytest.warns(UserWarning, match="backwards"):
+        s = load_mllog(tmp_path)
+    assert s.data["batch_size"].unique().tolist() == [256.0]
+    assert any("result_1" in k for k in s.metadata["excluded_runs"])
+
+
+@pytest.mark.parametrize("bs, word", [("0", "> 0"), ('"lots"', "not a number")])
+def test_mllog_bad_batch_size(tmp_path, bs, word):
+    from empirical_batch.loaders import load_mllog
+
+    _mllog_file(tmp_path / "result_0.txt", bs, [(1, 0.5), (2, 0.7)])
+    with pytest.raises(ValueError, match=word):
+        load_mllog(tmp_path)
