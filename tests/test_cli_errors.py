@@ -57,3 +57,27 @@ def test_interrupt_exits_130(monkeypatch, capsys):
     monkeypatch.setattr(plan_cli, "run", interrupted)
     code, err = _run(["plan", "--b-crit", "100", "--s-min", "1000"], capsys)
     assert code == 130 and "interrupted" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, word", [
+    (["simulate", "--n-points", "1000000000"], "--n-points"),
+    (["simulate", "--n-points", "0"], "--n-points"),
+    (["simulate", "--steps", "0"], "--steps"),
+    (["simulate", "--method", "monte_carlo", "--steps", "100000000000"], "Monte Carlo"),
+])
+def test_absurd_sizes_are_refused_at_once(argv, word, capsys):
+    _one_line_error(*_run(argv, capsys), word)
+
+
+def test_absurd_n_boot_is_refused_at_once(tmp_path, capsys):
+    path = tmp_path / "steps.csv"
+    path.write_text("batch_size,steps\n1,4\n2,3\n4,2.5\n")
+    _one_line_error(*_run(["fit", str(path), "--n-boot", "1000000000"], capsys), "--n-boot")
+    _one_line_error(*_run(["fit", str(path), "--n-boot", "-1"], capsys), "--n-boot")
+
+
+def test_out_pointing_at_a_directory(tmp_path, capsys):
+    path = tmp_path / "steps.csv"
+    path.write_text("batch_size,steps\n1,40\n2,25\n4,17\n8,13\n16,12\n")
+    _one_line_error(*_run(["fit", str(path), "--n-boot", "0", "--out", str(tmp_path)], capsys),
+                    "directory")

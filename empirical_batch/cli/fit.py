@@ -69,6 +69,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.set_defaults(run=run)
 
 
+MAX_BOOT = 1_000_000
+
+
 def _where(frame, expr: str | None, label: str):
     if not expr:
         return frame
@@ -101,6 +104,9 @@ def run(args) -> int:
     from empirical_batch.sweeps import load_sweep, read_table
 
     say = (lambda *a, **k: None) if args.json else print
+    if not 0 <= args.n_boot <= MAX_BOOT:
+        raise ValueError(f"--n-boot must be between 0 and {MAX_BOOT:,}, got {args.n_boot:,} "
+                         "(more draws do not sharpen an interval's level beyond that)")
     path = Path(args.sweep)
     if path.suffix.lower() == ".json":
         from empirical_batch.loaders import load_mlperf_rcp

@@ -77,6 +77,16 @@ def run(args) -> int:
     )
     bs = _floats(args.batch_sizes, "batch-sizes")
     lrs = _floats(args.lrs, "lrs")
+    if not 1 <= args.n_points <= 100_000:
+        raise ValueError(f"--n-points must be between 1 and 100,000, got {args.n_points:,}")
+    if args.steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {args.steps}")
+    if args.method == "monte_carlo":
+        work = float(args.steps) * len(bs) * len(lrs) * args.seeds * args.dims
+        if work > 1e12:
+            raise ValueError(f"the Monte Carlo sweep asks for {work:.2g} updates "
+                             "(steps x batch sizes x rates x seeds x dims): more than 1e12, "
+                             "which would run for days; reduce --steps, --seeds or the grids")
     if not 0 < args.target < 1:
         raise ValueError(f"--target must be a fraction in (0, 1), got {args.target!r}")
     target = args.target * nq.initial_loss()
