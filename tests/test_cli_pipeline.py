@@ -122,3 +122,21 @@ def test_plan_with_measured_timings(tmp_path, capsys):
     assert m["alpha_grad"] == pytest.approx(0.02, rel=1e-3)
     assert m["beta_sync"] == pytest.approx(0.002, rel=1e-3)
     assert out["saturating_micro_batch"] == pytest.approx(0.9 * 0.02 / (0.1 * 0.001), rel=1e-3)
+
+
+def test_csv_output_of_fit_simulate_and_plan(tmp_path, capsys):
+    import io
+
+    t = Tradeoff.from_b_crit(100.0, s_min=2000)
+    b = [16, 32, 64, 128, 256, 512]
+    src = tmp_path / "steps.csv"
+    pd.DataFrame({"batch_size": b, "steps": t.steps(b)}).to_csv(src, index=False)
+    assert main(["fit", str(src), "--n-boot", "0", "--csv"]) == 0
+    fit = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert fit["batch_size"].tolist() == b
+    assert main(["simulate", "--dims", "50", "--steps", "500", "--csv", "--quiet"]) == 0
+    sim = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert {"batch_size", "learning_rate", "steps", "examples"} <= set(sim.columns)
+    assert main(["plan", "--b-crit", "100", "--s-min", "2000", "--csv"]) == 0
+    fr = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert fr["pareto"].all() and len(fr) > 1

@@ -292,3 +292,16 @@ def test_bootstrap_is_processed_in_chunks(monkeypatch):
     fit = _fit(FRAME, n_boot=1000, seed=0)
     assert sizes == [300, 300, 300, 100]
     assert fit.b_crit_ci[0] < fit.b_crit < fit.b_crit_ci[1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(t1=st.floats(0.2, 1.4), t2=st.floats(0.2, 1.4), seed=st.integers(0, 100))
+def test_steps_to_target_is_monotone_in_the_target(t1, t2, seed):
+    """A harder target (lower loss) never takes fewer steps, at any batch size."""
+    sweep = synthetic_sweep(Tradeoff.from_b_crit(20.0, s_min=300), [4, 16, 64], rng=seed)
+    easy, hard = max(t1, t2), min(t1, t2)
+    a = steps_to_target(sweep, easy).frame
+    b = steps_to_target(sweep, hard).frame
+    both = a["reached"].to_numpy() & b["reached"].to_numpy()
+    assert np.all(b["steps"].to_numpy()[both] >= a["steps"].to_numpy()[both] - 1e-9)
+    assert not np.any(b["reached"].to_numpy() & ~a["reached"].to_numpy())

@@ -44,8 +44,11 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         "B_crit curve")
     p.add_argument("--where", metavar="EXPR",
                    help="keep only rows matching this pandas query, e.g. \"model == '151M'\"")
-    p.add_argument("--json", action="store_true",
-                   help="print the fit(s) as JSON instead of tables")
+    out_fmt = p.add_mutually_exclusive_group()
+    out_fmt.add_argument("--json", action="store_true",
+                         help="print the fit(s) as JSON instead of tables")
+    out_fmt.add_argument("--csv", action="store_true",
+                         help="print the table (steps to target, or B_crit per target) as CSV")
     p.add_argument("--metric", help="metric column (default: recognised name, e.g. loss)")
     direction = p.add_mutually_exclusive_group()
     direction.add_argument("--higher-is-better", dest="higher_is_better", action="store_true",
@@ -103,7 +106,8 @@ def run(args) -> int:
     from empirical_batch.fit import critical_batch_curve, fit_tradeoff, steps_to_target
     from empirical_batch.sweeps import load_sweep, read_table
 
-    say = (lambda *a, **k: None) if args.json else print
+    quiet = args.json or args.csv
+    say = (lambda *a, **k: None) if quiet else print
     if not 0 <= args.n_boot <= MAX_BOOT:
         raise ValueError(f"--n-boot must be between 0 and {MAX_BOOT:,}, got {args.n_boot:,} "
                          "(more draws do not sharpen an interval's level beyond that)")
@@ -134,6 +138,8 @@ def run(args) -> int:
         say(fit.summary())
         if args.json:
             print(dumps({"source": label, "fits": [fit.to_dict() | {"status": fit.status}]}))
+        if args.csv:
+            print(fit.to_frame().to_csv(index=False), end="")
         if args.out:
             fig = _fit_figure(fit)
         return _save(fig, args.out, say)
@@ -177,6 +183,8 @@ def run(args) -> int:
         say(fit.summary())
         if args.json:
             print(dumps({"source": label, "fits": [fit.to_dict() | {"status": fit.status}]}))
+        if args.csv:
+            print(shown.to_csv(index=False), end="")
         if args.out:
             fig = _fit_figure(fit)
     else:
@@ -191,6 +199,8 @@ def run(args) -> int:
         if args.json:
             print(dumps({"source": label, "fits": [
                 None if f is None else f.to_dict() for f in curve.fits]}))
+        if args.csv:
+            print(curve.to_frame().to_csv(index=False), end="")
         if args.out:
             from empirical_batch.plot.fit import plot_critical_batch_curve
 

@@ -81,8 +81,11 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         "step_seconds): plan with a fitted throughput model (Pollux) instead "
                         "of --throughput/--allreduce/--latency")
     parser.add_argument("--out", type=Path, help="write the frontier figure here")
-    parser.add_argument("--json", action="store_true",
-                        help="print the plan as JSON (frontier, bend, inputs) instead of tables")
+    fmt = parser.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true",
+                     help="print the plan as JSON (frontier, bend, inputs) instead of tables")
+    fmt.add_argument("--csv", action="store_true",
+                     help="print the frontier (every candidate with --all) as CSV")
     parser.set_defaults(run=run)
 
 
@@ -160,6 +163,9 @@ def run(args) -> int:
         if model is not None:
             out["saturating_micro_batch"] = model.saturating_micro_batch()
         print(json.dumps(out, indent=1))
+        return 0
+    if args.csv:
+        print((df if args.all else f).to_csv(index=False), end="")
         return 0
     print(f"S_min = {t.s_min:.6g}, E_min = {t.e_min:.6g}, B_crit = {t.b_crit:.6g}")
     if model is not None:

@@ -63,8 +63,11 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="summary target, as a fraction of the initial loss (default 0.1)")
     s.add_argument("--out", default=None, help="write the sweep table to this CSV file")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
-    s.add_argument("--json", action="store_true",
-                   help="print the steps-to-target summary as JSON instead of tables")
+    fmt = s.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true",
+                     help="print the steps-to-target summary as JSON instead of tables")
+    fmt.add_argument("--csv", action="store_true",
+                     help="print the steps-to-target summary as CSV")
     p.set_defaults(run=run)
 
 
@@ -116,6 +119,9 @@ def run(args) -> int:
         print(dumps({"problem": repr(nq), "method": args.method, "target": target,
                      "initial_loss": nq.initial_loss(),
                      "steps_to_target": table.to_dict(orient="records")}))
+        return 0
+    if args.csv:
+        print(table.to_csv(index=False), end="")
         return 0
     print(nq)
     print(f"method={args.method}  runs={df['run'].nunique()}  rows={len(df)}  "
