@@ -501,6 +501,26 @@ def _frame(obj, name) -> pd.DataFrame:
 # --------------------------------------------------------------------------- TensorBoard
 
 
+def _check_event_file(path: Path) -> None:
+    """Refuse an event file that is cut short: its records (8-byte length, 4-byte
+    checksum, data, 4-byte checksum: TFRecord framing) must end exactly at the end of
+    the file. (tbparse would drop the tail of such a file without a word.)"""
+    data = path.read_bytes()
+    pos, records = 0, 0
+    while pos < len(data):
+        if len(data) - pos < 12:
+            break
+        length = int.from_bytes(data[pos:pos + 8], "little")
+        end = pos + 12 + length + 4
+        if end > len(data):
+            break
+        pos, records = end, records + 1
+    if pos != len(data):
+        raise ValueError(f"{path}: truncated or corrupt event file ({len(data) - pos} bytes "
+                         f"after the last complete record, {records} records kept would be "
+                         "only part of the run); re-copy the file or remove it")
+
+
 def load_tensorboard(
     logdir,
     tag: str,
@@ -529,6 +549,8 @@ def load_tensorboard(
     p = Path(logdir)
     if not p.exists():
         raise FileNotFoundError(f"TensorBoard log directory not found: {p}")
+    for f in sorted(p.rglob("events.out.tfevents.*")):
+        _check_event_file(f)
     reader = SummaryReader(str(p), extra_columns={"dir_name"})
     sc = reader.scalars
     if sc.empty:

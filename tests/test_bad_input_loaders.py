@@ -230,3 +230,21 @@ def test_mllog_bad_batch_size(tmp_path, bs, word):
     _mllog_file(tmp_path / "result_0.txt", bs, [(1, 0.5), (2, 0.7)])
     with pytest.raises(ValueError, match=word):
         load_mllog(tmp_path)
+
+
+def test_truncated_tensorboard_event_file_is_refused(tmp_path):
+    """v0.1 (through tbparse) dropped the cut tail without a word."""
+    tb = pytest.importorskip("torch.utils.tensorboard")
+    from empirical_batch.loaders import load_tensorboard
+
+    for name in ("a", "b"):
+        w = tb.SummaryWriter(str(tmp_path / name))
+        for s in range(0, 100, 10):
+            w.add_scalar("loss", 1.0 / (s + 1), s)
+        w.add_scalar("batch_size", 8, 0)
+        w.close()
+    assert len(load_tensorboard(tmp_path, "loss").data) == 20
+    (f,) = (tmp_path / "b").glob("events*")
+    f.write_bytes(f.read_bytes()[:-37])
+    with pytest.raises(ValueError, match="truncated or corrupt event file"):
+        load_tensorboard(tmp_path, "loss")
