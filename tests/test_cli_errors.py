@@ -81,3 +81,11 @@ def test_out_pointing_at_a_directory(tmp_path, capsys):
     path.write_text("batch_size,steps\n1,40\n2,25\n4,17\n8,13\n16,12\n")
     _one_line_error(*_run(["fit", str(path), "--n-boot", "0", "--out", str(tmp_path)], capsys),
                     "directory")
+
+
+def test_cuda_without_a_gpu_is_one_line(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    _one_line_error(*_run(["simulate", "--method", "monte_carlo", "--device", "cuda",
+                           "--dims", "10", "--steps", "10", "--quiet"], capsys), "no CUDA")

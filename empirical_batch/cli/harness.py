@@ -7,6 +7,8 @@ cuda`` without CUDA) is a user error, reported in one line.
 
 from __future__ import annotations
 
+from .devices import check_device
+
 
 def _import_harness():
     try:
@@ -19,16 +21,6 @@ def _import_harness():
     from empirical_batch.harness import config, pipeline, sweep
 
     return config, pipeline, sweep
-
-
-def _check_device(device: str) -> None:
-    import torch
-
-    if device not in ("auto", "cpu") and not device.startswith("cuda"):
-        raise ValueError(f"--device must be auto, cpu or cuda[:i], got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"--device {device}: no CUDA device is available here (use "
-                           "--device cpu or auto)")
 
 
 def add_parser(subparsers, name: str, help_text: str) -> None:
@@ -54,7 +46,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
 def run(args) -> int:
     config_mod, pipeline, sweep = _import_harness()
-    _check_device(args.device)
+    check_device(args.device)
     shard = sweep.parse_shard(args.shard)
     stage = args.stage or ("sweep" if args.shard else "all")
     config = config_mod.get_config(args.config, args.tasks)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .devices import check_device
+
 
 def _floats(text: str, name: str) -> np.ndarray:
     """'1,2,4' or 'geom:LO:HI:N' (log-spaced) or 'pow2:LO:HI' (2^LO..2^HI)."""
@@ -78,6 +80,8 @@ def run(args) -> int:
         args.dims, args.exponent, args.noise, noise_like=args.noise_like, init=args.init,
         momentum=args.momentum, precondition=args.precondition, ema=args.ema,
     )
+    if args.method == "monte_carlo":
+        check_device(args.device)
     bs = _floats(args.batch_sizes, "batch-sizes")
     lrs = _floats(args.lrs, "lrs")
     if not 1 <= args.n_points <= 100_000:
