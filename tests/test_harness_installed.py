@@ -16,10 +16,19 @@ pytest.importorskip("torch")
 
 @pytest.mark.slow
 def test_tiny_harness_from_an_installed_wheel(tmp_path):
+    import shutil
+
+    # build from a copy of the sources: setuptools' build/ folder neither litters the
+    # checkout nor carries stale files into the wheel
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "empirical_batch", src / "empirical_batch",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, src / name)
     wheels, site = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels),
-                    str(ROOT)], check=True, cwd=tmp_path)
+                    str(src)], check=True, cwd=tmp_path)
     (wheel,) = wheels.glob("empirical_batch-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, cwd=tmp_path)
