@@ -209,6 +209,19 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
 # --------------------------------------------------------------------------- MLPerf curves
 
 
+def _table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """A CSV with the named columns, or a ValueError naming the file and the key."""
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable table ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())})") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}")
+    return frame
+
+
 def _curves_examples(bench, epoch_num, samples_count, examples_per_epoch):
     if bench in _SAMPLES_COUNT:
         return samples_count.astype(float)
@@ -242,7 +255,9 @@ def load_mlperf_curves(
     for name in ("runs.csv", "evals.csv"):
         if not (d / name).exists():
             raise FileNotFoundError(f"{d / name} not found")
-    runs = pd.read_csv(d / "runs.csv")
+    runs = _table(d / "runs.csv", ("run_id", "benchmark", "round", "division", "org",
+                                    "system", "global_batch_size", "opt_base_learning_rate",
+                                    "seed", "status"))
     runs = runs[runs["benchmark"] == benchmark]
     if rounds is not None:
         rounds = list(rounds)
@@ -251,7 +266,8 @@ def load_mlperf_curves(
         runs = runs[runs["division"] == division]
     if runs.empty:
         raise ValueError(f"{d}: no runs for benchmark {benchmark!r} with the given filters")
-    ev = pd.read_csv(d / "evals.csv")
+    ev = _table(d / "evals.csv", ("run_id", "metric", "value", "epoch_num", "samples_count",
+                                  "eval_index"))
     ev = ev[ev["run_id"].isin(runs["run_id"])]
     metrics = sorted(ev["metric"].unique())
     if metric is None:

@@ -248,3 +248,22 @@ def test_truncated_tensorboard_event_file_is_refused(tmp_path):
     f.write_bytes(f.read_bytes()[:-37])
     with pytest.raises(ValueError, match="truncated or corrupt event file"):
         load_tensorboard(tmp_path, "loss")
+
+
+@pytest.mark.parametrize("which, drop, word", [
+    ("runs.csv", "division", "division"),
+    ("runs.csv", "global_batch_size", "global_batch_size"),
+    ("evals.csv", "samples_count", "samples_count"),
+])
+def test_curve_tables_missing_a_column(tmp_path, shared_data, which, drop, word):
+    """v0.1: KeyError deep inside pandas; now the file and the key are named."""
+    from empirical_batch.loaders import load_mlperf_curves
+
+    src = shared_data / "mlperf_training_results_curves"
+    for name in ("runs.csv", "evals.csv"):
+        frame = pd.read_csv(src / name, nrows=2000)
+        if name == which:
+            frame = frame.drop(columns=[drop])
+        frame.to_csv(tmp_path / name, index=False)
+    with pytest.raises(ValueError, match=rf"{which}: missing column.*{word}"):
+        load_mlperf_curves(tmp_path, "bert")
