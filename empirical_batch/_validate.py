@@ -128,3 +128,16 @@ def _first(arr: np.ndarray, mask: np.ndarray) -> str:
         return repr(float(arr))
     idx = tuple(int(i) for i in np.argwhere(mask)[0])
     return f"{float(arr[idx])!r} at index {idx}"
+
+
+def check_level(level, ci, default: float = 0.95) -> float:
+    """The interval level from ``level`` (the name used across the package) or ``ci``
+    (the v0.1 name in the fit functions, kept working); in (0, 1)."""
+    if level is not None and ci is not None and float(level) != float(ci):
+        raise ValueError(f"give level= or its old name ci=, not both ({level!r} and {ci!r})")
+    value = default if level is None and ci is None else (level if level is not None else ci)
+    name = "level" if level is not None or ci is None else "ci"
+    v = as_float(value, name)
+    if not 0 < v < 1:
+        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+    return v

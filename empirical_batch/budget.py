@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ._validate import check_level
 from .fit.power_law import PowerLaw, fit_power_law
 
 __all__ = ["FixedBudgetFit", "fit_fixed_budget"]
@@ -162,8 +163,9 @@ def fit_fixed_budget(
     learning_rate: str = "learning_rate",
     tolerance: float = 0.0025,
     n_boot: int = 1000,
-    ci: float = 0.95,
+    level: float | None = None,
     seed=0,
+    ci: float | None = None,
 ) -> FixedBudgetFit:
     r"""Near-optimal band and power laws :math:`B_{opt}(C)`, :math:`\eta_{opt}(C)`.
 
@@ -177,8 +179,9 @@ def fit_fixed_budget(
     tolerance : float
         Relative tolerance of the band: a configuration is near-optimal when its loss
         is at most ``best * (1 + tolerance)`` (DeepSeek LLM: 0.25 %).
-    n_boot, ci, seed
-        Bootstrap of the exponents: the residuals of each log-log line resampled
+    n_boot, level, seed
+        Interval level (``ci`` accepted as in the fit functions). Bootstrap of the
+        exponents: the residuals of each log-log line resampled
         (scaled by :math:`\sqrt{n/(n-2)}`); the laws' own Student-t intervals are in
         ``b_opt.exponent_ci`` and ``lr_opt.exponent_ci``.
 
@@ -212,8 +215,7 @@ def fit_fixed_budget(
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and tolerance >= 0):
         raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
-    if not (isinstance(ci, int | float) and 0 < ci < 1):
-        raise ValueError(f"ci must be in (0, 1), got {ci!r}")
+    ci = check_level(level, ci)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise ValueError(f"n_boot must be a non-negative int, got {n_boot!r}")
     c = _column(frame, budget, "budget")
@@ -251,8 +253,8 @@ def fit_fixed_budget(
         raise ValueError(f"fitting a power law in {budget!r} needs at least 3 budgets, got "
                          f"{len(optima)}")
     x = optima[budget].to_numpy()
-    law_b = fit_power_law(x, optima["b_opt"].to_numpy(), ci=ci)
-    law_lr = fit_power_law(x, optima["lr_opt"].to_numpy(), ci=ci)
+    law_b = fit_power_law(x, optima["b_opt"].to_numpy(), level=ci)
+    law_lr = fit_power_law(x, optima["lr_opt"].to_numpy(), level=ci)
     b_ci = lr_ci = (math.nan, math.nan)
     if n_boot:
         rng = np.random.default_rng(seed)

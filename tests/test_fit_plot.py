@@ -15,6 +15,7 @@ from empirical_batch.plot.fit import (
     plot_critical_batch_curve,
     plot_steps_vs_batch,
     plot_tradeoff,
+    plot_tradeoff_fit,
 )
 from empirical_batch.tradeoff import Tradeoff
 from tests._synth_fit import synthetic_sweep
@@ -25,12 +26,13 @@ def test_plots_return_axes():
     b = 2.0 ** np.arange(2, 12)
     fit = fit_tradeoff(pd.DataFrame({"batch_size": b, "steps": t.steps(b) * 1.01}), n_boot=20)
     fig, axes = plt.subplots(1, 3)
-    assert plot_tradeoff(fit, axes[0]) is axes[0]
+    assert plot_tradeoff_fit(fit, axes[0]) is axes[0]
     assert len(axes[0].collections) >= 1 and axes[0].get_xscale() == "log"
     assert plot_steps_vs_batch(fit, axes[1]) is axes[1]
     curve = critical_batch_curve(synthetic_sweep(t, b, rng=0), [1.5, 1.0, 0.5], n_boot=20)
     law = fit_power_law(curve["target"], curve["b_crit"])
     assert plot_critical_batch_curve(curve, axes[2], power_law=law) is axes[2]
     plt.close(fig)
-    ax = plot_tradeoff(fit)  # creates its own figure
+    ax = plot_tradeoff_fit(fit)  # creates its own figure
+    assert plot_tradeoff is plot_tradeoff_fit  # the v0.1 name still works
     plt.close(ax.figure)

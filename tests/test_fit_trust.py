@@ -305,3 +305,12 @@ def test_steps_to_target_is_monotone_in_the_target(t1, t2, seed):
     both = a["reached"].to_numpy() & b["reached"].to_numpy()
     assert np.all(b["steps"].to_numpy()[both] >= a["steps"].to_numpy()[both] - 1e-9)
     assert not np.any(b["reached"].to_numpy() & ~a["reached"].to_numpy())
+
+
+def test_level_is_the_name_and_ci_still_works():
+    a = _fit(FRAME, level=0.9, n_boot=0, interval="f")
+    b = _fit(FRAME, ci=0.9, n_boot=0, interval="f")
+    assert a.b_crit_ci == b.b_crit_ci and a.ci_level == 0.9
+    with pytest.raises(ValueError, match="not both"):
+        fit_tradeoff(FRAME, level=0.9, ci=0.8)
+    assert fit_power_law([1, 2, 4, 8], [1.0, 2.1, 3.9, 8.2], level=0.8).ci_level == 0.8

@@ -181,7 +181,7 @@ def section_simulated_sweep(ctx: DemoContext) -> None:
     import pandas as pd
 
     from ..fit import fit_tradeoff, steps_to_target
-    from ..plot.fit import plot_tradeoff as plot_fitted_tradeoff
+    from ..plot.fit import plot_tradeoff_fit as plot_fitted_tradeoff
     from ..simulate import NoisyQuadratic, simulate_sweep
 
     nq = NoisyQuadratic.zhang(ctx.n)

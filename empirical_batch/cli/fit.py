@@ -60,10 +60,11 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="map a schema column to a source column, e.g. batch_size=bsz")
     p.add_argument("--combine", choices=("mean", "median", "min"), default="mean",
                    help="how seeds are combined (default mean)")
-    p.add_argument("--config", default="learning_rate",
+    p.add_argument("--config-columns", "--config", dest="config", default="learning_rate",
                    help="comma-separated columns identifying a configuration (default "
-                        "learning_rate)")
-    p.add_argument("--ci", type=float, default=0.95, help="interval level (default 0.95)")
+                        "learning_rate; --config is the v0.1 name)")
+    p.add_argument("--level", "--ci", dest="ci", type=float, default=0.95,
+                   help="interval level (default 0.95; --ci is the v0.1 name)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap draws (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--bounded", action="store_true",
@@ -222,10 +223,10 @@ def _unreached_message(sweep, target, best) -> str:
 
 
 def _fit_figure(fit):
-    from empirical_batch.plot.fit import plot_steps_vs_batch, plot_tradeoff
+    from empirical_batch.plot.fit import plot_steps_vs_batch, plot_tradeoff_fit
 
     fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
-    plot_tradeoff(fit, axes[0])
+    plot_tradeoff_fit(fit, axes[0])
     plot_steps_vs_batch(fit, axes[1])
     return fig
 

@@ -61,8 +61,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="Monte Carlo precision (default float32)")
     s.add_argument("--dataset-size", type=int, default=None,
                    help="Monte Carlo: finite table of per-example noises")
-    s.add_argument("--target", type=float, default=0.1,
-                   help="summary target, as a fraction of the initial loss (default 0.1)")
+    s.add_argument("--target-fraction", "--target", dest="target", type=float, default=0.1,
+                   help="summary target, as a fraction of the initial loss (default 0.1; "
+                        "--target is the v0.1 name)")
     s.add_argument("--out", default=None, help="write the sweep table to this CSV file")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     fmt = s.add_mutually_exclusive_group()
@@ -95,7 +96,7 @@ def run(args) -> int:
                              "(steps x batch sizes x rates x seeds x dims): more than 1e12, "
                              "which would run for days; reduce --steps, --seeds or the grids")
     if not 0 < args.target < 1:
-        raise ValueError(f"--target must be a fraction in (0, 1), got {args.target!r}")
+        raise ValueError(f"--target-fraction must be in (0, 1), got {args.target!r}")
     target = args.target * nq.initial_loss()
     df = simulate_sweep(
         nq, bs, lrs, args.steps, method=args.method, seeds=args.seeds, n_points=args.n_points,

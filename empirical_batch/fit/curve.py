@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._validate import as_array
+from .._validate import as_array, check_level
 from .steps import FrameView, as_sweep, check_combine, prepare, steps_table
 from .tradeoff_fit import NotEnoughBatchSizes, TradeoffFit, fit_tradeoff
 
@@ -74,13 +74,14 @@ def critical_batch_curve(
     *,
     combine: str = "mean",
     config: str | Sequence[str] = "learning_rate",
-    ci: float = 0.95,
+    level: float | None = None,
     n_boot: int = 1000,
     seed=0,
     errors: str = "raise",
     progress: bool = False,
     interval: str = "profile",
     bounded: bool = False,
+    ci: float | None = None,
 ) -> CriticalBatchCurve:
     r""":math:`B_{crit}` as a function of the target: one :func:`fit_tradeoff` per target.
 
@@ -95,7 +96,7 @@ def critical_batch_curve(
         that failure is reported; a bad option raises at once either way.
     progress : bool
         Show a tqdm progress bar over targets.
-    combine, config, ci, n_boot, seed, interval, bounded
+    combine, config, level, n_boot, seed, interval, bounded
         As in :func:`steps_to_target` and :func:`fit_tradeoff` (one
         ``numpy.random.Generator`` drives all targets).
 
@@ -111,6 +112,7 @@ def critical_batch_curve(
     if errors not in ("raise", "report"):
         raise ValueError(f"errors must be 'raise' or 'report', got {errors!r}")
     check_combine(combine)
+    lvl = check_level(level, ci)
     p = prepare(sweep, config)
     rng = np.random.default_rng(seed)
     it = targets
@@ -124,7 +126,7 @@ def critical_batch_curve(
     for t in it:
         table = steps_table(p, float(t), combine)
         try:
-            fit = fit_tradeoff(table, ci=ci, n_boot=n_boot, seed=rng, combine=combine,
+            fit = fit_tradeoff(table, level=lvl, n_boot=n_boot, seed=rng, combine=combine,
                                interval=interval, bounded=bounded)
         except NotEnoughBatchSizes as exc:
             if errors == "raise":

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from .._validate import as_float, check_positive, scalar_or_array
+from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
@@ -208,10 +208,11 @@ def fit_lr_scaling(
     *,
     alpha: float | None = None,
     combine: str = "mean",
-    ci: float = 0.95,
+    level: float | None = None,
     n_boot: int = 1000,
     seed=0,
     family: str = "power",
+    ci: float | None = None,
 ) -> LRScalingFit:
     r"""Fit :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` to the best learning rates.
 
@@ -228,8 +229,9 @@ def fit_lr_scaling(
         The law (see the module docstring). ``"sgd"`` is ``"power"`` with
         ``alpha=1``; ``"auto"`` fits the three and keeps the one with the smallest
         Akaike criterion :math:`n\log(\mathrm{RSS}/n) + 2k` (listed in ``selection``).
-    ci, n_boot, seed
-        Residual bootstrap (log-residuals, vectorised over a log grid of :math:`B_*`).
+    level, n_boot, seed
+        Interval level (``ci`` is its v0.1 name); residual bootstrap (log-residuals,
+        vectorised over a log grid of :math:`B_*`).
 
     Returns
     -------
@@ -245,9 +247,7 @@ def fit_lr_scaling(
     come from a residual bootstrap and do not include the uncertainty of picking the
     best rate from a grid.
     """
-    ci = as_float(ci, "ci")
-    if not 0 < ci < 1:
-        raise ValueError(f"ci must be in (0, 1), got {ci!r}")
+    ci = check_level(level, ci)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise ValueError(f"n_boot must be a non-negative int, got {n_boot!r}")
     if family not in FAMILIES:
@@ -268,7 +268,7 @@ def fit_lr_scaling(
         b, lr, refined = _best_lr_refined(cfg)
         table = best_per_size(p, pr, cfg, target, combine)
         if int(table["reached"].sum()) >= 3:
-            tradeoff_fit = fit_tradeoff(table, ci=ci, n_boot=n_boot, seed=seed)
+            tradeoff_fit = fit_tradeoff(table, level=ci, n_boot=n_boot, seed=seed)
     elif isinstance(source, pd.DataFrame):
         for c in ("batch_size", "learning_rate"):
             if c not in source.columns:
@@ -351,7 +351,7 @@ def _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit) -> LRScalingFit:
     for fam, k in (("sgd", 2), ("surge", 2), ("power", 3)):
         if n < k + 2 if fam == "power" else n < 3:
             continue
-        f = fit_lr_scaling(table, family=fam, ci=ci, n_boot=n_boot, seed=seed)
+        f = fit_lr_scaling(table, family=fam, level=ci, n_boot=n_boot, seed=seed)
         rss = float(np.sum(np.square(f.log_residuals)))
         aic = n * math.log(max(rss, floor) / n) + 2 * k
         fits[fam] = f

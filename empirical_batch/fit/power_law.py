@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from .._validate import as_array, as_float, check_positive, scalar_or_array
+from .._validate import as_array, check_level, check_positive, scalar_or_array
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class PowerLaw:
         return asdict(self)
 
 
-def fit_power_law(x, y, *, ci: float = 0.95) -> PowerLaw:
+def fit_power_law(x, y, *, level: float | None = None, ci: float | None = None) -> PowerLaw:
     r"""Fit :math:`y = a x^k` by ordinary least squares of :math:`\log y` on :math:`\log x`.
 
     Intervals are Student-t intervals of the regression (n − 2 degrees of freedom);
@@ -69,9 +69,7 @@ def fit_power_law(x, y, *, ci: float = 0.95) -> PowerLaw:
         raise ValueError(f"a power law with an interval needs at least 3 points, got {len(x)}")
     if np.ptp(x) == 0:
         raise ValueError("x must take at least two distinct values")
-    ci = as_float(ci, "ci")
-    if not 0 < ci < 1:
-        raise ValueError(f"ci must be in (0, 1), got {ci!r}")
+    ci = check_level(level, ci)
     lx, ly = np.log(x), np.log(y)
     n = len(x)
     xm, ym = lx.mean(), ly.mean()

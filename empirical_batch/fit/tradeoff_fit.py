@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .._validate import as_float, check_positive
+from .._validate import as_float, check_level, check_positive
 from ..tradeoff import Tradeoff
 from .profile import fit_many, fit_point, profile_grid, profile_interval, rss_at
 from .steps import StepsTable, check_combine, combine_seeds
@@ -193,13 +193,14 @@ def seed_groups(table: pd.DataFrame) -> tuple[np.ndarray, list[np.ndarray]]:
 def fit_tradeoff(
     table: StepsTable | pd.DataFrame,
     *,
-    ci: float = 0.95,
+    level: float | None = None,
     n_boot: int = 1000,
     seed=0,
     combine: str | None = None,
     bootstrap: str = "auto",
     interval: str = "profile",
     bounded: bool = False,
+    ci: float | None = None,
 ) -> TradeoffFit:
     r"""Fit :math:`S(B) = S_{min}(1 + B_{crit}/B)` (eq. 2.11) in log space, with a bootstrap.
 
@@ -213,8 +214,8 @@ def fit_tradeoff(
         seed (repeated batch sizes). Rows with
         ``reached == False`` are not fitted and are listed in
         ``unreached_batch_sizes``.
-    ci : float
-        Level of the percentile intervals.
+    level : float
+        Level of the intervals (default 0.95); ``ci`` is its v0.1 name, still accepted.
     n_boot : int
         Bootstrap draws (all fitted at once, vectorised).
     seed : int or numpy.random.Generator
@@ -230,7 +231,7 @@ def fit_tradeoff(
         How ``b_crit_ci`` is formed from the draws. ``"profile"`` (default): the
         profile-likelihood set :math:`\{B : F(B) \le c\}` with
         :math:`F(B) = [\mathrm{RSS}(B) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/(n-2)]`
-        and the critical value :math:`c` calibrated as the ``ci`` quantile of the same
+        and the critical value :math:`c` calibrated as the ``level`` quantile of the same
         statistic over the bootstrap draws (evaluated at the point estimate) — a
         bootstrap-calibrated likelihood-ratio interval, nearly pivotal, so it keeps
         close to nominal coverage with few seeds or batch sizes, where plain
@@ -281,7 +282,7 @@ def fit_tradeoff(
     """
     stepstable = table if isinstance(table, StepsTable) else None
     frame = _check_table(table)
-    ci, n_boot = _check_options(ci, n_boot, bootstrap, interval)
+    ci, n_boot = _check_options(check_level(level, ci), n_boot, bootstrap, interval)
     combine = combine or (stepstable.combine if stepstable is not None else "mean")
     check_combine(combine)
     unreached: tuple[float, ...] = ()

@@ -1,13 +1,15 @@
 """Plots of tradeoff fits (McCandlish et al. 2018, Fig. 1 and §3 style).
 
-* :func:`plot_tradeoff` — steps vs examples: the hyperbola
+* :func:`plot_tradeoff_fit` — steps vs examples: the hyperbola
   :math:`(S/S_{min} - 1)(E/E_{min} - 1) = 1`, the measured points and the
   :math:`S_{min}`/:math:`E_{min}` asymptotes, :math:`B_{crit}` marked.
 * :func:`plot_steps_vs_batch` — steps vs batch size with the fitted
   :math:`S(B) = S_{min}(1 + B_{crit}/B)`.
 * :func:`plot_critical_batch_curve` — :math:`B_{crit}` vs target with its interval band.
 
-pyplot is imported inside the functions; each returns the Axes.
+pyplot is imported inside the functions; each returns the Axes. (``plot_tradeoff`` is
+the v0.1 name of `plot_tradeoff_fit`, kept for old code; the theory's
+`empirical_batch.plot.theory.plot_tradeoff` draws a `Tradeoff`, not a fit.)
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import numpy as np
 from ._axes import axes
 from .theory import plot_tradeoff as _plot_hyperbola
 
-__all__ = ["plot_critical_batch_curve", "plot_steps_vs_batch", "plot_tradeoff"]
+__all__ = ["plot_critical_batch_curve", "plot_steps_vs_batch", "plot_tradeoff_fit"]
 
 
-def plot_tradeoff(fit, ax=None, *, label: str | None = None):
+def plot_tradeoff_fit(fit, ax=None, *, label: str | None = None):
     """Steps vs examples (log-log): measured points, fitted hyperbola and asymptotes."""
     ax = axes(ax)
     t = fit.tradeoff
@@ -91,3 +93,6 @@ def plot_critical_batch_curve(curve, ax=None, *, power_law=None, label: str | No
     ax.set_ylabel("critical batch size B_crit")
     ax.legend(fontsize=8)
     return ax
+
+
+plot_tradeoff = plot_tradeoff_fit  # the v0.1 name
