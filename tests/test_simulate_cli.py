@@ -52,10 +52,11 @@ def test_plot_steps_examples():
     from empirical_batch.simulate import NoisyQuadratic
 
     nq = NoisyQuadratic.zhang(20)
-    ax = plot_steps_examples(nq, 0.2 * nq.initial_loss(), [1, 4, 16], [0.05, 0.5, 1.5])
+    best = nq.best_lr(0.2 * nq.initial_loss(), [1, 4, 16], [0.05, 0.5, 1.5])
+    ax = plot_steps_examples(best)
     assert len(ax.lines) == 4
     with pytest.raises(ValueError, match="reaches"):
-        plot_steps_examples(nq, 1e-12, [1], [0.1])
+        plot_steps_examples(nq.best_lr(1e-12, [1], [0.1]))
 
 
 def test_simulate_json_and_monte_carlo_uses_the_library_steps(capsys):

@@ -119,3 +119,25 @@ def test_greedy_rate_gives_the_exact_hyperbola():
     tr = Tradeoff(s_min=1.0, e_min=e)
     # S(B) = ceil(B_crit/B) vs S_min(1 + B_crit/B): at most one step apart
     assert np.max(np.abs(run["steps"] - tr.steps(bs))) <= 1.0 + 1e-9
+
+
+def test_noise_scales_along_a_run_step_and_progress_averages():
+    import numpy as np
+
+    from empirical_batch.simulate import NoisyQuadratic
+    from empirical_batch.simulate.traces import noise_scales_along_run
+
+    nq = NoisyQuadratic.zhang(200)
+    lr, b, k = 0.5, 8.0, 400
+    tr = nq.noise_scales(lr, b, np.arange(k))
+    by_step = noise_scales_along_run(nq, lr, b, k)
+    by_progress = noise_scales_along_run(nq, lr, b, k, average="progress", b_crit=50.0)
+    assert by_step["b_noise"].iloc[2] == pytest.approx(np.mean(tr.b_noise))
+    w = 1 / (1 + tr.b_noise / b)
+    assert by_progress["b_noise"].iloc[2] == pytest.approx(np.sum(w * tr.b_noise) / np.sum(w))
+    # B_noise grows along the run and late steps make less progress: a lower average
+    assert by_progress["b_noise"].iloc[2] < by_step["b_noise"].iloc[2]
+    assert by_progress["b_crit_over_b_noise"].tolist() == pytest.approx(
+        (50.0 / by_progress["b_noise"]).tolist())
+    with pytest.raises(ValueError, match="average"):
+        noise_scales_along_run(nq, lr, b, k, average="tokens")

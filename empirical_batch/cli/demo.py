@@ -183,6 +183,7 @@ def section_simulated_sweep(ctx: DemoContext) -> None:
     from ..fit import fit_tradeoff, steps_to_target
     from ..plot.fit import plot_tradeoff_fit as plot_fitted_tradeoff
     from ..simulate import NoisyQuadratic, simulate_sweep
+    from ..simulate.traces import noise_scales_along_run
 
     nq = NoisyQuadratic.zhang(ctx.n)
     target = 0.1 * nq.initial_loss()
@@ -203,25 +204,22 @@ def section_simulated_sweep(ctx: DemoContext) -> None:
     # the model's own noise scale along the largest-batch run, which follows the
     # infinite-batch trajectory most closely (App. D: B_crit is B_noise averaged over it)
     ref = table.iloc[-1]
-    trace = nq.noise_scales(
-        float(ref.learning_rate), float(ref.batch_size), np.arange(int(np.ceil(ref.steps)))
-    )
-    scales = pd.DataFrame(
-        {
-            "": ["at the start", "at the target", "averaged over the run"],
-            "B_noise": [trace.b_noise[0], trace.b_noise[-1], np.mean(trace.b_noise)],
-            "B_simple": [trace.b_simple[0], trace.b_simple[-1], np.mean(trace.b_simple)],
-        }
-    )
-    scales["B_crit/B_noise"] = fit.b_crit / scales["B_noise"]
+    along = noise_scales_along_run(nq, float(ref.learning_rate), float(ref.batch_size),
+                                   int(np.ceil(ref.steps)), b_crit=fit.b_crit)
+    scales = pd.DataFrame({
+        "": ["at the start", "at the target", "averaged over the run"],
+        "B_noise": along["b_noise"], "B_simple": along["b_simple"],
+        "B_crit/B_noise": along["b_crit_over_b_noise"],
+    })
     ctx.echo(f"The model's noise scales along the B = {int(ref.batch_size)} run:")
     ctx.echo(format_table(scales))
-    lo, hi = sorted((trace.b_noise[0], trace.b_noise[-1]))
+    start, end = along["b_noise"].iloc[0], along["b_noise"].iloc[1]
+    lo, hi = sorted((start, end))
     where = "lies between" if lo <= fit.b_crit <= hi else "lies outside"
     ctx.echo(
-        f"B_noise changes {trace.b_noise[-1] / trace.b_noise[0]:.3g}-fold during this run, "
+        f"B_noise changes {end / start:.3g}-fold during this run, "
         f"so no single value is B_crit: the fitted B_crit {where} the start and target "
-        f"values and is {fit.b_crit / scales['B_noise'].iloc[2]:.3g}× the run-averaged B_noise."
+        f"values and is {along['b_crit_over_b_noise'].iloc[2]:.3g}× the run-averaged B_noise."
     )
     ctx.results["simulated_fit"] = fit.to_dict()
     ctx.panels.append(lambda ax: plot_fitted_tradeoff(fit, ax=ax, label="simulated sweep"))

@@ -9,16 +9,22 @@ from ._axes import axes
 __all__ = ["plot_steps_examples"]
 
 
-def plot_steps_examples(problem, target, batch_sizes, learning_rates, *, ax=None):
-    r"""Exact steps and examples to ``target`` (best rate of the grid) against B.
+def plot_steps_examples(best, *, ax=None):
+    r"""Steps and examples to a target against B, from a simulator result.
 
-    Draws :math:`S(B)` and :math:`E(B) = BS(B)` from
-    :meth:`~empirical_batch.simulate.NoisyQuadratic.best_lr` on log axes, with the
-    asymptotes :math:`S_{min}` (largest batch) and :math:`E_{min}` (smallest batch).
-    Returns the Axes.
+    ``best`` is a `~empirical_batch.simulate.BestLR` (e.g.
+    ``problem.best_lr(target, batch_sizes, learning_rates)``): the plot draws
+    :math:`S(B)` and :math:`E(B) = BS(B)` on log axes, with the asymptotes
+    :math:`S_{min}` (largest batch) and :math:`E_{min}` (smallest batch); it runs
+    nothing. Returns the Axes.
     """
+    from ..simulate.search import BestLR
+
+    if not isinstance(best, BestLR):
+        raise TypeError(f"best must be a BestLR (NoisyQuadratic.best_lr's result), got "
+                        f"{type(best).__name__}")
     ax = axes(ax, figsize=(5, 3.5))
-    best = problem.best_lr(target, np.asarray(batch_sizes, float), learning_rates)
+    target = best.target
     b = np.atleast_1d(best.batch_size)
     s = np.atleast_1d(best.steps)
     ok = np.isfinite(s)

@@ -14,7 +14,7 @@ from .dynamics import check_steps, expected_loss, lr_and_batch, second_moment
 if TYPE_CHECKING:
     from .quadratic import NoisyQuadratic
 
-__all__ = ["NoiseScaleTrace", "noise_scales"]
+__all__ = ["NoiseScaleTrace", "noise_scales", "noise_scales_along_run"]
 
 
 @dataclass(frozen=True)
@@ -56,3 +56,35 @@ def noise_scales(problem: NoisyQuadratic, lr, batch_size, steps) -> NoiseScaleTr
                   for c in ("b_noise", "b_simple", "eps_max"))
     loss = np.asarray(expected_loss(problem, float(a), float(b), k))
     return NoiseScaleTrace(k, loss, np.atleast_1d(bn), np.atleast_1d(bs), np.atleast_1d(em))
+
+
+def noise_scales_along_run(problem: NoisyQuadratic, lr: float, batch_size: float, steps: int,
+                           *, b_crit: float | None = None,
+                           average: str = "steps") -> pd.DataFrame:
+    r"""B_noise and B_simple at the start, at the end and averaged over a run.
+
+    The run is ``steps`` steps at ``lr`` and ``batch_size`` on the exact dynamics. The
+    average is over steps (``average="steps"``) or weighted by progress, the paper's
+    App. D average :math:`E_s[\mathcal B]` with :math:`ds = 1/(1 + B_{noise}/B)` per
+    step (``average="progress"``). With ``b_crit`` (e.g. fitted to a sweep of the same
+    problem), the column ``b_crit_over_b_noise`` compares it with each row: a noise
+    scale that changes during training has no single value that *is* B_crit.
+    """
+    if average not in ("steps", "progress"):
+        raise ValueError(f"average must be 'steps' or 'progress', got {average!r}")
+    if isinstance(steps, bool) or int(steps) != steps or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    tr = noise_scales(problem, lr, batch_size, np.arange(int(steps)))
+    w = (np.ones_like(tr.b_noise) if average == "steps"
+         else 1.0 / (1.0 + tr.b_noise / float(batch_size)))
+    ok = np.isfinite(tr.b_noise) & np.isfinite(tr.b_simple)
+    avg = [float(np.average(v[ok], weights=w[ok])) for v in (tr.b_noise, tr.b_simple)]
+    out = pd.DataFrame({
+        "where": ["at the start", "at the end", f"averaged over the run ({average})"],
+        "b_noise": [tr.b_noise[0], tr.b_noise[-1], avg[0]],
+        "b_simple": [tr.b_simple[0], tr.b_simple[-1], avg[1]],
+    })
+    if b_crit is not None:
+        out["b_crit_over_b_noise"] = float(b_crit) / out["b_noise"]
+    return out
+
