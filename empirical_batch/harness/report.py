@@ -23,6 +23,7 @@ Everything lands in ``OUT/results/*.csv``, ``OUT/figures/*.png`` and ``OUT/repor
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -72,15 +73,29 @@ def _ratio(a, b):
     return a / b if (np.isfinite(a) and np.isfinite(b) and b > 0) else np.nan
 
 
-def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=False,
-            timings: dict | None = None) -> list[Path]:
-    """Run noise, one-step and fits for every task of ``config`` on the sweeps under ``out``."""
+@dataclass
+class AnalysisResults:
+    """The tables of one analysis (what `write_results`, `draw_figures` and
+    `render_markdown` turn into files); ``curves`` maps (task, optimizer) to the
+    `CriticalBatchCurve` and the reference run's noise scales."""
+
+    crit: pd.DataFrame
+    table1: pd.DataFrame
+    noise: pd.DataFrame
+    steps: pd.DataFrame
+    refs: pd.DataFrame
+    one_step: pd.DataFrame
+    one_step_summary: pd.DataFrame
+    curves: dict
+
+
+def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", progress=False,
+                    timings: dict | None = None) -> AnalysisResults:
+    """Noise scales, one-step experiment and fits for every task of ``config`` on the
+    sweeps under ``out`` (computation only: nothing is written)."""
     import time
 
     out = Path(out)
-    res_dir, fig_dir = out / "results", out / "figures"
-    res_dir.mkdir(parents=True, exist_ok=True)
-    fig_dir.mkdir(parents=True, exist_ok=True)
     timings = {} if timings is None else timings
     crit_rows, table1, noise_tabs, steps_tabs, os_tabs, os_sums, refs = [], [], [], [], [], [], []
     curves: dict = {}
@@ -136,29 +151,59 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
                 bar.update(1)
     if bar is not None:
         bar.close()
-    files = []
+    return AnalysisResults(
+        crit=pd.DataFrame(crit_rows), table1=pd.DataFrame(table1),
+        noise=pd.concat(noise_tabs, ignore_index=True),
+        steps=pd.concat(steps_tabs, ignore_index=True), refs=pd.DataFrame(refs),
+        one_step=pd.concat(os_tabs, ignore_index=True) if os_tabs else pd.DataFrame(),
+        one_step_summary=pd.DataFrame(os_sums), curves=curves,
+    )
 
-    def save(frame, name):
+
+RESULT_FILES = {
+    "crit": "b_crit_vs_noise.csv", "table1": "table1.csv",
+    "noise": "noise_along_reference.csv", "steps": "steps_to_target.csv",
+    "refs": "reference_runs.csv", "one_step": "one_step.csv",
+    "one_step_summary": "one_step_summary.csv",
+}
+
+
+def write_results(results: AnalysisResults, out: str | Path) -> list[Path]:
+    """The tables as ``OUT/results/*.csv`` (each written atomically)."""
+    res_dir = Path(out) / "results"
+    res_dir.mkdir(parents=True, exist_ok=True)
+    files = []
+    for attr, name in RESULT_FILES.items():
         path = res_dir / name
         with atomic_path(path) as tmp:
-            frame.to_csv(tmp, index=False, float_format="%.6g")
+            getattr(results, attr).to_csv(tmp, index=False, float_format="%.6g")
         files.append(path)
-        return frame
+    return files
 
-    crit = save(pd.DataFrame(crit_rows), "b_crit_vs_noise.csv")
-    t1 = save(pd.DataFrame(table1), "table1.csv")
-    noise = save(pd.concat(noise_tabs, ignore_index=True), "noise_along_reference.csv")
-    save(pd.concat(steps_tabs, ignore_index=True), "steps_to_target.csv")
-    save(pd.DataFrame(refs), "reference_runs.csv")
-    os_table = save(pd.concat(os_tabs, ignore_index=True) if os_tabs else pd.DataFrame(),
-                    "one_step.csv")
-    os_sum = save(pd.DataFrame(os_sums), "one_step_summary.csv")
+
+def draw_figures(results: AnalysisResults, config: HarnessConfig, out: str | Path) -> list[Path]:
+    """The per-task figures as ``OUT/figures/*.png``."""
     from . import figures
 
+    fig_dir = Path(out) / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
     for plan in config.plans:
-        files += figures.task_figures(plan.task, curves, crit, os_table, os_sum, fig_dir)
-    report = out / "report.md"
-    atomic_write_text(report, render_markdown(config.name, crit, t1, os_table, os_sum, noise))
+        files += figures.task_figures(plan.task, results.curves, results.crit,
+                                      results.one_step, results.one_step_summary, fig_dir)
+    return files
+
+
+def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=False,
+            timings: dict | None = None) -> list[Path]:
+    """`compute_results`, then `write_results`, `draw_figures` and the report
+    (`render_markdown`) under ``out``; returns the files written."""
+    r = compute_results(config, out, device=device, progress=progress, timings=timings)
+    files = write_results(r, out)
+    files += draw_figures(r, config, out)
+    report = Path(out) / "report.md"
+    atomic_write_text(report, render_markdown(config.name, r.crit, r.table1, r.one_step,
+                                              r.one_step_summary, r.noise))
     files.append(report)
     return files
 
