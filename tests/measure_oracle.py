@@ -75,3 +75,13 @@ def check_recovers(frame, g2, tr, n_sd: float = 4.0) -> None:
     assert abs(r - tr / g2) < n_sd * se_r, (r, tr / g2, se_r)
     # and the test has power: the tolerance is well below B_simple itself
     assert se_r < 0.25 * tr / g2, se_r
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 for a test's process group."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import numpy as np
 import pytest
 
@@ -14,16 +12,10 @@ from tests import measure_oracle as orc  # noqa: E402
 from tests.ddp_worker import STEPS, WORLD, B, _indices, _worker  # noqa: E402
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_ddp_hook_matches_single_process(tmp_path):
     out = tmp_path / "ddp.pt"
-    mp.spawn(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True)
+    mp.spawn(_worker, args=(orc.free_port(), str(out)), nprocs=WORLD, join=True)
     res = torch.load(out, weights_only=False)
     import pandas as pd
 

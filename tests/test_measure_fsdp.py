@@ -3,8 +3,6 @@ the single-process oracle on the same data."""
 
 from __future__ import annotations
 
-import socket
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,17 +14,11 @@ from tests import measure_oracle as orc  # noqa: E402
 from tests.fsdp_worker import STEPS, WORLD, B, indices, worker  # noqa: E402
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("micro", [1, 2])
 def test_fsdp_matches_single_process(tmp_path, micro):
     out = tmp_path / "fsdp.pt"
-    mp.spawn(worker, args=(_free_port(), str(out), micro), nprocs=WORLD, join=True)
+    mp.spawn(worker, args=(orc.free_port(), str(out), micro), nprocs=WORLD, join=True)
     res = torch.load(out, weights_only=False)
     frame = pd.DataFrame(res["frame"])
     assert len(frame) == STEPS
