@@ -6,7 +6,7 @@ model, gradient-noise-scale estimators, a quadratic SGD simulator, critical-batc
 fits to sweep logs and a time/cost planner.
 
 The public names below import without torch; the torch collectors live in
-:mod:`empirical_batch.measure`. Names are resolved lazily, so ``import
+`empirical_batch.measure`. Names are resolved lazily, so ``import
 empirical_batch`` stays fast and loads only what is used.
 """
 

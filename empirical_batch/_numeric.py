@@ -8,7 +8,7 @@ __all__ = ["log_steps", "trapezoid"]
 
 
 def trapezoid(y, x) -> float:
-    r"""The trapezoid rule :math:`\sum_i \tfrac12(y_i + y_{i+1})(x_{i+1} - x_i)`.
+    r"""The trapezoid rule $\sum_i \tfrac12(y_i + y_{i+1})(x_{i+1} - x_i)$.
 
     Written out because ``numpy.trapezoid`` needs numpy >= 2.0 and the project supports
     numpy >= 1.26 (where it is ``numpy.trapz``).

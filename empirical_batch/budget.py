@@ -1,26 +1,26 @@
 r"""The batch size and learning rate that minimise the loss at a fixed budget.
 
 Many teams choose the batch size not by the critical batch but by a compute-optimal
-law fitted to a grid of *final* losses: for each budget :math:`C` (compute, tokens
-:math:`D` or model size :math:`N`) train a grid of (batch size, learning rate), keep the
+law fitted to a grid of *final* losses: for each budget $C$ (compute, tokens
+$D$ or model size $N$) train a grid of (batch size, learning rate), keep the
 configurations within a small relative tolerance of the best loss (the near-optimal
 band), and fit power laws through the band,
 
-.. math::
+$$
+B_{opt}(C) = b\,C^{\beta}, \qquad \eta_{opt}(C) = e\,C^{\gamma}.
+$$
 
-    B_{opt}(C) = b\,C^{\beta}, \qquad \eta_{opt}(C) = e\,C^{\gamma}.
+DeepSeek LLM (2024) finds $B_{opt} = 0.292\,C^{0.3271}$ tokens and
+$\eta_{opt} = 0.3118\,C^{-0.1250}$ (C in FLOPs, band within 0.25 % of the best
+loss); the Step Law study (Li et al. 2025) finds $B_{opt}$ depending mainly on the
+data size $D$ and $\eta_{opt}$ on both $N$ and $D$.
 
-DeepSeek LLM (2024) finds :math:`B_{opt} = 0.292\,C^{0.3271}` tokens and
-:math:`\eta_{opt} = 0.3118\,C^{-0.1250}` (C in FLOPs, band within 0.25 % of the best
-loss); the Step Law study (Li et al. 2025) finds :math:`B_{opt}` depending mainly on the
-data size :math:`D` and :math:`\eta_{opt}` on both :math:`N` and :math:`D`.
-
-**B_opt is not B_crit.** :math:`B_{opt}` minimises the final loss at a fixed budget;
-:math:`B_{crit} = E_{min}/S_{min}` (McCandlish et al. 2018) describes the trade of steps
-for examples at a fixed *target*: at :math:`B_{crit}` a run takes twice the minimal steps
+**B_opt is not B_crit.** $B_{opt}$ minimises the final loss at a fixed budget;
+$B_{crit} = E_{min}/S_{min}$ (McCandlish et al. 2018) describes the trade of steps
+for examples at a fixed *target*: at $B_{crit}$ a run takes twice the minimal steps
 and twice the minimal examples. At a fixed compute budget a batch far above
-:math:`B_{crit}` wastes examples and one far below wastes nothing but takes many steps,
-so :math:`B_{opt}` sits at or below :math:`B_{crit}` of the loss the budget reaches
+$B_{crit}$ wastes examples and one far below wastes nothing but takes many steps,
+so $B_{opt}$ sits at or below $B_{crit}$ of the loss the budget reaches
 whenever the number of steps is not itself limited; the two answer different questions
 and are reported side by side (`FixedBudgetFit.compare`).
 
@@ -79,15 +79,15 @@ class FixedBudgetFit:
     n_boot: int
 
     def batch_size(self, budget) -> np.ndarray | float:
-        """:math:`B_{opt}` at ``budget`` from the fitted power law."""
+        """$B_{opt}$ at ``budget`` from the fitted power law."""
         return self.b_opt(budget)
 
     def learning_rate(self, budget) -> np.ndarray | float:
-        """:math:`\\eta_{opt}` at ``budget`` from the fitted power law."""
+        """$\\eta_{opt}$ at ``budget`` from the fitted power law."""
         return self.lr_opt(budget)
 
     def compare(self, b_crit: float, budget: float) -> dict:
-        """:math:`B_{opt}(C)` next to a :math:`B_{crit}` (e.g. fitted at the loss the
+        """$B_{opt}(C)$ next to a $B_{crit}$ (e.g. fitted at the loss the
         budget reaches), with what each means."""
         b = float(self.b_opt(budget))
         return {
@@ -167,7 +167,7 @@ def fit_fixed_budget(
     seed=0,
     ci: float | None = None,
 ) -> FixedBudgetFit:
-    r"""Near-optimal band and power laws :math:`B_{opt}(C)`, :math:`\eta_{opt}(C)`.
+    r"""Near-optimal band and power laws $B_{opt}(C)$, $\eta_{opt}(C)$.
 
     Parameters
     ----------
@@ -182,7 +182,7 @@ def fit_fixed_budget(
     n_boot, level, seed
         Interval level (``ci`` accepted as in the fit functions). Bootstrap of the
         exponents: the residuals of each log-log line resampled
-        (scaled by :math:`\sqrt{n/(n-2)}`); the laws' own Student-t intervals are in
+        (scaled by $\sqrt{n/(n-2)}$); the laws' own Student-t intervals are in
         ``b_opt.exponent_ci`` and ``lr_opt.exponent_ci``.
 
     Returns

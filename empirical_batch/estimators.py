@@ -1,26 +1,28 @@
 r"""Gradient-noise-scale estimators from squared gradient norms (App. A.1).
 
-A batch of :math:`B` examples drawn independently (with replacement) has mean
-gradient :math:`G_B` with
+A batch of $B$ examples drawn independently (with replacement) has mean
+gradient $G_B$ with
 
-.. math:: E|G_B|^2 = |G|^2 + \frac{\operatorname{tr}\Sigma}{B},
+$$
+E|G_B|^2 = |G|^2 + \frac{\operatorname{tr}\Sigma}{B},
+$$
 
-where :math:`G` is the true gradient and :math:`\Sigma` the per-example gradient
+where $G$ is the true gradient and $\Sigma$ the per-example gradient
 covariance (McCandlish et al. 2018, App. A.1). Squared norms measured at two or more
-batch sizes therefore give *unbiased* estimates of :math:`|G|^2` and
-:math:`\operatorname{tr}\Sigma`. Their ratio :math:`B_{simple} =
-\operatorname{tr}\Sigma/|G|^2` (eq. 2.9) is not unbiased, so :class:`GNSEstimator`
+batch sizes therefore give *unbiased* estimates of $|G|^2$ and
+$\operatorname{tr}\Sigma$. Their ratio $B_{simple} =
+\operatorname{tr}\Sigma/|G|^2$ (eq. 2.9) is not unbiased, so `GNSEstimator`
 averages numerator and denominator separately and divides the averages.
 
 Everything here is numpy only; the torch collectors that *measure* the squared
-norms live in :mod:`empirical_batch.measure`.
+norms live in `empirical_batch.measure`.
 
 Negative estimates
 ------------------
-Single-step estimates of :math:`|G|^2` are noisy and may be negative; nothing is
-clamped. When the smoothed :math:`|G|^2` is negative the gradient signal is not
+Single-step estimates of $|G|^2$ are noisy and may be negative; nothing is
+clamped. When the smoothed $|G|^2$ is negative the gradient signal is not
 resolved by the data seen so far (noise dominates at these batch sizes), and
-:attr:`GNSEstimator.b_simple` is returned as the plain ratio, i.e. negative; when it
+`GNSEstimator.b_simple` is returned as the plain ratio, i.e. negative; when it
 is exactly zero ``b_simple`` is ``±inf`` (``nan`` if both are zero). Read a
 negative ``b_simple`` as "larger than can be resolved yet", never as a value.
 """
@@ -68,24 +70,24 @@ def _show(arr):
 
 
 def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big):
-    r"""Unbiased :math:`|G|^2` and :math:`\operatorname{tr}\Sigma` from two batch sizes.
+    r"""Unbiased $|G|^2$ and $\operatorname{tr}\Sigma$ from two batch sizes.
 
     Implements App. A.1 of McCandlish et al. (2018):
 
-    .. math::
+    $$
+    |\mathcal{G}|^2 = \frac{B_{big}|G_{big}|^2 - B_{small}|G_{small}|^2}
+    {B_{big} - B_{small}},\qquad
+    \mathcal{S} = \frac{|G_{small}|^2 - |G_{big}|^2}{1/B_{small} - 1/B_{big}}.
+    $$
 
-        |\mathcal{G}|^2 = \frac{B_{big}|G_{big}|^2 - B_{small}|G_{small}|^2}
-                               {B_{big} - B_{small}},\qquad
-        \mathcal{S} = \frac{|G_{small}|^2 - |G_{big}|^2}{1/B_{small} - 1/B_{big}}.
-
-    Each is unbiased when :math:`E|G_B|^2 = |G|^2 + \operatorname{tr}\Sigma/B`, i.e.
+    Each is unbiased when $E|G_B|^2 = |G|^2 + \operatorname{tr}\Sigma/B$, i.e.
     for examples drawn independently. The two norms may come from nested batches
     (the small batch inside the big one); unbiasedness holds either way.
 
     Parameters
     ----------
     sq_norm_small, sq_norm_big : float or array
-        Squared norms :math:`|G_{small}|^2`, :math:`|G_{big}|^2` of mean gradients
+        Squared norms $|G_{small}|^2$, $|G_{big}|^2$ of mean gradients
         (or, for ``sq_norm_small``, an average of several such squared norms).
     b_small, b_big : float or array
         The batch sizes, ``0 < b_small < b_big``. Everything broadcasts.
@@ -110,28 +112,28 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big):
 
 
 def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1):
-    r"""Unbiased :math:`|G|^2`, :math:`\operatorname{tr}\Sigma` from ``n`` equal batches.
+    r"""Unbiased $|G|^2$, $\operatorname{tr}\Sigma$ from ``n`` equal batches.
 
     ``n`` micro-batches (or data-parallel replicas) of ``batch_size`` examples each
-    have mean gradients :math:`g_1..g_n`; their mean :math:`\bar g` is a batch of
-    :math:`nb`. With :math:`\overline{|g|^2} = \frac1n\sum_j |g_j|^2`,
+    have mean gradients $g_1..g_n$; their mean $\bar g$ is a batch of
+    $nb$. With $\overline{|g|^2} = \frac1n\sum_j |g_j|^2$,
 
-    .. math::
+    $$
+    |\mathcal{G}|^2 = \frac{n|\bar g|^2 - \overline{|g|^2}}{n - 1},\qquad
+    \mathcal{S} = \frac{b\,n}{n-1}\left(\overline{|g|^2} - |\bar g|^2\right),
+    $$
 
-        |\mathcal{G}|^2 = \frac{n|\bar g|^2 - \overline{|g|^2}}{n - 1},\qquad
-        \mathcal{S} = \frac{b\,n}{n-1}\left(\overline{|g|^2} - |\bar g|^2\right),
-
-    which is :func:`gns_two_batch` with ``b_small = b`` and ``b_big = n b``
-    (App. A.1). With ``batch_size=1`` (per-example gradients), :math:`\mathcal{S}`
+    which is `gns_two_batch` with ``b_small = b`` and ``b_big = n b``
+    (App. A.1). With ``batch_size=1`` (per-example gradients), $\mathcal{S}$
     is the Bessel-corrected sample variance.
 
     Parameters
     ----------
     sq_norms : array
-        :math:`|g_j|^2` with the ``n >= 2`` batches along ``axis``; or, when ``n`` is
-        given, their mean :math:`\overline{|g|^2}` already taken (broadcasts).
+        $|g_j|^2$ with the ``n >= 2`` batches along ``axis``; or, when ``n`` is
+        given, their mean $\overline{|g|^2}$ already taken (broadcasts).
     sq_norm_mean : float or array
-        :math:`|\bar g|^2`, broadcasting against ``sq_norms`` with ``axis`` removed.
+        $|\bar g|^2$, broadcasting against ``sq_norms`` with ``axis`` removed.
     batch_size : float or array
         Examples per micro-batch ``b > 0``.
 
@@ -160,13 +162,13 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: 
 
 
 def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
-    r"""Least-squares fit of :math:`E|G_B|^2 = |G|^2 + \operatorname{tr}\Sigma / B`.
+    r"""Least-squares fit of $E|G_B|^2 = |G|^2 + \operatorname{tr}\Sigma / B$.
 
-    Ordinary least squares of the squared norms against :math:`1/B` over three or
-    more batch sizes (App. A.1 generalised): the intercept estimates :math:`|G|^2`,
-    the slope :math:`\operatorname{tr}\Sigma`. With the batch sizes fixed the OLS
+    Ordinary least squares of the squared norms against $1/B$ over three or
+    more batch sizes (App. A.1 generalised): the intercept estimates $|G|^2$,
+    the slope $\operatorname{tr}\Sigma$. With the batch sizes fixed the OLS
     coefficients are linear in the norms, so both are unbiased; with exactly two
-    batch sizes this reduces to :func:`gns_two_batch`.
+    batch sizes this reduces to `gns_two_batch`.
 
     Parameters
     ----------
@@ -205,10 +207,10 @@ def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
 def ema(values, beta: float):
     r"""Bias-corrected exponential moving average of a sequence (offline).
 
-    :math:`m_t = \beta m_{t-1} + (1-\beta)x_t`, :math:`\hat m_t = m_t/(1-\beta^t)`;
-    returns the array of :math:`\hat m_t`. This is what :class:`GNSEstimator`
+    $m_t = \beta m_{t-1} + (1-\beta)x_t$, $\hat m_t = m_t/(1-\beta^t)$;
+    returns the array of $\hat m_t$. This is what `GNSEstimator`
     computes online, so smoothing can be redone with another ``beta`` from the
-    raw components of :meth:`GNSEstimator.to_frame`.
+    raw components of `GNSEstimator.to_frame`.
 
     >>> ema([1.0, 3.0], 0.5).tolist()
     [1.0, 2.3333333333333335]
@@ -236,7 +238,7 @@ def _ratio(num: float, den: float) -> float:
 
 @dataclass(frozen=True)
 class GNSEstimate:
-    """Smoothed noise-scale estimate at one step (see :class:`GNSEstimator`).
+    """Smoothed noise-scale estimate at one step (see `GNSEstimator`).
 
     ``b_simple_se`` is the delta-method standard error and ``(b_simple_low,
     b_simple_high)`` the Fieller interval at ``level``; both are ``nan`` until two
@@ -261,32 +263,34 @@ class GNSEstimate:
 class GNSEstimator:
     r"""Exponential moving averages of the two-batch estimates, and their ratio.
 
-    Each :meth:`update` turns two squared norms into per-step unbiased estimates
-    :math:`|\mathcal G|^2_t`, :math:`\mathcal S_t` (:func:`gns_two_batch`) and
+    Each `update` turns two squared norms into per-step unbiased estimates
+    $|\mathcal G|^2_t$, $\mathcal S_t$ (`gns_two_batch`) and
     folds them into separate bias-corrected EMAs with decay ``beta``;
-    :attr:`b_simple` is :math:`\bar{\mathcal S}/\overline{|\mathcal G|^2}` (eq. 2.9,
+    `b_simple` is $\bar{\mathcal S}/\overline{|\mathcal G|^2}$ (eq. 2.9,
     App. A.1). ``beta = 0`` uses the last step only.
 
     **Uncertainty.** The bias-corrected EMA is the weighted mean with weights
-    :math:`w_i \propto \beta^{t-i}`. Treating steps as independent draws around a
-    slowly varying mean, :math:`\operatorname{Var}(\bar x) = \sigma_x^2 \sum w_i^2`,
-    with the effective sample size :math:`n_{eff} = 1/\sum w_i^2` and
-    :math:`\sigma^2`, the covariance of :math:`(\mathcal S_t, |\mathcal G|^2_t)`,
+    $w_i \propto \beta^{t-i}$. Treating steps as independent draws around a
+    slowly varying mean, $\operatorname{Var}(\bar x) = \sigma_x^2 \sum w_i^2$,
+    with the effective sample size $n_{eff} = 1/\sum w_i^2$ and
+    $\sigma^2$, the covariance of $(\mathcal S_t, |\mathcal G|^2_t)$,
     estimated by the weighted (reliability-corrected) sample covariance of the
-    same steps. Then :attr:`b_simple_se` is the delta-method standard error
+    same steps. Then `b_simple_se` is the delta-method standard error
 
-    .. math:: \operatorname{se}(R)^2 = \frac{\operatorname{Var}\bar S - 2R
-              \operatorname{Cov}(\bar S, \bar G) + R^2 \operatorname{Var}\bar G}{\bar G^2}
+    $$
+    \operatorname{se}(R)^2 = \frac{\operatorname{Var}\bar S - 2R
+    \operatorname{Cov}(\bar S, \bar G) + R^2 \operatorname{Var}\bar G}{\bar G^2}
+    $$
 
-    and :meth:`estimate` also gives Fieller's interval for the ratio, which stays
-    honest (unbounded) when :math:`\bar G` is not distinguishable from zero.
+    and `estimate` also gives Fieller's interval for the ratio, which stays
+    honest (unbounded) when $\bar G$ is not distinguishable from zero.
     Steps are assumed uncorrelated; with autocorrelated steps (e.g. a slowly
     changing model sampled often) the error is underestimated. Coverage on
     independent synthetic steps is checked in ``tests/test_estimators.py``.
 
-    The raw per-step inputs and estimates are kept (:meth:`to_frame`), so the
-    smoothing can be redone offline (:func:`ema`). :meth:`state_dict` /
-    :meth:`load_state_dict` give bit-identical continuation.
+    The raw per-step inputs and estimates are kept (`to_frame`), so the
+    smoothing can be redone offline (`ema`). `state_dict` /
+    `load_state_dict` give bit-identical continuation.
 
     Examples
     --------
@@ -320,7 +324,7 @@ class GNSEstimator:
     def update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> tuple[float, float]:
         """Fold one step's pair of squared norms into the averages (scalars only).
 
-        Returns this step's ``(g2, trace_sigma)`` (the values :func:`gns_two_batch`
+        Returns this step's ``(g2, trace_sigma)`` (the values `gns_two_batch`
         gives: the same operations in float64), which the collectors report per step.
         """
         vals = {}
@@ -369,25 +373,25 @@ class GNSEstimator:
 
     @property
     def g2(self) -> float:
-        r"""Smoothed :math:`|G|^2` (may be negative: see the module notes)."""
+        r"""Smoothed $|G|^2$ (may be negative: see the module notes)."""
         self._require()
         return self._mean_g
 
     @property
     def trace_sigma(self) -> float:
-        r"""Smoothed :math:`\operatorname{tr}\Sigma`."""
+        r"""Smoothed $\operatorname{tr}\Sigma$."""
         self._require()
         return self._mean_s
 
     @property
     def b_simple(self) -> float:
-        r""":math:`B_{simple} = \bar{\mathcal S} / \overline{|\mathcal G|^2}` (no clamping)."""
+        r"""$B_{simple} = \bar{\mathcal S} / \overline{|\mathcal G|^2}$ (no clamping)."""
         self._require()
         return _ratio(self._mean_s, self._mean_g)
 
     @property
     def n_eff(self) -> float:
-        r"""Effective number of steps in the average, :math:`1/\sum w_i^2`."""
+        r"""Effective number of steps in the average, $1/\sum w_i^2$."""
         return self._w**2 / self._w2 if self.steps else 0.0
 
     def _var_of_means(self) -> tuple[float, float, float]:
@@ -400,7 +404,7 @@ class GNSEstimator:
 
     @property
     def b_simple_se(self) -> float:
-        """Delta-method standard error of :attr:`b_simple` (``nan`` before 2 steps)."""
+        """Delta-method standard error of `b_simple` (``nan`` before 2 steps)."""
         self._require()
         vss, vgg, vsg = self._var_of_means()
         if math.isnan(vss):
@@ -412,10 +416,10 @@ class GNSEstimator:
         return math.sqrt(max(var, 0.0))
 
     def b_simple_interval(self, level: float = 0.95) -> tuple[float, float]:
-        r"""Fieller confidence interval for :math:`\bar S/\bar G` at ``level``.
+        r"""Fieller confidence interval for $\bar S/\bar G$ at ``level``.
 
-        Solves :math:`(\bar S - R\bar G)^2 \le z^2 \operatorname{Var}(\bar S - R\bar G)`
-        for :math:`R`; returns ``(-inf, inf)`` when :math:`\bar G` is not significantly
+        Solves $(\bar S - R\bar G)^2 \le z^2 \operatorname{Var}(\bar S - R\bar G)$
+        for $R$; returns ``(-inf, inf)`` when $\bar G$ is not significantly
         different from zero (the ratio is then unbounded), ``(nan, nan)`` before two
         steps.
         """
@@ -451,7 +455,7 @@ class GNSEstimator:
 
     # ------------------------------------------------------------ persistence
     def state_dict(self) -> dict:
-        """Plain-Python state; :meth:`load_state_dict` resumes bit-identically."""
+        """Plain-Python state; `load_state_dict` resumes bit-identically."""
         return {
             "beta": self.beta, "keep_history": self.keep_history, "steps": self.steps,
             "w": self._w, "w2": self._w2, "mean_s": self._mean_s, "mean_g": self._mean_g,
@@ -460,7 +464,7 @@ class GNSEstimator:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore a :meth:`state_dict` (replaces everything, ``beta`` included)."""
+        """Restore a `state_dict` (replaces everything, ``beta`` included)."""
         try:
             self.beta = _beta(state["beta"])
             self.keep_history = bool(state["keep_history"])

@@ -3,24 +3,24 @@
 ================================  ==========================================  ==================
 loader                            source                                      returns
 ================================  ==========================================  ==================
-:func:`load_mlperf_curves`        ``runs.csv`` + ``evals.csv`` (MLLOG evals   :class:`Sweep`
+`load_mlperf_curves`        ``runs.csv`` + ``evals.csv`` (MLLOG evals   `Sweep`
                                   of MLPerf Training submissions, extracted)
-:func:`load_mllog`                MLPerf MLLOG ``result_N.txt`` files         :class:`Sweep`
-:func:`load_wandb`                W&B CSV exports (long history, or a panel   :class:`Sweep`
+`load_mllog`                MLPerf MLLOG ``result_N.txt`` files         `Sweep`
+`load_wandb`                W&B CSV exports (long history, or a panel   `Sweep`
                                   export joined with a runs-table export)
-:func:`load_tensorboard`          TensorBoard event files (via ``tbparse``)   :class:`Sweep`
-:func:`load_mlperf_rcp`           MLPerf reference convergence points         steps-to-target
+`load_tensorboard`          TensorBoard event files (via ``tbparse``)   `Sweep`
+`load_mlperf_rcp`           MLPerf reference convergence points         steps-to-target
                                   (``rcps_*.json``, mlcommons/logging)        table (per seed)
 ================================  ==========================================  ==================
 
 MLPerf RCPs are not curves but the amount of training each seed needed to reach
-the benchmark target, so :func:`load_mlperf_rcp` returns a per-seed
+the benchmark target, so `load_mlperf_rcp` returns a per-seed
 steps-to-target table (``batch_size``, ``steps``/``examples``, ``run``, ``seed``)
-that :func:`empirical_batch.fit.fit_tradeoff` takes directly.
+that `empirical_batch.fit.fit_tradeoff` takes directly.
 
 Units: MLPerf logs progress in the benchmark's own unit (``epoch_num`` is epochs,
 training samples or tokens depending on benchmark and round; ``samples_count``
-for newer LLM benchmarks). :data:`MLPERF_UNITS` records what is known (from the
+for newer LLM benchmarks). `MLPERF_UNITS` records what is known (from the
 MLCommons rules and the SOURCE.md of the published data); a unit that cannot be
 converted to examples is refused unless ``examples_per_epoch`` is given.
 """
@@ -144,9 +144,9 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
         ``value_unit`` (as published), ``examples`` and ``steps = examples /
         batch_size`` where the unit converts to examples (else NaN), and
         ``steps_rel = value / batch_size``: steps in units of an unknown
-        examples-per-unit constant. :math:`B_{crit}` does not depend on that
-        constant (it scales :math:`S_{min}` and :math:`E_{min}` alike), so
-        ``steps_rel`` can be fitted for :math:`B_{crit}` when ``steps`` is NaN.
+        examples-per-unit constant. $B_{crit}$ does not depend on that
+        constant (it scales $S_{min}$ and $E_{min}$ alike), so
+        ``steps_rel`` can be fitted for $B_{crit}$ when ``steps`` is NaN.
     """
     path = Path(source)
     if not path.exists():
@@ -241,10 +241,10 @@ def load_mlperf_curves(
 
     Reads the ``runs.csv``/``evals.csv`` tables extracted from the MLLOG result files
     (``mlperf_training_results_curves/SOURCE.md``). One run per result file;
-    ``examples`` is converted from the logged progress (see :data:`MLPERF_UNITS`),
+    ``examples`` is converted from the logged progress (see `MLPERF_UNITS`),
     ``step = examples / batch_size``. Extra columns: ``submission``
     (``round/org/system``: pass ``config="submission"`` to
-    :func:`~empirical_batch.fit.steps_to_target` so that each submission's tuning
+    `steps_to_target` so that each submission's tuning
     counts as one configuration), ``round``, ``org``, ``system``, ``seed``, ``status``.
 
     Runs whose progress column is not strictly increasing (some v1.x–v2.x BERT logs
@@ -352,9 +352,9 @@ def load_mllog(
     learning rate from ``opt_base_learning_rate``, the benchmark from
     ``submission_benchmark`` (or ``benchmark=``), the curve from the ``metric``
     evaluation records with their ``epoch_num``/``samples_count`` metadata (units as
-    in :func:`load_mlperf_curves`). A run whose progress goes backwards (a restarted
+    in `load_mlperf_curves`). A run whose progress goes backwards (a restarted
     log appended to an old one) is excluded with a warning naming it, and listed in
-    ``sweep.metadata["excluded_runs"]``, as :func:`load_mlperf_curves` does.
+    ``sweep.metadata["excluded_runs"]``, as `load_mlperf_curves` does.
 
     Parameters
     ----------
@@ -444,7 +444,7 @@ def load_wandb(
     * **long history** (``run.history()`` of each run concatenated, or the CSV of
       ``wandb.Api().runs(...)`` histories): one row per logged step with a run
       column (``name``/``run_id``…), ``_step`` and config columns (``config.lr``,
-      ``batch_size``…). Passed to :func:`~empirical_batch.sweeps.load_sweep` with
+      ``batch_size``…). Passed to `load_sweep` with
       ``metric=`` naming the metric column.
     * **panel export** ("Export CSV" of a chart): ``Step`` and one column
       ``"<run name> - <metric>"`` per run (``__MIN``/``__MAX`` columns ignored); the

@@ -180,7 +180,7 @@ def plan(
         Device counts to consider. Default: powers of two up to ``max_devices``.
     throughput_model : ThroughputModel, optional
         Step times from a model fitted to measured timings
-        (:func:`empirical_batch.throughput.fit_throughput`) instead of ``hardware``'s
+        (`empirical_batch.throughput.fit_throughput`) instead of ``hardware``'s
         fixed throughput and communication terms. A per-device share above
         ``max_device_batch`` is then reached by gradient accumulation
         (``k = ceil(B / (n * max_device_batch))`` micro-batches), and the table gains

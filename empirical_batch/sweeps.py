@@ -2,7 +2,7 @@ r"""Sweep logs: load, recognise columns, validate (DESIGN.md, "The sweep schema"
 
 A *sweep* is a set of training runs at several batch sizes (and learning rates,
 and seeds), each logging a metric against optimizer steps. Every source — a CSV
-or Parquet file, a DataFrame, the loaders of :mod:`empirical_batch.loaders`, the
+or Parquet file, a DataFrame, the loaders of `empirical_batch.loaders`, the
 simulator — lands in one long table, one row per logged point:
 
 =================  =====  ==========================================================
@@ -18,14 +18,14 @@ column             type   meaning
 
 Extra columns (seed, optimizer, task, …) pass through untouched.
 
-Design choice: :class:`Sweep` is a small frozen container holding the validated
+Design choice: `Sweep` is a small frozen container holding the validated
 DataFrame (``sweep.data``) and its metadata — the metric's name and whether
 higher is better — rather than a DataFrame subclass, so the metadata cannot be
 lost by a pandas operation. ``sweep.data`` is sorted by ``(run, step)``.
 
 Diverged runs: non-finite metric values are what diverging runs log. They are
-kept, the run is marked ``diverged`` (see :attr:`Sweep.runs`), and
-:func:`empirical_batch.fit.steps_to_target` never lets a diverged run reach a
+kept, the run is marked ``diverged`` (see `Sweep.runs`), and
+`empirical_batch.fit.steps_to_target` never lets a diverged run reach a
 target (its hyper-parameters are unstable, so its earlier progress is not
 counted either).
 """
@@ -76,7 +76,7 @@ _HIGHER_HINTS = ("acc", "auc", "map", "bleu", "f1", "score", "top1", "top5", "pr
 class Sweep:
     """A validated sweep: the long table plus the metric's name and direction.
 
-    Build one with :func:`load_sweep` (which validates); the constructor trusts
+    Build one with `load_sweep` (which validates); the constructor trusts
     its input. A Sweep is immutable: ``data`` returns a copy of its table (cheap under
     pandas' copy-on-write), ``metadata`` a read-only mapping, and attributes cannot be
     set; `with_source` and `with_metadata` return new sweeps.
@@ -84,7 +84,7 @@ class Sweep:
     Attributes
     ----------
     data : pandas.DataFrame
-        Columns of :data:`SCHEMA` (plus pass-through extras), sorted by run and step.
+        Columns of `SCHEMA` (plus pass-through extras), sorted by run and step.
     metric_name : str
         Name of the logged quantity (e.g. ``"val_loss"``).
     higher_is_better : bool
@@ -394,7 +394,7 @@ def load_sweep(
     **column_map : str
         ``schema_column=source_column`` for columns whose names are not recognised,
         e.g. ``load_sweep(df, batch_size="bsz", metric="val/ce")``. Recognised names
-        are in :data:`COLUMN_ALIASES` (case-insensitive; W&B ``config.`` prefixes
+        are in `COLUMN_ALIASES` (case-insensitive; W&B ``config.`` prefixes
         are stripped).
 
     Returns

@@ -149,9 +149,9 @@ def noise_scales_from_scalars(g2, ghg, trace_sigma, trace_h_sigma) -> dict:
     The one place these ratios are computed (`QuadraticModel`, the simulator's traces,
     the Hessian collector and the harness call it). Broadcasts; where a denominator is
     zero or not finite the value is NaN rather than an error, so that a trace of many
-    points keeps its shape. A negative estimate of :math:`|G|^2` (from noisy data) gives
+    points keeps its shape. A negative estimate of $|G|^2$ (from noisy data) gives
     a negative ratio, which reads "larger than can be resolved", as in
-    :mod:`empirical_batch.estimators`. Returns a dict of floats (scalars) or arrays.
+    `empirical_batch.estimators`. Returns a dict of floats (scalars) or arrays.
 
     >>> noise_scales_from_scalars(2.0, 4.0, 8.0, 16.0)
     {'b_noise': 4.0, 'b_simple': 4.0, 'eps_max': 0.5, 'dl_max': 0.5}
@@ -203,9 +203,9 @@ def surge_eps_opt(batch_size, eps_max, b_noise):
 def sign_descent_eps_opt(batch_size, gradient, hessian, noise_std):
     r"""Optimal rate of one sign-descent step, with its large-batch plateau.
 
-    The update :math:`-\epsilon\,\mathrm{sign}(\hat G)` of a batch gradient
-    :math:`\hat G_i \sim N(G_i, \sigma_i^2/B)` (independent coordinates) improves a
-    quadratic by :math:`\epsilon\,G^TE[s] - \tfrac12\epsilon^2 E[s^THs]`, maximal at
+    The update $-\epsilon\,\mathrm{sign}(\hat G)$ of a batch gradient
+    $\hat G_i \sim N(G_i, \sigma_i^2/B)$ (independent coordinates) improves a
+    quadratic by $\epsilon\,G^TE[s] - \tfrac12\epsilon^2 E[s^THs]$, maximal at
 
     $$
     \epsilon_{opt}(B) = \frac{\sum_i |G_i|\,\mu_i}
@@ -215,14 +215,14 @@ def sign_descent_eps_opt(batch_size, gradient, hessian, noise_std):
 
     This is the second-order model of McCandlish et al. (2018) applied to the sign
     update, as Li et al. (2024) do; it keeps the error function exactly instead of
-    approximating it. As :math:`B \to \infty`, :math:`\mu_i \to 1` and the rate
-    tends to the plateau :math:`\sum|G_i| / \sum_{ij} H_{ij}\mathrm{sgn}(G_iG_j)`; for
-    small :math:`B` it rises as :math:`\sqrt B`; with off-diagonal curvature between
+    approximating it. As $B \to \infty$, $\mu_i \to 1$ and the rate
+    tends to the plateau $\sum|G_i| / \sum_{ij} H_{ij}\mathrm{sgn}(G_iG_j)$; for
+    small $B$ it rises as $\sqrt B$; with off-diagonal curvature between
     coordinates whose gradients share a sign it peaks and falls in between — the
     surge. `surge_eps_opt` is the paper's one-scale simplification (peak at
-    :math:`B_{noise}`, no plateau). Ambiguity: the extracted text of the paper does not
-    make its treatment of :math:`E[s_is_j]` unambiguous; here the coordinates' noises are
-    independent, so :math:`E[s_is_j] = \mu_i\mu_j\,\mathrm{sgn}(G_iG_j)` exactly.
+    $B_{noise}$, no plateau). Ambiguity: the extracted text of the paper does not
+    make its treatment of $E[s_is_j]$ unambiguous; here the coordinates' noises are
+    independent, so $E[s_is_j] = \mu_i\mu_j\,\mathrm{sgn}(G_iG_j)$ exactly.
     `empirical_batch.simulate.sign` checks the formula by Monte Carlo.
 
     Parameters
@@ -231,7 +231,7 @@ def sign_descent_eps_opt(batch_size, gradient, hessian, noise_std):
     gradient : array (n,)
     hessian : array (n, n), symmetric
     noise_std : float or array (n,)
-        Per-example standard deviation :math:`\sigma_i` of each gradient coordinate.
+        Per-example standard deviation $\sigma_i$ of each gradient coordinate.
 
     References
     ----------

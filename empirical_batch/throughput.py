@@ -1,22 +1,21 @@
 r"""A step-time model fitted to measured timings (Pollux's throughput model).
 
-A data-parallel step on :math:`n` devices with per-device micro-batch :math:`m` and
-:math:`k` accumulation micro-batches takes
+A data-parallel step on $n$ devices with per-device micro-batch $m$ and
+$k$ accumulation micro-batches takes
 
-.. math::
-
-    T(m, n, k) = (k - 1)\,T_{grad}(m) + \left(T_{grad}(m)^{\gamma} +
-                 T_{sync}(n)^{\gamma}\right)^{1/\gamma},
-
-    T_{grad}(m) = \alpha_{g} + \beta_{g} m, \qquad
-    T_{sync}(n) = \mathbb{1}[n > 1]\,(\alpha_{s} + \beta_{s}(n - 2)),
+$$
+T(m, n, k) = (k - 1)\,T_{grad}(m) + \left(T_{grad}(m)^{\gamma} +
+T_{sync}(n)^{\gamma}\right)^{1/\gamma},
+T_{grad}(m) = \alpha_{g} + \beta_{g} m, \qquad
+T_{sync}(n) = \mathbb{1}[n > 1]\,(\alpha_{s} + \beta_{s}(n - 2)),
+$$
 
 compute growing affinely with the per-device batch, communication with the number of
-devices, and :math:`\gamma \ge 1` the overlap of the last micro-batch's backward pass
-with the gradient synchronisation (:math:`\gamma = 1`: none, the times add;
-:math:`\gamma \to \infty`: full, the longer one counts). This is the model of Pollux
+devices, and $\gamma \ge 1$ the overlap of the last micro-batch's backward pass
+with the gradient synchronisation ($\gamma = 1$: none, the times add;
+$\gamma \to \infty$: full, the longer one counts). This is the model of Pollux
 (Qiao et al. 2021), fitted here by least squares on the relative error of a handful of
-measured step times. The global batch is :math:`B = n\,m\,k`.
+measured step times. The global batch is $B = n\,m\,k$.
 
 References
 ----------
@@ -60,7 +59,7 @@ class ThroughputModel:
         return np.where(n > 1, self.alpha_sync + self.beta_sync * np.maximum(n - 2, 0), 0.0)
 
     def step_seconds(self, micro_batch, devices=1, accumulation=1):
-        """:math:`T(m, n, k)`; broadcasts."""
+        """$T(m, n, k)$; broadcasts."""
         k = np.asarray(accumulation, dtype=float)
         tg = self.grad_seconds(micro_batch)
         ts = self.sync_seconds(devices)
@@ -71,7 +70,7 @@ class ThroughputModel:
         return float(out) if np.ndim(out) == 0 else out
 
     def examples_per_second(self, micro_batch, devices=1, accumulation=1):
-        """Throughput of the whole job, :math:`n m k / T`."""
+        """Throughput of the whole job, $n m k / T$."""
         b = np.asarray(micro_batch, float) * np.asarray(devices, float) * np.asarray(
             accumulation, float)
         out = b / self.step_seconds(micro_batch, devices, accumulation)
@@ -79,8 +78,8 @@ class ThroughputModel:
 
     def saturating_micro_batch(self, fraction: float = 0.9) -> float:
         r"""Smallest per-device batch whose throughput reaches ``fraction`` of the
-        device's limit :math:`1/\beta_g` (compute only): :math:`m = f\alpha_g /
-        ((1 - f)\beta_g)`. Below it the device idles on fixed costs."""
+        device's limit $1/\beta_g$ (compute only): $m = f\alpha_g /
+        ((1 - f)\beta_g)$. Below it the device idles on fixed costs."""
         if not 0 < fraction < 1:
             raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
         if self.beta_grad <= 0:
@@ -135,11 +134,11 @@ def fit_throughput(timings: pd.DataFrame) -> ThroughputModel:
     Returns
     -------
     ThroughputModel
-        Least squares of :math:`\log T` (relative errors), all parameters :math:`\ge 0`
-        and :math:`1 \le \gamma \le 10`. Parameters the settings cannot identify are
+        Least squares of $\log T$ (relative errors), all parameters $\ge 0$
+        and $1 \le \gamma \le 10$. Parameters the settings cannot identify are
         fixed and named in ``notes``: with one device only, no communication; with a
-        single multi-device count, :math:`\beta_s = 0`; without multi-device timings at
-        two or more micro-batches, :math:`\gamma = 1` (no overlap, the conservative
+        single multi-device count, $\beta_s = 0$; without multi-device timings at
+        two or more micro-batches, $\gamma = 1$ (no overlap, the conservative
         choice).
 
     Raises

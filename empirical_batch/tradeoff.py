@@ -73,7 +73,7 @@ class Tradeoff:
         return cls(s_min=e / b, e_min=e)
 
     def sample_steps(self, batch_sizes, *, n_seeds: int = 1, sigma: float = 0.1, rng=None):
-        r"""A synthetic steps-to-target table: :math:`S(B)\,e^{\sigma z}` per seed.
+        r"""A synthetic steps-to-target table: $S(B)\,e^{\sigma z}$ per seed.
 
         For testing fits against a known tradeoff: one row per (batch size, seed) with
         columns ``batch_size``, ``steps`` and ``seed``; ``z`` standard normal from

@@ -1,6 +1,6 @@
 """`empirical-batch harness`: the validation harness (real training against the noise scale).
 
-The harness is :mod:`empirical_batch.harness` (it needs torch, and scikit-learn for the
+The harness is `empirical_batch.harness` (it needs torch, and scikit-learn for the
 digits task); this command runs its stages. A device that is not there (``--device
 cuda`` without CUDA) is a user error, reported in one line.
 """

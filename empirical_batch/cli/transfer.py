@@ -2,7 +2,7 @@
 
 Prints, per hyperparameter, old → new with the rule used, whether the move stays in
 the rule's regime, and the rules' citations (``--json`` for the machine-readable
-result of :func:`empirical_batch.transfer.transfer`). Regime warnings go to stderr.
+result of `empirical_batch.transfer.transfer`). Regime warnings go to stderr.
 """
 
 from __future__ import annotations

@@ -1,21 +1,21 @@
 r"""From sweep logs to the critical batch size (McCandlish et al. 2018, §2.3 and §3).
 
-Pipeline: a :class:`~empirical_batch.sweeps.Sweep` →
-:func:`steps_to_target` (steps/examples to first reach a target, best
-hyper-parameters per batch size) → :func:`fit_tradeoff` (the hyperbola
-:math:`S(B) = S_{min}(1 + B_{crit}/B)`, eq. 2.11–2.12, with a bootstrap
-interval) → :func:`critical_batch_curve` (:math:`B_{crit}` as a function of the
-target) → :func:`fit_power_law` (e.g. Kaplan et al. 2020,
-:math:`B_{crit}(L) = B_*/L^{1/\alpha_B}`). :func:`fit_lr_scaling` fits the
-learning-rate law :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` (App. C, E).
+Pipeline: a `Sweep` →
+`steps_to_target` (steps/examples to first reach a target, best
+hyper-parameters per batch size) → `fit_tradeoff` (the hyperbola
+$S(B) = S_{min}(1 + B_{crit}/B)$, eq. 2.11–2.12, with a bootstrap
+interval) → `critical_batch_curve` ($B_{crit}$ as a function of the
+target) → `fit_power_law` (e.g. Kaplan et al. 2020,
+$B_{crit}(L) = B_*/L^{1/\alpha_B}$). `fit_lr_scaling` fits the
+learning-rate law $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ (App. C, E).
 
 How the tradeoff is fitted
 --------------------------
-In log space: minimise :math:`\sum_i [\log S_i - \log S_{min} - \log(1 + B_{crit}/B_i)]^2`
-(identical to fitting :math:`\log E_i` since :math:`E_i = B_i S_i`), subject to
-:math:`S_{min} \le \min_i S_i` and :math:`E_{min} \le \min_i E_i`. For fixed
-:math:`B_{crit}` the best :math:`\log S_{min}` is a mean (clipped to the bounds), so
-the objective is profiled over a log-spaced grid of :math:`B_{crit}` (spacing
+In log space: minimise $\sum_i [\log S_i - \log S_{min} - \log(1 + B_{crit}/B_i)]^2$
+(identical to fitting $\log E_i$ since $E_i = B_i S_i$), subject to
+$S_{min} \le \min_i S_i$ and $E_{min} \le \min_i E_i$. For fixed
+$B_{crit}$ the best $\log S_{min}$ is a mean (clipped to the bounds), so
+the objective is profiled over a log-spaced grid of $B_{crit}$ (spacing
 < 1 %) with one matrix product for *all* bootstrap draws at once, then refined
 by parabolic interpolation (bootstrap draws) or a bounded scalar minimisation
 (point estimate). No optimizer runs per bootstrap draw.

@@ -1,4 +1,4 @@
-r""":math:`B_{crit}` as a function of the target: one `fit_tradeoff` per target (§3)."""
+r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target (§3)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def critical_batch_curve(
     bounded: bool = False,
     ci: float | None = None,
 ) -> CriticalBatchCurve:
-    r""":math:`B_{crit}` as a function of the target: one :func:`fit_tradeoff` per target.
+    r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target.
 
     Parameters
     ----------
@@ -97,7 +97,7 @@ def critical_batch_curve(
     progress : bool
         Show a tqdm progress bar over targets.
     combine, config, level, n_boot, seed, interval, bounded
-        As in :func:`steps_to_target` and :func:`fit_tradeoff` (one
+        As in `steps_to_target` and `fit_tradeoff` (one
         ``numpy.random.Generator`` drives all targets).
 
     Returns

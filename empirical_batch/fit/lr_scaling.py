@@ -1,10 +1,10 @@
 r"""Learning-rate laws fitted to the best rate per batch size (App. C, E; Li et al. 2024).
 
-Families: ``"power"`` :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` (the default),
-``"sgd"`` :math:`\epsilon_{max}/(1 + B_{noise}/B)` (eq. 2.6, the power family at
-:math:`\alpha = 1`) and ``"surge"`` :math:`\epsilon_{max}/[\tfrac12(\sqrt{B_{noise}/B} +
-\sqrt{B/B_{noise}})]` (Li et al. 2024, Adam-like optimizers: the rate peaks at
-:math:`B_{noise}` and falls beyond); ``"auto"`` picks one by the Akaike criterion.
+Families: ``"power"`` $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ (the default),
+``"sgd"`` $\epsilon_{max}/(1 + B_{noise}/B)$ (eq. 2.6, the power family at
+$\alpha = 1$) and ``"surge"`` $\epsilon_{max}/[\tfrac12(\sqrt{B_{noise}/B} +
+\sqrt{B/B_{noise}})]$ (Li et al. 2024, Adam-like optimizers: the rate peaks at
+$B_{noise}$ and falls beyond); ``"auto"`` picks one by the Akaike criterion.
 
 References
 ----------
@@ -44,7 +44,7 @@ class LRRecommendation:
 
 @dataclass(frozen=True)
 class LRScalingFit:
-    r"""Fit of :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` (paper eq. 2.6, App. C/E).
+    r"""Fit of $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ (paper eq. 2.6, App. C/E).
 
     ``alpha = 1`` for SGD (and momentum), between ½ and 1 for Adam-like optimizers.
     ``tradeoff_fit`` (when the fit was made from a sweep) supplies predicted steps.
@@ -69,9 +69,9 @@ class LRScalingFit:
     """With ``family="auto"``: (family, AIC, RSS, parameters) of every candidate."""
 
     def learning_rate(self, batch_size):
-        r"""The fitted law at ``batch_size``: :math:`\epsilon_*/(1 + B_*/B)^\alpha`
+        r"""The fitted law at ``batch_size``: $\epsilon_*/(1 + B_*/B)^\alpha$
         (``"power"``, ``"sgd"``) or the surge law (``"surge"``, with
-        :math:`\epsilon_* = \epsilon_{max}`, :math:`B_* = B_{noise}`)."""
+        $\epsilon_* = \epsilon_{max}$, $B_* = B_{noise}$)."""
         b = check_positive(batch_size, "batch_size")
         return scalar_or_array(_law(self.family, self.eps_star, self.b_star, self.alpha, b))
 
@@ -214,7 +214,7 @@ def fit_lr_scaling(
     family: str = "power",
     ci: float | None = None,
 ) -> LRScalingFit:
-    r"""Fit :math:`\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha` to the best learning rates.
+    r"""Fit $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ to the best learning rates.
 
     Parameters
     ----------
@@ -228,22 +228,22 @@ def fit_lr_scaling(
     family : {"power", "sgd", "surge", "auto"}
         The law (see the module docstring). ``"sgd"`` is ``"power"`` with
         ``alpha=1``; ``"auto"`` fits the three and keeps the one with the smallest
-        Akaike criterion :math:`n\log(\mathrm{RSS}/n) + 2k` (listed in ``selection``).
+        Akaike criterion $n\log(\mathrm{RSS}/n) + 2k$ (listed in ``selection``).
     level, n_boot, seed
         Interval level (``ci`` is its v0.1 name); residual bootstrap (log-residuals,
-        vectorised over a log grid of :math:`B_*`).
+        vectorised over a log grid of $B_*$).
 
     Returns
     -------
     LRScalingFit
-        With a :class:`TradeoffFit` attached when ``source`` was a sweep, so that
+        With a `TradeoffFit` attached when ``source`` was a sweep, so that
         ``recommend(B)`` also predicts steps and examples.
 
     Notes
     -----
     The law is identified only when the best rate changes with batch size. When it
     is the same at every batch size (a coarse learning-rate grid), the fit returns
-    α ≈ 0 and a meaningless :math:`B_*`; check ``learning_rates`` first. Intervals
+    α ≈ 0 and a meaningless $B_*$; check ``learning_rates`` first. Intervals
     come from a residual bootstrap and do not include the uncertainty of picking the
     best rate from a grid.
     """

@@ -1,4 +1,4 @@
-r"""Power laws such as :math:`B_{crit}(L) = B_*/L^{1/\alpha}` (Kaplan et al. 2020)."""
+r"""Power laws such as $B_{crit}(L) = B_*/L^{1/\alpha}$ (Kaplan et al. 2020)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from .._validate import as_array, check_level, check_positive, scalar_or_array
 
 @dataclass(frozen=True)
 class PowerLaw:
-    r""":math:`y = a\,x^{k}` fitted by least squares in log-log space.
+    r"""$y = a\,x^{k}$ fitted by least squares in log-log space.
 
-    For Kaplan et al.'s :math:`B_{crit}(L) = B_*/L^{1/\alpha_B}`: ``coefficient``
-    is :math:`B_*` and ``exponent`` is :math:`-1/\alpha_B`
-    (see :attr:`alpha_from_exponent`).
+    For Kaplan et al.'s $B_{crit}(L) = B_*/L^{1/\alpha_B}$: ``coefficient``
+    is $B_*$ and ``exponent`` is $-1/\alpha_B$
+    (see `alpha_from_exponent`).
     """
 
     coefficient: float
@@ -35,7 +35,7 @@ class PowerLaw:
 
     @property
     def alpha_from_exponent(self) -> float:
-        r""":math:`\alpha = -1/k` (Kaplan's :math:`\alpha_B` when y = B_crit, x = L)."""
+        r"""$\alpha = -1/k$ (Kaplan's $\alpha_B$ when y = B_crit, x = L)."""
         return -1.0 / self.exponent
 
     def __call__(self, x):
@@ -47,10 +47,10 @@ class PowerLaw:
 
 
 def fit_power_law(x, y, *, level: float | None = None, ci: float | None = None) -> PowerLaw:
-    r"""Fit :math:`y = a x^k` by ordinary least squares of :math:`\log y` on :math:`\log x`.
+    r"""Fit $y = a x^k$ by ordinary least squares of $\log y$ on $\log x$.
 
     Intervals are Student-t intervals of the regression (n − 2 degrees of freedom);
-    the coefficient's interval is that of :math:`\log a`, exponentiated. They assume
+    the coefficient's interval is that of $\log a$, exponentiated. They assume
     independent errors: B_crit values fitted at several targets of *one* sweep share
     its runs, their errors are correlated and the interval is then too narrow (bootstrap
     the whole sweep instead, e.g. refit on resampled runs).

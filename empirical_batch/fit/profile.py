@@ -1,9 +1,9 @@
-r"""The profile of the log-space hyperbola fit over :math:`B_{crit}` (§2.3).
+r"""The profile of the log-space hyperbola fit over $B_{crit}$ (§2.3).
 
-For a fixed :math:`c = \log B_{crit}` the best :math:`\log S_{min}` is the mean
+For a fixed $c = \log B_{crit}$ the best $\log S_{min}$ is the mean
 residual (clipped to the bounds when ``bounded``), so the residual sum of squares is a
-function of :math:`c` alone, the *profile* :math:`\mathrm{RSS}(c)`. The point fit
-minimises it; bootstrap draws are fitted all at once on a grid of :math:`c`
+function of $c$ alone, the *profile* $\mathrm{RSS}(c)$. The point fit
+minimises it; bootstrap draws are fitted all at once on a grid of $c$
 (`fit_many`); the interval of `fit_tradeoff` is a level set of it
 (`profile_interval`, with its ends found by root-finding).
 """
@@ -128,14 +128,14 @@ def profile_at(y: np.ndarray, log_b: np.ndarray, log_c: float, bounded: bool) ->
 
 
 def profile_interval(y, log_b, grid, prof, lc, rss_min, dof, crit, bounded):
-    r"""The set :math:`\{c : [\mathrm{RSS}(c) - \mathrm{RSS}_{min}] / (\mathrm{RSS}_{min}/
-    \mathrm{dof}) \le \text{crit}\}` as :math:`(B_{lo}, B_{hi})`.
+    r"""The set $\{c : [\mathrm{RSS}(c) - \mathrm{RSS}_{min}] / (\mathrm{RSS}_{min}/
+    \mathrm{dof}) \le \text{crit}\}$ as $(B_{lo}, B_{hi})$.
 
     The outermost grid points inside the set bracket its ends, which are then found
     by Brent's method on the continuous profile (not interpolated on the grid), so the
-    interval always contains the estimate :math:`e^{lc}` (where the statistic is 0). An
+    interval always contains the estimate $e^{lc}$ (where the statistic is 0). An
     end is 0 or ``inf`` where the set reaches the end of the searched range
-    (:math:`B_{crit}` not bounded by the data on that side).
+    ($B_{crit}$ not bounded by the data on that side).
     """
     scale = max(rss_min / dof, 1e-300)
 

@@ -343,7 +343,7 @@ def steps_to_target(
         target), ``n_runs`` (seeds behind the best configuration), ``n_configs``,
         ``n_configs_reached``, ``n_diverged``, ``n_at_first_point``,
         ``seed_steps``/``seed_examples`` (tuples, used for the bootstrap of
-        :func:`fit_tradeoff`), ``lr_at_grid_edge`` (the best learning rate is the
+        `fit_tradeoff`), ``lr_at_grid_edge`` (the best learning rate is the
         smallest or largest tried at that batch size) and the config columns. The
         table also carries the target, the metric's name and direction and the
         combine rule; ``table["steps"]``, ``table.iloc`` and ``len(table)`` read the
@@ -374,7 +374,7 @@ def steps_table(p: Prepared, target: float, combine: str) -> StepsTable:
 
 def best_per_size(p: Prepared, pr: dict, ct: pd.DataFrame, target: float,
                   combine: str) -> StepsTable:
-    """The :func:`steps_to_target` table from per-run results and the configuration table."""
+    """The `steps_to_target` table from per-run results and the configuration table."""
     cfg_cols = [c for c in p.config if c not in ("learning_rate", "batch_size")]
     b_all = ct["batch_size"].to_numpy()
     sizes, b_idx = np.unique(b_all, return_inverse=True)

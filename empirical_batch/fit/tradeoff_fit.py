@@ -1,7 +1,7 @@
 r"""Fitting the steps/examples hyperbola with bootstrap intervals (§2.3, §3).
 
-How the fit works: see :mod:`empirical_batch.fit`; the profile over
-:math:`B_{crit}` is in :mod:`empirical_batch.fit.profile`."""
+How the fit works: see `empirical_batch.fit`; the profile over
+$B_{crit}$ is in `empirical_batch.fit.profile`."""
 
 from __future__ import annotations
 
@@ -31,25 +31,25 @@ class NotEnoughBatchSizes(ValueError):
 
 @dataclass(frozen=True, repr=False)
 class TradeoffFit:
-    r"""A fitted tradeoff :math:`S(B) = S_{min}(1 + B_{crit}/B)` with bootstrap intervals.
+    r"""A fitted tradeoff $S(B) = S_{min}(1 + B_{crit}/B)$ with bootstrap intervals.
 
     Attributes
     ----------
     s_min, e_min, b_crit : float
         Point estimates; ``b_crit = e_min / s_min``.
     b_crit_ci : tuple of float
-        Interval at level ``ci_level`` (see ``interval`` in :func:`fit_tradeoff`).
+        Interval at level ``ci_level`` (see ``interval`` in `fit_tradeoff`).
     s_min_ci, e_min_ci : tuple of float
         Percentile bootstrap intervals at level ``ci_level``.
     bootstrap : str
         ``"seeds"`` (seeds resampled within each batch size) or ``"residuals"``
         (log-residuals resampled, used when a batch size has a single value).
     batch_sizes, steps, log_residuals : tuple of float
-        The fitted points (seeds combined) and :math:`\log S_i - \log \hat S(B_i)`.
+        The fitted points (seeds combined) and $\log S_i - \log \hat S(B_i)$.
     n_below, n_above : int
-        Batch sizes below / above :math:`B_{crit}`.
+        Batch sizes below / above $B_{crit}$.
     extrapolation : bool
-        ``True`` when :math:`B_{crit}` lies outside the measured batch-size range
+        ``True`` when $B_{crit}$ lies outside the measured batch-size range
         (it is then an extrapolation of the fitted curve, not a measurement).
     bound : str
         With ``bounded=True``, the constraint active at the optimum (``"none"``,
@@ -58,17 +58,17 @@ class TradeoffFit:
     unreached_batch_sizes : tuple of float
         Batch sizes in the input table that did not reach the target (not fitted).
     status : str
-        What the data say about :math:`B_{crit}`: ``"identified"`` (the interval is
+        What the data say about $B_{crit}$: ``"identified"`` (the interval is
         bounded on both sides), ``"lower_bound"`` (only a lower bound: the interval
         reaches the top of the searched range, e.g. steps still halving at the largest
         batch size), ``"upper_bound"`` or ``"unidentified"``; ``"unknown"`` when no
         interval was computed (``n_boot=0`` with a bootstrap interval).
-        Read :attr:`b_crit_bound`, not the point estimate, unless it is identified.
+        Read `b_crit_bound`, not the point estimate, unless it is identified.
     warnings : tuple of str
         Conditions that weaken the fit (best learning rate at the edge of its grid,
         steps rising with batch size, fewer than 3 batch sizes on a side of
-        :math:`B_{crit}`, too few bootstrap draws for the level); also issued as
-        :class:`FitWarning`.
+        $B_{crit}$, too few bootstrap draws for the level); also issued as
+        `FitWarning`.
     """
 
     s_min: float
@@ -96,7 +96,7 @@ class TradeoffFit:
 
     @property
     def tradeoff(self) -> Tradeoff:
-        """The fitted curve as a :class:`~empirical_batch.tradeoff.Tradeoff`."""
+        """The fitted curve as a `Tradeoff`."""
         return Tradeoff(self.s_min, self.e_min)
 
     @property
@@ -202,12 +202,12 @@ def fit_tradeoff(
     bounded: bool = False,
     ci: float | None = None,
 ) -> TradeoffFit:
-    r"""Fit :math:`S(B) = S_{min}(1 + B_{crit}/B)` (eq. 2.11) in log space, with a bootstrap.
+    r"""Fit $S(B) = S_{min}(1 + B_{crit}/B)$ (eq. 2.11) in log space, with a bootstrap.
 
     Parameters
     ----------
     table : StepsTable or pandas.DataFrame
-        The result of :func:`steps_to_target` (whose ``seed_steps`` give the seeds,
+        The result of `steps_to_target` (whose ``seed_steps`` give the seeds,
         and whose target, combine rule and learning-rate grid edges are used), or a
         DataFrame with columns ``batch_size`` and ``steps`` (or ``examples``, then
         ``steps = examples / batch_size``): one row per batch size or one row per
@@ -225,29 +225,29 @@ def fit_tradeoff(
     bootstrap : {"auto", "seeds", "residuals"}
         ``"seeds"`` resamples seeds within each batch size (needs ≥ 2 at every
         batch size); ``"residuals"`` resamples the point fit's log-residuals
-        (scaled by :math:`\sqrt{n/(n-2)}` for the two fitted parameters);
+        (scaled by $\sqrt{n/(n-2)}$ for the two fitted parameters);
         ``"auto"`` picks seeds when available.
     interval : {"profile", "f", "percentile"}
         How ``b_crit_ci`` is formed from the draws. ``"profile"`` (default): the
-        profile-likelihood set :math:`\{B : F(B) \le c\}` with
-        :math:`F(B) = [\mathrm{RSS}(B) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/(n-2)]`
-        and the critical value :math:`c` calibrated as the ``level`` quantile of the same
+        profile-likelihood set $\{B : F(B) \le c\}$ with
+        $F(B) = [\mathrm{RSS}(B) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/(n-2)]$
+        and the critical value $c$ calibrated as the ``level`` quantile of the same
         statistic over the bootstrap draws (evaluated at the point estimate) — a
         bootstrap-calibrated likelihood-ratio interval, nearly pivotal, so it keeps
         close to nominal coverage with few seeds or batch sizes, where plain
         percentile intervals under-cover. The ends are found by root-finding on the
         continuous profile, so the interval always contains the estimate. An end is 0
         or ``inf`` when the set reaches the edge of the searched range
-        (:math:`B_{crit}` not bounded by the data; see ``status``).
-        ``"f"``: the same set with :math:`c` the F(1, n − 2) quantile (exact for
+        ($B_{crit}$ not bounded by the data; see ``status``).
+        ``"f"``: the same set with $c$ the F(1, n − 2) quantile (exact for
         Gaussian log-errors, no bootstrap needed). ``"percentile"``: quantiles of the
-        bootstrap :math:`B_{crit}` (under-covers with few points: 0.80–0.85 at nominal
+        bootstrap $B_{crit}$ (under-covers with few points: 0.80–0.85 at nominal
         0.90 in ``benchmarks/coverage_fit.py``, against 0.87–0.90 for ``"profile"``;
         widened to contain the estimate where it does not).
     bounded : bool
-        Constrain :math:`S_{min} \le \min_i S_i` and :math:`E_{min} \le \min_i E_i`.
+        Constrain $S_{min} \le \min_i S_i$ and $E_{min} \le \min_i E_i$.
         Off by default: with scatter the constraint binds in most fits (a noisy
-        large-batch point lies below the asymptote) and biases :math:`B_{crit}`
+        large-batch point lies below the asymptote) and biases $B_{crit}$
         upwards (+3.5 % to +7.5 % at 15 % log-noise, see ``benchmarks/coverage_fit.py``);
         without it the log-space least-squares fit is unbiased. ``bound`` in the
         result reports whether the constraint was active.

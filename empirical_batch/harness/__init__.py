@@ -5,7 +5,7 @@ is trained at many batch sizes, learning rates and seeds at once (``trainer``: t
 members of a grid are stacked and advanced with ``torch.func.vmap``); its evaluation
 losses land in the sweep schema (``sweep``, with ``--shard i/n`` for job arrays); the
 noise scales are measured along reference runs (``noise``) and one SGD step is probed
-directly (``one_step``); ``report`` puts B_crit from :mod:`empirical_batch.fit` next
+directly (``one_step``); ``report`` puts B_crit from `empirical_batch.fit` next
 to B_simple and B_noise. ``config`` holds the presets (``tiny``, ``cpu``, ``full``)
 and ``pipeline`` the stages behind ``empirical-batch harness``.
 

@@ -1,9 +1,9 @@
 """Presets of the harness: ``tiny`` (CI), ``cpu`` (committed CPU results), ``full`` (GPU).
 
-A :class:`HarnessConfig` holds one :class:`TaskPlan` per task: the task's options,
+A `HarnessConfig` holds one `TaskPlan` per task: the task's options,
 its sweep (batch sizes, a learning-rate grid per optimizer, seeds and the step
 budget), the noise measurement along reference runs and the one-step experiment.
-Presets are plain data; :func:`get_config` returns one, optionally restricted to
+Presets are plain data; `get_config` returns one, optionally restricted to
 some tasks. Learning-rate grids are log grids (powers of two) chosen once from short
 pilot runs so the best rate of every batch size lies inside the grid; the report
 flags any batch size whose best rate sits at the edge of its grid.

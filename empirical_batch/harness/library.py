@@ -1,13 +1,13 @@
 """Every call the harness makes into empirical_batch, in one place.
 
 The harness is a *user* of the library: it estimates nothing and fits no tradeoff
-itself. Sweeps are read and validated by :func:`empirical_batch.load_sweep`;
+itself. Sweeps are read and validated by `empirical_batch.load_sweep`;
 steps-to-target, the tradeoff fits and their intervals come from
-:mod:`empirical_batch.fit`; noise scales from :mod:`empirical_batch.measure`
+`empirical_batch.fit`; noise scales from `empirical_batch.measure`
 (per-example squared norms, Hessian-vector products) and
-:mod:`empirical_batch.estimators`; the one-step predictions from
-:mod:`empirical_batch.theory`. The figures draw the fitted curves through the
-``Tradeoff`` of each :class:`~empirical_batch.fit.TradeoffFit`.
+`empirical_batch.estimators`; the one-step predictions from
+`empirical_batch.theory`. The figures draw the fitted curves through the
+``Tradeoff`` of each `TradeoffFit`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pandas as pd
 HVP_CHUNK = 64
 
 #: bound on (bytes autograd saves per example) × (examples in one vmapped chunk) for
-#: the HVPs (:func:`hvp_chunk`) and the one-step batch gradients: it sets the chunk for
+#: the HVPs (`hvp_chunk`) and the one-step batch gradients: it sets the chunk for
 #: models with large activations. Peak memory measured on the CPU for the ``sequence``
 #: transformer was about 6× this product for HVPs (double backward) and 3× for
 #: batch gradients, so 2 GiB here is roughly 6–12 GiB of memory.
@@ -116,7 +116,7 @@ def hessian_scales(model, loss_fn, inputs, targets) -> dict:
     The examples are treated as the data set the batches are drawn from (``ddof=0``);
     ``b_noise_pop``/``b_simple_pop`` are the estimates for the population they were
     drawn from (``HessianNoiseScale.unbiased``).
-    Hessian-vector products run :func:`hvp_chunk` at a time (memory n × chunk
+    Hessian-vector products run `hvp_chunk` at a time (memory n × chunk
     activations; the result does not depend on it beyond round-off).
     """
     from empirical_batch.measure import hessian_noise_scale

@@ -2,31 +2,31 @@
 
 For each optimizer, the reference run is the sweep member at batch size
 ``NoiseSpec.batch_size``, seed 0, with the learning rate that reached the lowest
-evaluation loss there. It is retrained with the plain loop (:func:`train_plain`;
+evaluation loss there. It is retrained with the plain loop (`train_plain`;
 its evaluation curve must reproduce the sweep's, which is checked and recorded),
 and at ``n_checkpoints`` of its logged steps (log-spaced, step 0 included) the
 library measures, on a fixed sample of ``n_examples`` of the task's objective data
 (the batches' population):
 
 - ``b_noise``, ``b_simple`` and the four scalars |G|², GᵀHG, tr Σ, tr(HΣ) with
-  :func:`empirical_batch.measure.hessian_noise_scale` (per-example gradients and
+  `empirical_batch.measure.hessian_noise_scale` (per-example gradients and
   Hessian-vector products; the sample is treated as the data set);
-- ``b_simple_collector`` with :func:`empirical_batch.measure.per_example_sq_norms`
-  and the two-batch estimator :func:`empirical_batch.gns_two_batch` (App. A.1).
+- ``b_simple_collector`` with `empirical_batch.measure.per_example_sq_norms`
+  and the two-batch estimator `empirical_batch.gns_two_batch` (App. A.1).
 
 The Hessian path treats the sample as the data set: its |G|² is the squared norm of
 the sample-mean gradient, which carries tr Σ / n of sampling noise when the sample
 stands for a larger population (and GᵀHG carries tr(HΣ)/n). So its B_simple and
 B_noise saturate near n when the true values approach n. The population values
 used in the report (``b_noise_pop``, ``b_simple_pop``, from
-:meth:`empirical_batch.measure.HessianNoiseScale.unbiased`) remove these terms the
+`empirical_batch.measure.HessianNoiseScale.unbiased`) remove these terms the
 way App. A.1 does for |G|² (numerator and denominator each unbiased,
 Bessel-corrected traces):
 
-.. math::
-
-    B_{noise,pop} = \frac{\tfrac{n}{n-1}\\operatorname{tr}(H\\Sigma)}
-                          {G^THG - \tfrac{1}{n-1}\\operatorname{tr}(H\\Sigma)},
+$$
+B_{noise,pop} = \frac{\tfrac{n}{n-1}\\operatorname{tr}(H\\Sigma)}
+{G^THG - \tfrac{1}{n-1}\\operatorname{tr}(H\\Sigma)},
+$$
 
 and the same for B_simple, which is then algebraically the two-batch estimate of
 the collector path (``b_simple_collector``): the two library paths must agree, and

@@ -4,32 +4,34 @@ At a checkpoint θ of the SGD reference run, take a fixed sample of ``n_examples
 examples of the task's objective data as *the* data set (L is its mean loss, G its
 mean gradient, Σ its per-example covariance, H its Hessian: exactly the quantities
 ``hessian_noise_scale`` computes on it), and for each batch size B draw
-``n_batches`` batches from it with replacement, take each batch's gradient :math:`G_{est}` and
+``n_batches`` batches from it with replacement, take each batch's gradient $G_{est}$ and
 measure the improvement of the objective after one SGD step for a log grid of step
 sizes ε (all at the same weights θ, in float64):
 
-.. math:: \Delta L_j(\epsilon) = L(\theta) - L(\theta - \epsilon G_{est,j}).
+$$
+\Delta L_j(\epsilon) = L(\theta) - L(\theta - \epsilon G_{est,j}).
+$$
 
 The model (eq. 2.5) says the mean over batches is
-:math:`\Delta L(\epsilon) = \epsilon a - \tfrac12 \epsilon^2 b_B` with
-:math:`a = |G|^2` and :math:`b_B = G^THG + \operatorname{tr}(H\Sigma)/B`. Per B the
+$\Delta L(\epsilon) = \epsilon a - \tfrac12 \epsilon^2 b_B$ with
+$a = |G|^2$ and $b_B = G^THG + \operatorname{tr}(H\Sigma)/B$. Per B the
 quadratic through the origin is fitted by least squares to the mean curve on the
-points with :math:`\epsilon \le 2\hat\epsilon` (:math:`\hat\epsilon` = the grid point
-with the largest mean improvement; in the model :math:`\Delta L(2\epsilon_{opt}) = 0`,
+points with $\epsilon \le 2\hat\epsilon$ ($\hat\epsilon$ = the grid point
+with the largest mean improvement; in the model $\Delta L(2\epsilon_{opt}) = 0$,
 so this keeps the region the quadratic describes; at least the 3 smallest ε), giving
-the measured :math:`\epsilon_{opt}(B) = a/b_B` and
-:math:`\Delta L_{opt}(B) = a^2/(2 b_B)`, with percentile intervals from resampling
-the batches. Across B, the weighted linear regression :math:`b_B = c + d/B` gives the
-*fitted* :math:`B_{noise} = d/c`, :math:`\epsilon_{max} = \bar a/c` and
-:math:`\Delta L_{max} = \bar a^2/(2c)`. Predictions
-:math:`\epsilon_{max}/(1 + B_{noise}/B)` and :math:`\Delta L_{max}/(1 + B_{noise}/B)`
-(:func:`empirical_batch.eps_opt`, :func:`empirical_batch.dl_opt`) are formed twice:
+the measured $\epsilon_{opt}(B) = a/b_B$ and
+$\Delta L_{opt}(B) = a^2/(2 b_B)$, with percentile intervals from resampling
+the batches. Across B, the weighted linear regression $b_B = c + d/B$ gives the
+*fitted* $B_{noise} = d/c$, $\epsilon_{max} = \bar a/c$ and
+$\Delta L_{max} = \bar a^2/(2c)$. Predictions
+$\epsilon_{max}/(1 + B_{noise}/B)$ and $\Delta L_{max}/(1 + B_{noise}/B)$
+(`empirical_batch.eps_opt`, `empirical_batch.dl_opt`) are formed twice:
 from the fitted constants, and from the Hessian-vector-product measurement at the
-same weights on the same examples (``hessian_noise_scale``: :math:`\epsilon_{max} =
-|G|^2/G^THG`, :math:`\Delta L_{max} = |G|^4/(2G^THG)`, :math:`B_{noise}`).
+same weights on the same examples (``hessian_noise_scale``: $\epsilon_{max} =
+|G|^2/G^THG$, $\Delta L_{max} = |G|^4/(2G^THG)$, $B_{noise}$).
 
-The ε grid spans ``1e-4 … 4`` times :math:`|G|^2/G^THG` from the Hessian measurement
-(times the run's learning rate when :math:`G^THG \le 0`): it only places the grid;
+The ε grid spans ``1e-4 … 4`` times $|G|^2/G^THG$ from the Hessian measurement
+(times the run's learning rate when $G^THG \le 0$): it only places the grid;
 every measured number comes from the loss changes.
 """
 

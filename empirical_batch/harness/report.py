@@ -8,15 +8,15 @@ For each task and optimizer:
    ``HarnessConfig.target_fractions`` (by default 1/2, 1/4, 1/8, 1/16, 0). L_hard is
    reached by about half of the batch sizes, so the hardest target is fitted from
    the faster half; a target fewer than 3 batch sizes reach is reported, not fitted.
-2. B_crit(target) with its interval: :func:`empirical_batch.critical_batch_curve`.
-3. B_simple and B_noise at the same losses: :mod:`empirical_batch.harness.noise`; the report
+2. B_crit(target) with its interval: `empirical_batch.critical_batch_curve`.
+3. B_simple and B_noise at the same losses: `empirical_batch.harness.noise`; the report
    uses the population estimates (B_simple from the collector path, B_noise
    Bessel/bias-corrected, see that module) and lists the sample values beside them.
 4. Table-1-style summary: B_crit at the loosest ("start") and hardest ("averaged":
    in the model B_crit is B_noise averaged over the run) fitted target; B_simple and
    B_noise at step 0 ("start") and averaged over the reference run's steps until it
    reaches the hardest fitted target.
-5. One-step experiment on the SGD reference run (:mod:`empirical_batch.harness.one_step`).
+5. One-step experiment on the SGD reference run (`empirical_batch.harness.one_step`).
 
 Everything lands in ``OUT/results/*.csv``, ``OUT/figures/*.png`` and ``OUT/report.md``.
 """

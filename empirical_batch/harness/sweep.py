@@ -3,7 +3,7 @@
 Rows: ``run, batch_size, learning_rate, step, examples, metric`` (the evaluation
 loss on the task's fixed evaluation set, logged at log-spaced steps) plus the
 pass-through columns ``seed, optimizer, task``. The runs of a sweep are listed in
-a fixed order (:meth:`SweepSpec.members`); shard ``i`` of ``n`` takes every n-th
+a fixed order (`SweepSpec.members`); shard ``i`` of ``n`` takes every n-th
 run starting at i, so shards are balanced across batch sizes, independent of each
 other (a run's result depends only on the run: its initialisation and data come
 from its own seed), and their CSV files concatenate, through ``load_sweep``, into

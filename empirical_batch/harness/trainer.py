@@ -1,17 +1,17 @@
 """Training a grid of runs (batch sizes × learning rates × seeds) as one batched program.
 
-Each run (a :class:`Member`) is plain SGD or Adam on a task's model from the
+Each run (a `Member`) is plain SGD or Adam on a task's model from the
 initialisation of its seed, on the data stream of ``(seed, batch_size)`` (so runs
 that differ only in learning rate or optimizer see the same batches: common random
 numbers). Runs that share a batch size and an optimizer are trained together: their
-parameters are stacked with :func:`torch.func.stack_module_state` and one step of all
-of them is a single :func:`torch.func.vmap`-ed forward pass, one backward pass and a
+parameters are stacked with `torch.func.stack_module_state` and one step of all
+of them is a single `torch.func.vmap`-ed forward pass, one backward pass and a
 batched update, so a GPU sees one large program instead of many tiny ones.
-:func:`train_plain` is the reference: one ``nn.Module`` and ``torch.optim`` optimizer
+`train_plain` is the reference: one ``nn.Module`` and ``torch.optim`` optimizer
 per run, step by step; the tests hold the batched program to it.
 
 The evaluation loss is recorded after ``k`` updates for every ``k`` in the run's
-log-spaced logging steps (:func:`log_steps`), in the sweep schema of DESIGN.md.
+log-spaced logging steps (`log_steps`), in the sweep schema of DESIGN.md.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def train_batched(
 ) -> list[dict]:
     """Train ``members`` (one optimizer, one batch size) together as one vmapped program.
 
-    Numerically the same computation as :func:`train_plain` for each member (same
+    Numerically the same computation as `train_plain` for each member (same
     initialisation, same batches, same update formulas), up to floating-point
     summation order.
     """

@@ -1,18 +1,18 @@
 """Collect the gradient noise scale from a PyTorch training loop (needs torch).
 
-- :class:`GradientNoiseScale`: micro-batches of gradient accumulation, via
+- `GradientNoiseScale`: micro-batches of gradient accumulation, via
   parameter gradient hooks (single device).
-- :func:`per_example_sq_norms`: per-example squared gradient norms (``torch.func``,
+- `per_example_sq_norms`: per-example squared gradient norms (``torch.func``,
   with a fast path for ``nn.Linear`` layers).
-- :class:`DDPNoiseScaleHook`: a DDP communication hook; local batch = small batch,
+- `DDPNoiseScaleHook`: a DDP communication hook; local batch = small batch,
   global batch = big batch.
-- :class:`FSDPNoiseScale`: the same under FSDP2 (``fully_shard``), recorded in FSDP's
+- `FSDPNoiseScale`: the same under FSDP2 (``fully_shard``), recorded in FSDP's
   reduce-scatter.
-- :func:`hessian_noise_scale`: exact :math:`B_{noise}` and :math:`B_{simple}` of a
+- `hessian_noise_scale`: exact $B_{noise}$ and $B_{simple}$ of a
   small model from per-example gradients and Hessian-vector products.
-- :class:`NoiseScaleLog`: per-step log of any of them to a DataFrame / CSV.
+- `NoiseScaleLog`: per-step log of any of them to a DataFrame / CSV.
 
-The estimators themselves are numpy-only, in :mod:`empirical_batch.estimators`.
+The estimators themselves are numpy-only, in `empirical_batch.estimators`.
 """
 
 from __future__ import annotations

@@ -117,9 +117,9 @@ def norm(t: torch.Tensor) -> torch.Tensor:
 
 
 def total_sq_norm(tensors) -> torch.Tensor:
-    r""":math:`\sum_i |t_i|^2` over a list of tensors, a 0-d tensor in float64.
+    r"""$\sum_i |t_i|^2$ over a list of tensors, a 0-d tensor in float64.
 
-    Each :math:`|t_i|` comes from one ``torch._foreach_norm`` call per (device, dtype)
+    Each $|t_i|$ comes from one ``torch._foreach_norm`` call per (device, dtype)
     group (a single fused kernel on CUDA instead of one per tensor), in the tensor's
     dtype (float32 for fp16/bf16); the squares are summed in float64 (float32 on MPS)
     on the device of the first tensor.
@@ -190,7 +190,7 @@ class EstimatorMixin:
         return self.estimator.estimate(level)
 
     def to_frame(self):
-        """Raw per-step components (see :meth:`GNSEstimator.to_frame`)."""
+        """Raw per-step components (see `GNSEstimator.to_frame`)."""
         return self.estimator.to_frame()
 
     def state_dict(self) -> dict:

@@ -1,10 +1,10 @@
 r"""Gradient noise scale from data-parallel replicas (a DDP communication hook).
 
-Each of the ``W`` replicas computes the mean gradient :math:`g_r` of its local
-batch of ``b`` examples; DDP averages them into the global gradient :math:`\bar g`
+Each of the ``W`` replicas computes the mean gradient $g_r$ of its local
+batch of ``b`` examples; DDP averages them into the global gradient $\bar g$
 of ``W b`` examples. The hook takes each bucket's squared norm before and after
-the all-reduce, so :math:`\frac1W\sum_r|g_r|^2` (``b_small = b``) and
-:math:`|\bar g|^2` (``b_big = W b``) cost two norms per bucket and one extra
+the all-reduce, so $\frac1W\sum_r|g_r|^2$ (``b_small = b``) and
+$|\bar g|^2$ (``b_big = W b``) cost two norms per bucket and one extra
 two-number all-reduce per step (McCandlish et al. 2018, App. A.1; the approach of
 k-diffusion's ``gns.py``).
 """
@@ -28,7 +28,7 @@ __all__ = ["DDPNoiseScaleHook"]
 
 
 class DDPNoiseScaleHook(EstimatorMixin):
-    r"""Register on a ``DistributedDataParallel`` model; call :meth:`step` per step.
+    r"""Register on a ``DistributedDataParallel`` model; call `step` per step.
 
     Parameters
     ----------

@@ -7,25 +7,25 @@ a public API) and, around the real collective, takes two squared norms per param
 group and call:
 
 * the **input**: this rank's local, unsharded gradient of its ``b`` examples
-  (:math:`|g_r|^2` summed over groups);
+  ($|g_r|^2$ summed over groups);
 * the **output**: this rank's shard of the averaged gradient, accumulated over the
   calls of one step; the shards' squared norms summed over ranks give
-  :math:`|\bar g|^2` of all :math:`W b` examples.
+  $|\bar g|^2$ of all $W b$ examples.
 
 One two-number all-reduce per step then gives the replica (two-batch) estimator of
 McCandlish et al. (2018, App. A.1) with ``b_small = b`` and ``b_big = W b``, exactly
-as :class:`~empirical_batch.measure.DDPNoiseScaleHook` does for DDP. When FSDP
+as `DDPNoiseScaleHook` does for DDP. When FSDP
 reduce-scatters after each of ``k`` accumulation micro-batches (its default), each
 call's input is one micro-batch's gradient: then ``b_small = b/k`` and the estimator
-uses all :math:`W k` micro-batches. With ``set_requires_gradient_sync(False)`` on the
+uses all $W k$ micro-batches. With ``set_requires_gradient_sync(False)`` on the
 first ``k - 1`` micro-batches there is one call per step and ``b_small = b``.
 
 Both norms are taken when the gradient is reduced, so clipping, unscaling or zeroing
-``.grad`` before :meth:`FSDPNoiseScale.step` does not change the result.
+``.grad`` before `FSDPNoiseScale.step` does not change the result.
 
 Limitations: only reduce-scatters that average (``ReduceOp.AVG``, FSDP's choice on
 CPU/gloo and on CUDA/NCCL unless a custom divide factor or sum reduction is set) are
-supported; a pre-divided sum is refused at :meth:`~FSDPNoiseScale.step`. HSDP (an
+supported; a pre-divided sum is refused at `step`. HSDP (an
 extra all-reduce across replica groups) is not handled. Keeping the averaged shard
 for the step costs one extra shard-sized buffer per parameter group.
 """
@@ -91,7 +91,7 @@ class _Recorder(_PlainReduceScatter):
 
 
 class FSDPNoiseScale(EstimatorMixin):
-    r"""Measure :math:`B_{simple}` in a model sharded with FSDP2's ``fully_shard``.
+    r"""Measure $B_{simple}$ in a model sharded with FSDP2's ``fully_shard``.
 
     Parameters
     ----------

@@ -1,20 +1,20 @@
-r"""Exact :math:`B_{noise}` of a small model from per-example gradients and HVPs.
+r"""Exact $B_{noise}$ of a small model from per-example gradients and HVPs.
 
 Treating the given examples as the data set (batches drawn from it with
-replacement), the per-example gradients :math:`g_i` give :math:`G = \bar g` and
-:math:`\Sigma = \frac{1}{n-\text{ddof}}\sum_i (g_i-G)(g_i-G)^T`, and with
+replacement), the per-example gradients $g_i$ give $G = \bar g$ and
+$\Sigma = \frac{1}{n-\text{ddof}}\sum_i (g_i-G)(g_i-G)^T$, and with
 Hessian-vector products of the mean loss
 
-.. math::
+$$
+\operatorname{tr}(H\Sigma) = \frac{1}{n-\text{ddof}}\sum_i (g_i-G)^T H (g_i-G),
+\qquad B_{noise} = \frac{\operatorname{tr}(H\Sigma)}{G^THG}\ \text{(eq. 2.8)},
+\qquad B_{simple} = \frac{\operatorname{tr}\Sigma}{|G|^2}\ \text{(eq. 2.9)}.
+$$
 
-    \operatorname{tr}(H\Sigma) = \frac{1}{n-\text{ddof}}\sum_i (g_i-G)^T H (g_i-G),
-    \qquad B_{noise} = \frac{\operatorname{tr}(H\Sigma)}{G^THG}\ \text{(eq. 2.8)},
-    \qquad B_{simple} = \frac{\operatorname{tr}\Sigma}{|G|^2}\ \text{(eq. 2.9)}.
-
-The plug-in :math:`|G|^2` and :math:`G^THG` of a finite sample carry sampling noise,
-:math:`\operatorname{tr}\Sigma/n` and :math:`\operatorname{tr}(H\Sigma)/n`; when the
+The plug-in $|G|^2$ and $G^THG$ of a finite sample carry sampling noise,
+$\operatorname{tr}\Sigma/n$ and $\operatorname{tr}(H\Sigma)/n$; when the
 examples are a sample of a larger population (the training data),
-:meth:`HessianNoiseScale.unbiased` removes it (App. A.1, with :math:`H` held fixed).
+`HessianNoiseScale.unbiased` removes it (App. A.1, with $H$ held fixed).
 
 Cost: ``n`` per-example gradients and ``n + 1`` Hessian-vector products, all held
 in memory (``n × parameters``): for small models and data sets.
@@ -52,19 +52,19 @@ class HessianNoiseScale:
     def unbiased(self) -> HessianNoiseScale:
         r"""The estimate for the population the ``n`` examples were drawn from.
 
-        With :math:`\hat\Sigma` rescaled to the Bessel-corrected covariance,
+        With $\hat\Sigma$ rescaled to the Bessel-corrected covariance,
 
-        .. math::
+        $$
+        \operatorname{tr}\Sigma = \tfrac{n-\text{ddof}}{n-1}\operatorname{tr}\hat\Sigma,\quad
+        |G|^2 = |\bar g|^2 - \operatorname{tr}\Sigma / n,\quad
+        G^THG = \bar g^T H \bar g - \operatorname{tr}(H\Sigma) / n,
+        $$
 
-            \operatorname{tr}\Sigma = \tfrac{n-\text{ddof}}{n-1}\operatorname{tr}\hat\Sigma,\quad
-            |G|^2 = |\bar g|^2 - \operatorname{tr}\Sigma / n,\quad
-            G^THG = \bar g^T H \bar g - \operatorname{tr}(H\Sigma) / n,
-
-        (and likewise :math:`\operatorname{tr}(H\Sigma)`): unbiased for independent
-        examples when :math:`H` does not vary between them (exact for a quadratic
-        loss). For ``ddof=0`` this B_simple equals :func:`~empirical_batch.gns_many`
+        (and likewise $\operatorname{tr}(H\Sigma)$): unbiased for independent
+        examples when $H$ does not vary between them (exact for a quadratic
+        loss). For ``ddof=0`` this B_simple equals `gns_many`
         on the per-example squared norms. Like that estimator, the corrected
-        :math:`|G|^2` may be negative when noise dominates.
+        $|G|^2$ may be negative when noise dominates.
         """
         if self.unbiased_for_population:
             raise ValueError("this estimate is already corrected for the sample size")
@@ -82,7 +82,7 @@ class HessianNoiseScale:
         )
 
     def quadratic_model(self):
-        """The :class:`~empirical_batch.theory.QuadraticModel` with these scalars."""
+        """The `QuadraticModel` with these scalars."""
         from ..theory import QuadraticModel
 
         return QuadraticModel.from_scalars(g2=self.g2, ghg=self.ghg,
@@ -92,7 +92,7 @@ class HessianNoiseScale:
 
 def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: int = 0,
                         chunk_size: int | None = None) -> HessianNoiseScale:
-    """:math:`B_{noise}` and :math:`B_{simple}` at the current parameters.
+    """$B_{noise}$ and $B_{simple}$ at the current parameters.
 
     ``loss_fn(outputs, targets)`` is the batch-mean loss; ``ddof=0`` treats the
     ``n`` examples as the whole data set (population covariance), ``ddof=1`` as a

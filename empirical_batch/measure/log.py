@@ -11,7 +11,7 @@ __all__ = ["NoiseScaleLog"]
 class NoiseScaleLog:
     """Record the smoothed estimate of any collector (or a ``GNSEstimator``) per step.
 
-    Each :meth:`record` appends one row: ``step``, the optional ``loss``, the
+    Each `record` appends one row: ``step``, the optional ``loss``, the
     smoothed ``g2``, ``trace_sigma``, ``b_simple``, ``b_simple_se``, the interval
     ``b_simple_low``/``b_simple_high`` at ``level``, ``n_eff``, ``skipped`` and any
     extra keyword columns. The raw per-step components stay available from the

@@ -1,29 +1,31 @@
 r"""Per-example squared gradient norms, and a per-example noise-scale collector.
 
-For a batch of :math:`B` examples with per-example gradients :math:`g_i`, the mean
-:math:`\frac1B\sum|g_i|^2` and :math:`|\frac1B\sum g_i|^2` are the small (``b=1``)
+For a batch of $B$ examples with per-example gradients $g_i$, the mean
+$\frac1B\sum|g_i|^2$ and $|\frac1B\sum g_i|^2$ are the small (``b=1``)
 and big (``b=B``) squared norms of the two-batch estimator (App. A.1); with
 ``b_small = 1`` the trace estimate is the Bessel-corrected sample variance.
 
 Fast path for ``nn.Linear`` (never materialises per-example gradients): with layer
-input :math:`a_i` and gradient of the *batch-mean* loss w.r.t. the layer output
-:math:`\delta_i` (so the example's own output gradient is :math:`B\delta_i`),
+input $a_i$ and gradient of the *batch-mean* loss w.r.t. the layer output
+$\delta_i$ (so the example's own output gradient is $B\delta_i$),
 
-.. math:: |\nabla_W \ell_i|^2 = B^2 |\delta_i|^2 |a_i|^2,\qquad
-          |\nabla_b \ell_i|^2 = B^2 |\delta_i|^2
+$$
+|\nabla_W \ell_i|^2 = B^2 |\delta_i|^2 |a_i|^2,\qquad
+|\nabla_b \ell_i|^2 = B^2 |\delta_i|^2
+$$
 
-for 2-D inputs, and for sequences (positions :math:`t`)
-:math:`|\nabla_W\ell_i|^2 = B^2\sum_{t,s}(\delta_{it}\cdot\delta_{is})(a_{it}\cdot a_{is})`
-(Gram trick, :math:`O(T^2(d_{in}+d_{out}))`, used when :math:`T(d_{in}+d_{out}) \le
-d_{in} d_{out}`; otherwise the per-example weight gradient of that one layer is
-formed, :math:`O(T d_{in} d_{out})`), :math:`|\nabla_b\ell_i|^2 =
-B^2|\sum_t\delta_{it}|^2`.
+for 2-D inputs, and for sequences (positions $t$)
+$|\nabla_W\ell_i|^2 = B^2\sum_{t,s}(\delta_{it}\cdot\delta_{is})(a_{it}\cdot a_{is})$
+(Gram trick, $O(T^2(d_{in}+d_{out}))$, used when $T(d_{in}+d_{out}) \le
+d_{in} d_{out}$; otherwise the per-example weight gradient of that one layer is
+formed, $O(T d_{in} d_{out})$), $|\nabla_b\ell_i|^2 =
+B^2|\sum_t\delta_{it}|^2$.
 
-``nn.Embedding`` (tokens :math:`x_{it}`): :math:`|\nabla_E\ell_i|^2 = B^2\sum_{t,s}
-[x_{it}=x_{is}]\,\delta_{it}\cdot\delta_{is}` (padding tokens excluded);
-``nn.LayerNorm`` (normalised input :math:`\hat x`): :math:`|\nabla_w\ell_i|^2 =
-B^2|\sum_t\delta_{it}\odot\hat x_{it}|^2`, :math:`|\nabla_b\ell_i|^2 =
-B^2|\sum_t\delta_{it}|^2`. Any other parameter goes through ``torch.func``.
+``nn.Embedding`` (tokens $x_{it}$): $|\nabla_E\ell_i|^2 = B^2\sum_{t,s}
+[x_{it}=x_{is}]\,\delta_{it}\cdot\delta_{is}$ (padding tokens excluded);
+``nn.LayerNorm`` (normalised input $\hat x$): $|\nabla_w\ell_i|^2 =
+B^2|\sum_t\delta_{it}\odot\hat x_{it}|^2$, $|\nabla_b\ell_i|^2 =
+B^2|\sum_t\delta_{it}|^2$. Any other parameter goes through ``torch.func``.
 
 Precision: each layer's (or, on the ``torch.func`` path, each parameter's)
 per-example term above is computed in the dtype of its activations and gradients
@@ -68,10 +70,10 @@ def _rowsq(x: torch.Tensor) -> torch.Tensor:
 
 
 def _gram_sum(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    r""":math:`\sum_{t,s}(a_t\cdot a_s)(\delta_t\cdot\delta_s)` per example.
+    r"""$\sum_{t,s}(a_t\cdot a_s)(\delta_t\cdot\delta_s)$ per example.
 
     Both Gram matrices are symmetric, so with the positions split in two halves only
-    three of the four blocks are formed: :math:`S = S_{11} + S_{22} + 2 S_{21}`
+    three of the four blocks are formed: $S = S_{11} + S_{22} + 2 S_{21}$
     (3/4 of the multiply-adds; the smaller products run less efficiently, so on CPU
     at T=64 this is 4–8% faster than the full Gram).
     """
@@ -165,7 +167,7 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
 
 def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
                          method: str = "auto") -> torch.Tensor:
-    r"""Squared norms :math:`|g_i|^2` of each example's gradient, shape ``(B,)``.
+    r"""Squared norms $|g_i|^2$ of each example's gradient, shape ``(B,)``.
 
     ``loss_fn(outputs, targets)`` is the batch-mean loss the training loop uses; the
     gradient of example ``i`` is that of ``loss_fn`` on the batch of that example
@@ -296,10 +298,12 @@ class PerExampleNoiseScale(EstimatorMixin):
     each layer input and output gradient
     during the ordinary forward/backward and add the per-example squared norms
     with the fast path above (no second pass, no per-example gradients); at
-    :meth:`step` the batch gradient's squared norm is read from ``.grad``, and
+    `step` the batch gradient's squared norm is read from ``.grad``, and
 
-    .. math:: |G_{small}|^2 = \frac1B\sum_i |g_i|^2 \ (b_{small} = 1),\qquad
-              |G_{big}|^2 = |\bar g|^2 \ (b_{big} = B)
+    $$
+    |G_{small}|^2 = \frac1B\sum_i |g_i|^2 \ (b_{small} = 1),\qquad
+    |G_{big}|^2 = |\bar g|^2 \ (b_{big} = B)
+    $$
 
     feed the estimator (App. A.1). Per-layer terms are computed in the model's dtype
     (float32 for fp16/bf16), the sums over layers and parameters in float64.
@@ -310,22 +314,22 @@ class PerExampleNoiseScale(EstimatorMixin):
         The model being trained (forward hooks on its Linear/Embedding/LayerNorm
         layers).
     beta : float
-        EMA decay of :class:`~empirical_batch.estimators.GNSEstimator`.
+        EMA decay of `GNSEstimator`.
     params : iterable of parameters or names, optional
         Track these (whole layers of the types above); default: all of them.
     scaler : torch.amp.GradScaler, optional
         Mixed precision: both squared norms are divided by ``scale²``; call
-        :meth:`step` before ``scaler.unscale_``/``scaler.step``.
+        `step` before ``scaler.unscale_``/``scaler.step``.
 
     Only parameters of those layer types can be tracked (``params`` defaults to all
     of them; any other parameter, e.g. a raw positional-embedding tensor, is left
     out, and the result is then the noise scale of the tracked parameters'
     gradient). One forward and one backward per step, no weight sharing (both are
     detected and refused); ``loss`` must be the mean over the ``B`` examples.
-    Passes made inside ``torch.func`` transforms (e.g. :func:`hessian_noise_scale`)
-    are ignored; any other forward/backward of the model between two :meth:`step`
-    calls, :func:`per_example_sq_norms` included, counts as training and is refused.
-    Call :meth:`remove` to detach the hooks.
+    Passes made inside ``torch.func`` transforms (e.g. `hessian_noise_scale`)
+    are ignored; any other forward/backward of the model between two `step`
+    calls, `per_example_sq_norms` included, counts as training and is refused.
+    Call `remove` to detach the hooks.
     """
 
     def __init__(self, model: nn.Module, *, beta: float = 0.99, params=None, scaler=None):

@@ -1,18 +1,20 @@
 r"""Gradient noise scale from the micro-batches of gradient accumulation.
 
 With gradient accumulation each optimizer step already sees ``k`` micro-batch
-gradients :math:`g_1..g_k` of ``b`` examples and their accumulated mean
-:math:`\bar g` (a batch of ``k b``). A tensor hook on every parameter receives each
+gradients $g_1..g_k$ of ``b`` examples and their accumulated mean
+$\bar g$ (a batch of ``k b``). A tensor hook on every parameter receives each
 backward pass's gradient *before* it is added to ``.grad``, i.e. exactly that
-micro-batch's contribution, so :math:`\sum_j |g_j|^2` is summed on the fly without
+micro-batch's contribution, so $\sum_j |g_j|^2$ is summed on the fly without
 copying any gradient; a post-accumulate-grad hook takes the norm of ``.grad`` right
-after each backward pass, so :math:`|\bar g|^2` is the value at the *last* backward
-pass. Nothing is read from ``.grad`` at :meth:`step`: clipping, ``GradScaler.unscale_``
+after each backward pass, so $|\bar g|^2$ is the value at the *last* backward
+pass. Nothing is read from ``.grad`` at `step`: clipping, ``GradScaler.unscale_``
 or zeroing the gradients before it does not change the result.
 The pair
 
-.. math:: |G_{small}|^2 = \frac1k\sum_{j=1}^k |g_j|^2\ (b_{small} = b),\qquad
-          |G_{big}|^2 = |\bar g|^2\ (b_{big} = k b)
+$$
+|G_{small}|^2 = \frac1k\sum_{j=1}^k |g_j|^2\ (b_{small} = b),\qquad
+|G_{big}|^2 = |\bar g|^2\ (b_{big} = k b)
+$$
 
 feeds the two-batch estimator (McCandlish et al. 2018, App. A.1).
 """
@@ -42,7 +44,7 @@ _CONVENTIONS = ("mean/k", "mean")
 
 
 class GradientNoiseScale(EstimatorMixin):
-    r"""Track :math:`B_{simple}` in a training loop with gradient accumulation.
+    r"""Track $B_{simple}$ in a training loop with gradient accumulation.
 
     Parameters
     ----------
@@ -52,10 +54,10 @@ class GradientNoiseScale(EstimatorMixin):
         Examples per micro-batch ``b`` (per backward pass).
     accumulation_steps : int
         Backward passes per optimizer step ``k >= 2`` (with ``k = 1`` there is only
-        one batch size: use :class:`~empirical_batch.measure.PerExampleNoiseScale`
-        or :class:`~empirical_batch.measure.DDPNoiseScaleHook` instead).
+        one batch size: use `PerExampleNoiseScale`
+        or `DDPNoiseScaleHook` instead).
     beta : float
-        EMA decay of :class:`~empirical_batch.estimators.GNSEstimator`.
+        EMA decay of `GNSEstimator`.
     params : iterable of parameters or names, optional
         Measure the gradient of these parameters only (default: all trainable).
     loss_convention : {"mean/k", "mean"}
@@ -66,20 +68,20 @@ class GradientNoiseScale(EstimatorMixin):
         The squared norms are rescaled accordingly.
     scaler : torch.amp.GradScaler, optional
         Mixed precision: the squared norms are divided by ``scale²``. Call
-        :meth:`step` *before* ``scaler.unscale_``/``scaler.step`` (``.grad`` still
+        `step` *before* ``scaler.unscale_``/``scaler.step`` (``.grad`` still
         scaled). Steps with inf/NaN norms are skipped and counted.
     optimizer : torch.optim.Optimizer, optional
         Needed for ``preconditioned=True``.
     preconditioned : bool
         Measure the noise scale of the Adam-preconditioned gradient
-        :math:`g/(\sqrt{\hat v}+\epsilon)`, with :math:`\hat v` the bias-corrected
+        $g/(\sqrt{\hat v}+\epsilon)$, with $\hat v$ the bias-corrected
         second moment in ``optimizer``'s state *before* this step's update. Steps
         before the optimizer has any state are skipped (counted as
         ``skipped["no_optimizer_state"]``).
 
     Notes
     -----
-    Call :meth:`step` once per optimizer step, after the ``k`` backward passes (where
+    Call `step` once per optimizer step, after the ``k`` backward passes (where
     exactly does not matter: before or after clipping, unscaling or zeroing). A step
     with a single backward pass (the remainder at an epoch's end) or with a number of
     backward passes other than ``accumulation_steps`` is skipped and counted in
@@ -91,12 +93,12 @@ class GradientNoiseScale(EstimatorMixin):
     for ``loss_convention="mean/k"``).
 
     Every backward pass (or ``torch.autograd.grad`` call) that reaches the tracked
-    parameters between two :meth:`step` calls counts as a micro-batch: run other
+    parameters between two `step` calls counts as a micro-batch: run other
     gradient computations (penalties, probes) on other parameters, under
-    :meth:`remove`, or before the first micro-batch's hooks matter.
+    `remove`, or before the first micro-batch's hooks matter.
 
     Single process only: under DDP the hooks see local gradients while ``.grad``
-    holds the all-reduced one; use :class:`~empirical_batch.measure.DDPNoiseScaleHook`.
+    holds the all-reduced one; use `DDPNoiseScaleHook`.
     Cost: one extra read of each micro-batch gradient (a norm per parameter per
     backward, in the gradient's dtype, float32 for fp16/bf16) and of ``.grad`` after
     each backward pass; the squares are summed over parameters

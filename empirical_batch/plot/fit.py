@@ -1,11 +1,11 @@
 """Plots of tradeoff fits (McCandlish et al. 2018, Fig. 1 and §3 style).
 
-* :func:`plot_tradeoff_fit` — steps vs examples: the hyperbola
-  :math:`(S/S_{min} - 1)(E/E_{min} - 1) = 1`, the measured points and the
-  :math:`S_{min}`/:math:`E_{min}` asymptotes, :math:`B_{crit}` marked.
-* :func:`plot_steps_vs_batch` — steps vs batch size with the fitted
-  :math:`S(B) = S_{min}(1 + B_{crit}/B)`.
-* :func:`plot_critical_batch_curve` — :math:`B_{crit}` vs target with its interval band.
+* `plot_tradeoff_fit` — steps vs examples: the hyperbola
+  $(S/S_{min} - 1)(E/E_{min} - 1) = 1$, the measured points and the
+  $S_{min}$/$E_{min}$ asymptotes, $B_{crit}$ marked.
+* `plot_steps_vs_batch` — steps vs batch size with the fitted
+  $S(B) = S_{min}(1 + B_{crit}/B)$.
+* `plot_critical_batch_curve` — $B_{crit}$ vs target with its interval band.
 
 pyplot is imported inside the functions; each returns the Axes. (``plot_tradeoff`` is
 the v0.1 name of `plot_tradeoff_fit`, kept for old code; the theory's

@@ -12,7 +12,7 @@ __all__ = ["plot_b_simple"]
 def plot_b_simple(frame, *, x: str = "step", band: str = "interval", ax=None, label=None):
     """B_simple against ``x`` ("step" or "loss") with its uncertainty band.
 
-    ``frame`` is :meth:`empirical_batch.measure.NoiseScaleLog.to_frame` (columns
+    ``frame`` is `empirical_batch.measure.NoiseScaleLog.to_frame` (columns
     ``b_simple``, ``b_simple_se``, ``b_simple_low``, ``b_simple_high`` and ``x``).
     ``band="interval"`` shades the Fieller interval, ``"se"`` ±1 standard error,
     ``None`` nothing. Rows with a negative or infinite B_simple (|G|² not resolved)

@@ -14,8 +14,8 @@ def plot_steps_examples(best, *, ax=None):
 
     ``best`` is a `~empirical_batch.simulate.BestLR` (e.g.
     ``problem.best_lr(target, batch_sizes, learning_rates)``): the plot draws
-    :math:`S(B)` and :math:`E(B) = BS(B)` on log axes, with the asymptotes
-    :math:`S_{min}` (largest batch) and :math:`E_{min}` (smallest batch); it runs
+    $S(B)$ and $E(B) = BS(B)$ on log axes, with the asymptotes
+    $S_{min}$ (largest batch) and $E_{min}$ (smallest batch); it runs
     nothing. Returns the Axes.
     """
     from ..simulate.search import BestLR

@@ -1,22 +1,22 @@
 r"""Batch-size schedules: designed from the critical batch along training, with the
 learning-rate changes that go with them and the saving the model predicts.
 
-Under the model of McCandlish et al. (2018, App. D) a schedule :math:`B(s)` over
-progress :math:`s` (infinite-batch steps) needs
+Under the model of McCandlish et al. (2018, App. D) a schedule $B(s)$ over
+progress $s$ (infinite-batch steps) needs
 
-.. math::
+$$
+S = \int_0^{s_{end}} \Big(1 + \frac{\mathcal B(s)}{B(s)}\Big)\,ds, \qquad
+E = \int_0^{s_{end}} \big(B(s) + \mathcal B(s)\big)\,ds
+$$
 
-    S = \int_0^{s_{end}} \Big(1 + \frac{\mathcal B(s)}{B(s)}\Big)\,ds, \qquad
-    E = \int_0^{s_{end}} \big(B(s) + \mathcal B(s)\big)\,ds
-
-steps and examples; a fixed batch :math:`B` needs :math:`S = s_{end} + I/B` and
-:math:`E = B s_{end} + I` with :math:`I = \int\mathcal B\,ds`. The *predicted saving* is
+steps and examples; a fixed batch $B$ needs $S = s_{end} + I/B$ and
+$E = B s_{end} + I$ with $I = \int\mathcal B\,ds$. The *predicted saving* is
 against the fixed batch that takes the same number of steps (examples saved) and the one
 that uses the same examples (steps saved). Policies:
 
 ``"app_d"``
-    :math:`B(s) = \sqrt{r\mathcal B(s)}`, the optimum of App. D for exchange rate
-    :math:`r` (default :math:`E_s[\mathcal B]`, which puts the comparison at the
+    $B(s) = \sqrt{r\mathcal B(s)}$, the optimum of App. D for exchange rate
+    $r$ (default $E_s[\mathcal B]$, which puts the comparison at the
     critical batch), held piecewise constant on powers of two times the base batch.
 ``"doubling"``
     Merrill et al. (2025): start at the base batch and double it when the critical
@@ -26,8 +26,8 @@ that uses the same examples (steps saved). Policies:
     current batch; without a bound, when the estimate does (stated in ``notes``).
 ``"seesaw"``
     Meterez et al. (2025): where a learning-rate schedule (step, cosine or WSD) would
-    multiply the rate by :math:`\alpha` (taken at each halving, :math:`\alpha = 1/2`),
-    multiply it by :math:`\sqrt\alpha` and the batch by :math:`1/\alpha` instead.
+    multiply the rate by $\alpha$ (taken at each halving, $\alpha = 1/2$),
+    multiply it by $\sqrt\alpha$ and the batch by $1/\alpha$ instead.
 
 Batch sizes are multiples of ``granularity`` (devices × micro-batch) and at most
 ``max_batch``. The learning rate follows the batch by ``sqrt`` (Adam-like, Malladi et
@@ -221,7 +221,7 @@ def design_schedule(
     Parameters
     ----------
     trajectory : NoiseTrajectory
-        :math:`\\mathcal B(s)` (see `NoiseTrajectory.from_log`, ``from_power_law``,
+        $\\mathcal B(s)$ (see `NoiseTrajectory.from_log`, ``from_power_law``,
         ``from_branched``).
     policy : {"doubling", "app_d"}
         See the module docstring (``"seesaw"`` converts a learning-rate schedule:
@@ -234,7 +234,7 @@ def design_schedule(
     granularity, max_batch
         Batch sizes are multiples of ``granularity`` and at most ``max_batch``.
     exchange_rate : float, optional
-        ``"app_d"`` only: :math:`r` (default :math:`E_s[\\mathcal B]`).
+        ``"app_d"`` only: $r$ (default $E_s[\\mathcal B]$).
     """
     if not isinstance(trajectory, NoiseTrajectory):
         raise TypeError(f"trajectory must be a NoiseTrajectory, got {type(trajectory).__name__}")
@@ -312,8 +312,8 @@ def seesaw_schedule(
     The base run takes ``total_steps`` at ``base_batch`` with the rate following
     ``lr_schedule`` (``"step"``: ``milestones`` as fractions and factor ``gamma``;
     ``"cosine"``; ``"wsd"``: constant, then linear decay over ``decay_fraction``).
-    Each time the base rate has halved since the last change (:math:`\alpha = 1/2`),
-    the batch doubles and the rate is multiplied by :math:`\sqrt{1/2}` instead; the
+    Each time the base rate has halved since the last change ($\alpha = 1/2$),
+    the batch doubles and the rate is multiplied by $\sqrt{1/2}$ instead; the
     examples budget is the base run's. The rate's further decay within a stage and the
     decay beyond ``max_batch`` stay as in the base schedule (``lr_factor`` is the
     stage's factor at its start). With a ``trajectory`` (whose progress must cover the

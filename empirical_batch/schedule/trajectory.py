@@ -1,12 +1,12 @@
 r"""The critical batch along training, as a function of progress (App. D).
 
-The model of McCandlish et al. (2018) measures training in *progress* :math:`s`, the
-optimizer steps an infinite batch would need: a step at batch :math:`B` when the noise
-scale is :math:`\mathcal B` advances :math:`ds = 1/(1 + \mathcal B/B)` and uses
-:math:`B` examples, so :math:`ds/de = 1/(B + \mathcal B)`. A trajectory measured on a
-reference run at batch :math:`B_{ref}` (a collector log, a loss curve and a
-:math:`B_{crit}(L)` law, or branched measurements), indexed by that run's examples
-:math:`e`, is converted here to :math:`\mathcal B(s)`, which no longer depends on the
+The model of McCandlish et al. (2018) measures training in *progress* $s$, the
+optimizer steps an infinite batch would need: a step at batch $B$ when the noise
+scale is $\mathcal B$ advances $ds = 1/(1 + \mathcal B/B)$ and uses
+$B$ examples, so $ds/de = 1/(B + \mathcal B)$. A trajectory measured on a
+reference run at batch $B_{ref}$ (a collector log, a loss curve and a
+$B_{crit}(L)$ law, or branched measurements), indexed by that run's examples
+$e$, is converted here to $\mathcal B(s)$, which no longer depends on the
 batch size the reference run happened to use.
 """
 
@@ -22,7 +22,7 @@ __all__ = ["NoiseTrajectory"]
 
 @dataclass(frozen=True, repr=False)
 class NoiseTrajectory:
-    """:math:`\\mathcal B(s)` on a grid of progress ``s`` (infinite-batch steps).
+    """$\\mathcal B(s)$ on a grid of progress ``s`` (infinite-batch steps).
 
     ``lower`` (optional) is a lower confidence bound of the critical batch at each
     point (used by the doubling policy to double only when the data support it).
@@ -54,7 +54,7 @@ class NoiseTrajectory:
             object.__setattr__(self, name, v)
 
     def __call__(self, s) -> np.ndarray:
-        """:math:`\\mathcal B` at progress ``s`` (log-linear interpolation, held at the
+        """$\\mathcal B$ at progress ``s`` (log-linear interpolation, held at the
         ends)."""
         return np.exp(np.interp(s, self.progress, np.log(self.b_noise)))
 
@@ -67,7 +67,7 @@ class NoiseTrajectory:
 
     @property
     def total(self) -> float:
-        """Total progress :math:`s_{end}`."""
+        """Total progress $s_{end}$."""
         return float(self.progress[-1])
 
     def __repr__(self) -> str:
@@ -79,8 +79,8 @@ class NoiseTrajectory:
     @classmethod
     def from_examples(cls, examples, b_noise, batch_size: float, *, lower=None,
                       source: str = "") -> NoiseTrajectory:
-        r"""From a reference run at ``batch_size``: :math:`\mathcal B` against the examples
-        it had used; progress by :math:`ds = de/(B_{ref} + \mathcal B)` (trapezoid)."""
+        r"""From a reference run at ``batch_size``: $\mathcal B$ against the examples
+        it had used; progress by $ds = de/(B_{ref} + \mathcal B)$ (trapezoid)."""
         e = np.asarray(examples, dtype=float)
         b = np.asarray(b_noise, dtype=float)
         if not (np.isfinite(batch_size) and batch_size > 0):
@@ -113,7 +113,7 @@ class NoiseTrajectory:
 
     @classmethod
     def from_power_law(cls, law, examples, loss, batch_size: float) -> NoiseTrajectory:
-        r"""From a :math:`B_{crit}(L)` law (a `PowerLaw`, or any callable of the loss) and
+        r"""From a $B_{crit}(L)$ law (a `PowerLaw`, or any callable of the loss) and
         the loss curve ``loss(examples)`` of a reference run at ``batch_size``."""
         b = np.asarray(law(np.asarray(loss, dtype=float)), dtype=float)
         return cls.from_examples(examples, b, batch_size, source="B_crit(L) law")

@@ -1,40 +1,42 @@
 r"""Exact first crossing of a sum of decaying exponentials below a target.
 
-For plain SGD on the noisy quadratic the expected loss after :math:`k` steps is
+For plain SGD on the noisy quadratic the expected loss after $k$ steps is
 
-.. math:: L(k) = L_\infty + \sum_i w_i \rho_i^k,\qquad 0 \le \rho_i < 1,
+$$
+L(k) = L_\infty + \sum_i w_i \rho_i^k,\qquad 0 \le \rho_i < 1,
+$$
 
-with weights :math:`w_i` of either sign. :func:`first_crossing` returns the exact
-smallest integer :math:`k \ge 0` with :math:`L(k) \le T` (``inf`` if there is none).
+with weights $w_i$ of either sign. `first_crossing` returns the exact
+smallest integer $k \ge 0$ with $L(k) \le T$ (``inf`` if there is none).
 
 Method (all vectorised over many runs at once):
 
-1. Split :math:`L = L_\infty + P(k) + N(k)` into the positive-weight part
-   :math:`P` (decreasing) and the negative-weight part :math:`N \le 0` (increasing).
-   Then :math:`L_\infty + P(k) + N(0) \le L(k) \le L_\infty + P(k)`, two *monotone*
-   envelopes; the answer lies between their crossings :math:`k_V \le k^* \le k_U`.
-2. A monotone crossing :math:`P(k) \le y` is solved by Newton's method on
-   :math:`\log P(k)`, which is convex in :math:`k` (a log-sum-exp of affine
+1. Split $L = L_\infty + P(k) + N(k)$ into the positive-weight part
+   $P$ (decreasing) and the negative-weight part $N \le 0$ (increasing).
+   Then $L_\infty + P(k) + N(0) \le L(k) \le L_\infty + P(k)$, two *monotone*
+   envelopes; the answer lies between their crossings $k_V \le k^* \le k_U$.
+2. A monotone crossing $P(k) \le y$ is solved by Newton's method on
+   $\log P(k)$, which is convex in $k$ (a log-sum-exp of affine
    functions); started left of the root, Newton never overshoots. The integer answer
-   is then *verified* by evaluating :math:`P` at :math:`k` and :math:`k-1`; any run
+   is then *verified* by evaluating $P$ at $k$ and $k-1$; any run
    that fails verification is finished by integer bisection inside a guaranteed
-   bracket (the upper end from the slowest mode, :math:`P(k) \le P(0)\rho_{max}^k`).
-3. When all weights are :math:`\ge 0` (the usual case: every direction starts above
-   its stationary level) :math:`k_V = k_U` and we are done. Otherwise, if
-   :math:`L(k_V) > T`, a per-run branch and bound over :math:`[k_V, k_{hi}]` uses the
-   lower bound :math:`L_\infty + P(hi) + N(lo)` on each interval and scans short
+   bracket (the upper end from the slowest mode, $P(k) \le P(0)\rho_{max}^k$).
+3. When all weights are $\ge 0$ (the usual case: every direction starts above
+   its stationary level) $k_V = k_U$ and we are done. Otherwise, if
+   $L(k_V) > T$, a per-run branch and bound over $[k_V, k_{hi}]$ uses the
+   lower bound $L_\infty + P(hi) + N(lo)$ on each interval and scans short
    intervals exactly, left to right, so the first crossing found is the first one.
 
-Fast path for sweeps (:func:`first_crossing_affine`): the runs of one learning rate
-share the rates :math:`\rho_i`, and their weights are affine in :math:`1/B`,
-:math:`w = a + c\,s`. When all are :math:`\ge 0`, :math:`P(k) = A(k) + c\,S(k)`
-for every batch size from one vector :math:`\rho^k`. A shared grid (built by
+Fast path for sweeps (`first_crossing_affine`): the runs of one learning rate
+share the rates $\rho_i$, and their weights are affine in $1/B$,
+$w = a + c\,s$. When all are $\ge 0$, $P(k) = A(k) + c\,S(k)$
+for every batch size from one vector $\rho^k$. A shared grid (built by
 squaring, no exponentials) and a cubic Hermite estimate place each root; a float64
-check of :math:`P` at three consecutive integers around it settles the run, each
+check of $P$ at three consecutive integers around it settles the run, each
 comparison decided only beyond its rigorous rounding bound. Runs it cannot settle go
-to :func:`first_crossing`.
+to `first_crossing`.
 
-Everything is exact up to floating-point evaluation of :math:`L(k)`.
+Everything is exact up to floating-point evaluation of $L(k)$.
 """
 
 from __future__ import annotations
@@ -302,7 +304,7 @@ _U = np.finfo(float).eps / 2  # unit roundoff
 
 
 class Workspace:
-    """Scratch arrays reused across calls of :func:`first_crossing_affine`.
+    """Scratch arrays reused across calls of `first_crossing_affine`.
 
     A fresh array of more than ~128 KiB is new memory from the OS, paid for by a page
     fault per 4 KiB on first write: a sizeable share of a sweep's time otherwise.
@@ -366,46 +368,46 @@ def _hermite_root(u0, u1, g0, g1, m0, m1):
 
 
 def first_crossing_affine(a, s, c, y, logrho, rho, *, work: Workspace | None = None):
-    r"""Fast path for runs that share their rates: weights :math:`w_r = a + c_r s \ge 0`.
+    r"""Fast path for runs that share their rates: weights $w_r = a + c_r s \ge 0$.
 
-    All runs of one learning rate have the same rates :math:`\rho_i` and weights that
-    are affine in :math:`1/B`, so :math:`P_r(k) = A(k) + c_r S(k)` with
-    :math:`A(k) = \sum_i a_i\rho_i^k` and :math:`S(k) = \sum_i s_i\rho_i^k`: one
-    vector :math:`\rho^k` (one pass of exponentials) gives :math:`P(k)` of every
-    run, and with the precomputed :math:`a\rho^j, s\rho^j` also :math:`P(k+1)` and
-    :math:`P(k+2)`.
+    All runs of one learning rate have the same rates $\rho_i$ and weights that
+    are affine in $1/B$, so $P_r(k) = A(k) + c_r S(k)$ with
+    $A(k) = \sum_i a_i\rho_i^k$ and $S(k) = \sum_i s_i\rho_i^k$: one
+    vector $\rho^k$ (one pass of exponentials) gives $P(k)$ of every
+    run, and with the precomputed $a\rho^j, s\rho^j$ also $P(k+1)$ and
+    $P(k+2)$.
 
-    1. A grid :math:`k = \tfrac34 2^j` (from :math:`\rho^3` by square roots and
+    1. A grid $k = \tfrac34 2^j$ (from $\rho^3$ by square roots and
        repeated squaring: no exponentials) brackets every root; the intervals that
        hold a root are cut into four pieces (products of grid powers). In its piece,
        the root of each run is estimated by the cubic Hermite interpolant of
-       :math:`\log P` in :math:`\log k`, clamped to the bracket that convexity of
-       :math:`\log P` in :math:`k` gives (tangents from either end lie below, the
+       $\log P$ in $\log k$, clamped to the bracket that convexity of
+       $\log P$ in $k$ gives (tangents from either end lie below, the
        chord above).
-    2. A float64 check of :math:`P(k_0), P(k_0+1), P(k_0+2)` around the estimate
-       (one pass per distinct :math:`k_0`) settles the run if the target lies
+    2. A float64 check of $P(k_0), P(k_0+1), P(k_0+2)$ around the estimate
+       (one pass per distinct $k_0$) settles the run if the target lies
        inside; a near miss checks the adjacent window, then Newton steps on
-       :math:`\log P` from the window end nearest the root place the next window
+       $\log P$ from the window end nearest the root place the next window
        (they land left of the root, by convexity).
 
-    A comparison :math:`P(k) \lessgtr y` is decided only if it holds beyond the
+    A comparison $P(k) \lessgtr y$ is decided only if it holds beyond the
     rigorous error bound of the float64 evaluation (summation, exponentials and the
-    clipping of tiny terms: relative :math:`(d + 3000)u` of :math:`A + |c|S`); a run
+    clipping of tiny terms: relative $(d + 3000)u$ of $A + |c|S$); a run
     within that margin, or not settled in ``_ROUNDS`` evaluations, is returned as NaN
-    for :func:`first_crossing`.
+    for `first_crossing`.
 
     Parameters
     ----------
     a, s : array (d,), >= 0
         The two weight vectors.
     c : array (n,)
-        Coefficient of ``s`` per run, with ``a + c[r] * s >= 0`` (:func:`nonneg_rows`).
+        Coefficient of ``s`` per run, with ``a + c[r] * s >= 0`` (`nonneg_rows`).
     y : array (n,), > 0
         ``target - L_inf`` per run.
     logrho, rho : array (d,)
-        Log-rates (``NEG_BIG`` for a rate of 0) and rates :math:`0 \le \rho_i < 1`.
+        Log-rates (``NEG_BIG`` for a rate of 0) and rates $0 \le \rho_i < 1$.
         The answer is exact for the rates ``exp(logrho)``; ``rho`` must agree to
-        :math:`(|\log\rho_i| + 1)u` relative, as ``r * r`` and ``2 log|r|`` do.
+        $(|\log\rho_i| + 1)u$ relative, as ``r * r`` and ``2 log|r|`` do.
     work : Workspace, optional
         Scratch arrays to reuse across calls.
 
@@ -509,7 +511,7 @@ def _settle(res, rows, k0, sign, lo):
 def _grid_estimate(rows, lr_has, rho, c, y, p0, work):
     """Root estimates from a grid shared by all runs (step 1 of first_crossing_affine).
 
-    ``rows`` are those of :func:`first_crossing_affine`; ``p0`` is P(0) of each run.
+    ``rows`` are those of `first_crossing_affine`; ``p0`` is P(0) of each run.
     The grid k = (3/4) 2**j needs no exponentials: rho**3 by products, two square
     roots, then rho**(2k) = (rho**k)**2; the points g (1 + m/4) that cut [g, 2g] are
     rho**g (rho**(g/4))**m, with g/4 on the grid. Relative rounding is ~k u, harmless

@@ -1,18 +1,18 @@
 r"""Adaptive batch size on the noisy quadratic (McCandlish et al. 2018, App. D).
 
-With a noise scale :math:`\mathcal B(s)` that changes during training the paper
-writes :math:`S = \int (1 + \mathcal B/B)\,ds` and :math:`E = \int(\mathcal B + B)\,ds`
-(D.1). Trading examples for steps at exchange rate :math:`r`, the best schedule is
-:math:`B = \sqrt{r\mathcal B}` and the tradeoff becomes
-:math:`(S/S_{min} - 1)(E/E_{min} - 1) = \gamma`,
-:math:`\gamma = (E_s[\sqrt{\mathcal B}])^2 / E_s[\mathcal B] \le 1` (D.4–D.5).
+With a noise scale $\mathcal B(s)$ that changes during training the paper
+writes $S = \int (1 + \mathcal B/B)\,ds$ and $E = \int(\mathcal B + B)\,ds$
+(D.1). Trading examples for steps at exchange rate $r$, the best schedule is
+$B = \sqrt{r\mathcal B}$ and the tradeoff becomes
+$(S/S_{min} - 1)(E/E_{min} - 1) = \gamma$,
+$\gamma = (E_s[\sqrt{\mathcal B}])^2 / E_s[\mathcal B] \le 1$ (D.4–D.5).
 
-:func:`simulate_adaptive` checks this on the exact expected dynamics: it iterates
-:math:`m_i(t+1) = (1 - a_t\hat h_i)^2 m_i(t) + a_t^2\hat c_i / B_t` with a batch
-:math:`B_t = \sqrt{r\,B_{noise}(t)}` recomputed every step from the current
-:math:`m(t)`, and compares with fixed batch sizes run the same way. Both use the
-greedy learning rate of the model, :math:`a_t = \epsilon_{opt}(B_t) =
-\epsilon_{max}(t)/(1 + B_{noise}(t)/B_t)` (eq. 2.6), which for this problem is
+`simulate_adaptive` checks this on the exact expected dynamics: it iterates
+$m_i(t+1) = (1 - a_t\hat h_i)^2 m_i(t) + a_t^2\hat c_i / B_t$ with a batch
+$B_t = \sqrt{r\,B_{noise}(t)}$ recomputed every step from the current
+$m(t)$, and compares with fixed batch sizes run the same way. Both use the
+greedy learning rate of the model, $a_t = \epsilon_{opt}(B_t) =
+\epsilon_{max}(t)/(1 + B_{noise}(t)/B_t)$ (eq. 2.6), which for this problem is
 exactly the rate that minimises the next expected loss. Batch sizes are real
 numbers (not rounded).
 """
@@ -36,11 +36,11 @@ class AdaptiveResult:
     r"""Adaptive schedule against fixed batch sizes at one exchange rate.
 
     ``s_min``, ``e_min`` come from a least-squares fit of
-    :math:`S = S_{min} + E_{min}/B` to the fixed-batch runs. ``product`` is
-    :math:`(S/S_{min} - 1)(E/E_{min} - 1)` of the adaptive run (the theory says
+    $S = S_{min} + E_{min}/B$ to the fixed-batch runs. ``product`` is
+    $(S/S_{min} - 1)(E/E_{min} - 1)$ of the adaptive run (the theory says
     ``gamma``); ``fixed_product`` the same for the best fixed batch (theory: 1).
     ``gamma`` is measured on the adaptive run's own trajectory, weighting step
-    :math:`t` by its progress :math:`ds_t = 1/(1 + B_{noise}(t)/B_t)`.
+    $t$ by its progress $ds_t = 1/(1 + B_{noise}(t)/B_t)$.
     """
 
     exchange_rate: float
@@ -66,15 +66,15 @@ class AdaptiveResult:
 
 
 def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int = 1_000_000):
-    r"""Iterate the exact expected dynamics with the greedy rate :math:`\epsilon_{opt}(B_t)`.
+    r"""Iterate the exact expected dynamics with the greedy rate $\epsilon_{opt}(B_t)$.
 
     ``batch`` is an array of fixed batch sizes (``np.inf`` for the noise-free limit)
     or a callable ``batch(b_noise) -> B_t`` or ``batch(b_noise, progress, examples) ->
-    B_t`` (one run; ``progress`` is :math:`\sum ds` so far in infinite-batch steps,
+    B_t`` (one run; ``progress`` is $\sum ds$ so far in infinite-batch steps,
     ``examples`` the examples used so far: a schedule). Returns a dict with ``steps``
     (first step whose expected loss is <= target, inf if not within ``max_steps``),
     ``examples`` (sum of the batch sizes used) and, for a callable, the per-step
-    ``batch_sizes``, ``b_noise`` and ``progress`` :math:`ds_t`.
+    ``batch_sizes``, ``b_noise`` and ``progress`` $ds_t$.
     """
     if not isinstance(problem, NoisyQuadratic) or not problem.is_plain:
         raise ValueError("greedy_run needs a NoisyQuadratic without momentum or EMA")
@@ -160,7 +160,7 @@ def simulate_adaptive(
     fixed_batch_sizes=None,
     max_steps: int = 1_000_000,
 ) -> AdaptiveResult:
-    r"""Adaptive :math:`B_t = \sqrt{r B_{noise}(t)}` against fixed batches (App. D).
+    r"""Adaptive $B_t = \sqrt{r B_{noise}(t)}$ against fixed batches (App. D).
 
     Parameters
     ----------
@@ -169,10 +169,10 @@ def simulate_adaptive(
     target : float
         Expected-loss target.
     exchange_rate : float
-        :math:`r`, examples one step is worth; the best fixed batch minimises
-        :math:`rS + E`, the same cost the adaptive schedule optimises.
+        $r$, examples one step is worth; the best fixed batch minimises
+        $rS + E$, the same cost the adaptive schedule optimises.
     fixed_batch_sizes : array, optional
-        Fixed batches to compare with (default :math:`2^0 \dots 2^{20}`).
+        Fixed batches to compare with (default $2^0 \dots 2^{20}$).
 
     Examples
     --------

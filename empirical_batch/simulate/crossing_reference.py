@@ -1,14 +1,16 @@
-r"""The reference for :mod:`empirical_batch.simulate._crossing`: step and compare.
+r"""The reference for `empirical_batch.simulate._crossing`: step and compare.
 
-The fast search in ``_crossing`` finds the smallest integer :math:`k \ge 0` with
+The fast search in ``_crossing`` finds the smallest integer $k \ge 0$ with
 
-.. math:: L(k) = L_\infty + \sum_i w_i \rho_i^k \le \text{target}
+$$
+L(k) = L_\infty + \sum_i w_i \rho_i^k \le \text{target}
+$$
 
 without visiting every step (shared powers, Newton, bisection, branch and bound, a
 rigorous rounding margin). This module answers the same question the obvious way:
-evaluate :math:`L(0), L(1), \dots` one after another, each as an exactly rounded sum
+evaluate $L(0), L(1), \dots$ one after another, each as an exactly rounded sum
 (``math.fsum``), and stop at the first one at or below the target. It is slow
-(:math:`O(k \cdot d)`) and bounded by ``max_steps``, and it is what the tests hold the
+($O(k \cdot d)$) and bounded by ``max_steps``, and it is what the tests hold the
 fast path against (``tests/test_simulate_crossing.py``).
 """
 

@@ -1,7 +1,7 @@
 r"""Exact expected dynamics of `NoisyQuadratic`: second moments and expected loss.
 
 Plain SGD has the closed-form geometric series of the module docstring of
-:mod:`empirical_batch.simulate.quadratic` (O(dims) for any step); heavy-ball momentum
+`empirical_batch.simulate.quadratic` (O(dims) for any step); heavy-ball momentum
 and an EMA of the iterates are the linear recursion on per-direction second-moment
 matrices documented on `NoisyQuadratic`, advanced by repeated squaring of its affine
 map. The functions take the problem as their first argument; the methods of

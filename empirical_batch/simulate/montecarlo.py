@@ -2,19 +2,19 @@ r"""Monte Carlo SGD on the noisy quadratic, in torch (CPU or CUDA).
 
 One tensor program advances every (batch size × learning rate × seed) run at once:
 the state has shape ``(n_batch, n_lr, n_seed, dims)``. Each step draws the
-*batch-mean* gradient noise directly, :math:`\hat\xi_i \sim N(0, c_i/B)`, which has
-exactly the distribution of the mean of :math:`B` independent Gaussian per-example
-noises :math:`N(0, c_i)`; this costs O(dims) per run and step instead of O(B·dims).
+*batch-mean* gradient noise directly, $\hat\xi_i \sim N(0, c_i/B)$, which has
+exactly the distribution of the mean of $B$ independent Gaussian per-example
+noises $N(0, c_i)$; this costs O(dims) per run and step instead of O(B·dims).
 
 With ``dataset_size=N`` the per-example noises are instead a fixed table of
-:math:`N` vectors, and each step averages :math:`B` rows drawn *with replacement*.
+$N$ vectors, and each step averages $B$ rows drawn *with replacement*.
 The table is centred and rescaled per direction so that its mean is exactly 0 and
-its (population) variance exactly :math:`c_i`; conditional on the table the batch
-mean then has mean 0 and variance :math:`c_i/B`, the same second moments as the
+its (population) variance exactly $c_i$; conditional on the table the batch
+mean then has mean 0 and variance $c_i/B$, the same second moments as the
 exact dynamics, but it is not Gaussian and the same examples recur (a finite-data
 effect the exact dynamics do not model beyond second moments).
 
-torch is imported inside :func:`monte_carlo_sgd` only.
+torch is imported inside `monte_carlo_sgd` only.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def monte_carlo_sgd(
 ) -> MonteCarloResult:
     r"""Run SGD on the noisy quadratic for every (B, lr, seed) in one tensor program.
 
-    Each run starts from :math:`\theta_i(0) \sim N(0, E[\theta_i(0)^2])` and applies
-    the same update as :class:`NoisyQuadratic` (preconditioner, heavy-ball momentum
+    Each run starts from $\theta_i(0) \sim N(0, E[\theta_i(0)^2])$ and applies
+    the same update as `NoisyQuadratic` (preconditioner, heavy-ball momentum
     with zero initial velocity, EMA of iterates: the EMA iterate's loss is recorded).
 
     Parameters
@@ -123,7 +123,7 @@ def monte_carlo_sgd(
     seeds : int
         Independent replicas per (B, lr).
     record_steps : 1-D int array, optional
-        Steps at which the loss is recorded (default :func:`log_steps`).
+        Steps at which the loss is recorded (default `log_steps`).
     seed : int
         Seed of the torch generator.
     device : str

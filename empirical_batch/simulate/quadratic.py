@@ -1,45 +1,45 @@
 r"""The noisy quadratic model (NQM) and its exact expected dynamics.
 
-Loss :math:`L(\theta) = \tfrac12 \sum_i h_i \theta_i^2` in the eigenbasis of the
-Hessian. A per-example gradient is :math:`h_i\theta_i + \xi_i` with zero-mean noise
-of variance :math:`c_i` in direction :math:`i`, independent of :math:`\theta`
-(additive noise). The mean of :math:`B` independent per-example gradients has noise
-variance :math:`c_i/B`. Zhang et al. (2019, "Which algorithmic choices matter at
-which batch sizes?") take :math:`\Sigma = H`, i.e. :math:`c_i = h_i`
-(:meth:`NoisyQuadratic.zhang`); any constant :math:`c_i \ge 0` is allowed.
+Loss $L(\theta) = \tfrac12 \sum_i h_i \theta_i^2$ in the eigenbasis of the
+Hessian. A per-example gradient is $h_i\theta_i + \xi_i$ with zero-mean noise
+of variance $c_i$ in direction $i$, independent of $\theta$
+(additive noise). The mean of $B$ independent per-example gradients has noise
+variance $c_i/B$. Zhang et al. (2019, "Which algorithmic choices matter at
+which batch sizes?") take $\Sigma = H$, i.e. $c_i = h_i$
+(`NoisyQuadratic.zhang`); any constant $c_i \ge 0$ is allowed.
 
-Plain SGD with learning rate :math:`a`, preconditioner :math:`P = H^{-p}` (diagonal,
-:math:`p_i = h_i^{-p}`) and batch :math:`B`:
-:math:`\theta_i \leftarrow \theta_i - a p_i (h_i\theta_i + \xi_i/\sqrt{B}\cdot)`, so
-with :math:`\hat h_i = p_i h_i` and :math:`\hat c_i = p_i^2 c_i`
+Plain SGD with learning rate $a$, preconditioner $P = H^{-p}$ (diagonal,
+$p_i = h_i^{-p}$) and batch $B$:
+$\theta_i \leftarrow \theta_i - a p_i (h_i\theta_i + \xi_i/\sqrt{B}\cdot)$, so
+with $\hat h_i = p_i h_i$ and $\hat c_i = p_i^2 c_i$
 
-.. math::
+$$
+m_i(t+1) = \rho_i\, m_i(t) + q_i,\qquad
+\rho_i = (1 - a\hat h_i)^2,\quad q_i = a^2 \hat c_i / B,
+$$
 
-    m_i(t+1) = \rho_i\, m_i(t) + q_i,\qquad
-    \rho_i = (1 - a\hat h_i)^2,\quad q_i = a^2 \hat c_i / B,
+where $m_i(t) = E[\theta_i(t)^2]$. Its closed form is the geometric series
 
-where :math:`m_i(t) = E[\theta_i(t)^2]`. Its closed form is the geometric series
+$$
+m_i(k) = \rho_i^k m_i(0) + q_i\,\frac{1-\rho_i^k}{1-\rho_i}
+= m_i^\infty + \rho_i^k\,(m_i(0) - m_i^\infty),\qquad
+m_i^\infty = \frac{a \hat c_i}{B\,\hat h_i (2 - a\hat h_i)},
+$$
 
-.. math::
+and the expected loss is $E[L](k) = \tfrac12\sum_i h_i m_i(k)$: O(dims) work
+for any $k$. The run converges iff $0 < a\hat h_i < 2$ in every
+direction that carries weight ($m_i(0) > 0$ or $c_i > 0$).
 
-    m_i(k) = \rho_i^k m_i(0) + q_i\,\frac{1-\rho_i^k}{1-\rho_i}
-           = m_i^\infty + \rho_i^k\,(m_i(0) - m_i^\infty),\qquad
-    m_i^\infty = \frac{a \hat c_i}{B\,\hat h_i (2 - a\hat h_i)},
-
-and the expected loss is :math:`E[L](k) = \tfrac12\sum_i h_i m_i(k)`: O(dims) work
-for any :math:`k`. The run converges iff :math:`0 < a\hat h_i < 2` in every
-direction that carries weight (:math:`m_i(0) > 0` or :math:`c_i > 0`).
-
-Heavy-ball momentum :math:`\beta` and an exponential moving average of the iterates
-(EMA, decay :math:`\gamma`) are linear recursions on a small state per direction;
-see :class:`NoisyQuadratic` for the second-moment recursions. The model's noise
+Heavy-ball momentum $\beta$ and an exponential moving average of the iterates
+(EMA, decay $\gamma$) are linear recursions on a small state per direction;
+see `NoisyQuadratic` for the second-moment recursions. The model's noise
 scales (McCandlish et al. 2018, §2.2, eqs. 2.8–2.9) along the expected trajectory
-come from :meth:`NoisyQuadratic.noise_scales`.
+come from `NoisyQuadratic.noise_scales`.
 
 This module holds the problem; its dynamics live in
-:mod:`empirical_batch.simulate.dynamics`, the exact search for steps to a target in
-:mod:`empirical_batch.simulate.search` and the noise-scale traces in
-:mod:`empirical_batch.simulate.traces`.
+`empirical_batch.simulate.dynamics`, the exact search for steps to a target in
+`empirical_batch.simulate.search` and the noise-scale traces in
+`empirical_batch.simulate.traces`.
 """
 
 from __future__ import annotations
@@ -68,46 +68,46 @@ class NoisyQuadratic(Frozen):
     Parameters
     ----------
     curvature : array (d,)
-        Hessian eigenvalues :math:`h_i > 0`.
+        Hessian eigenvalues $h_i > 0$.
     noise : float or array (d,)
-        Per-example gradient-noise variance :math:`c_i \ge 0` in each direction
-        (constant in :math:`\theta`); a batch of :math:`B` has variance :math:`c_i/B`.
+        Per-example gradient-noise variance $c_i \ge 0$ in each direction
+        (constant in $\theta$); a batch of $B$ has variance $c_i/B$.
     init : float or array (d,)
-        Initial second moment :math:`E[\theta_i(0)^2] \ge 0`.
+        Initial second moment $E[\theta_i(0)^2] \ge 0$.
     momentum : float
-        Heavy-ball coefficient :math:`\beta \in [0, 1)`.
+        Heavy-ball coefficient $\beta \in [0, 1)$.
     precondition : float
-        Exponent :math:`p` of the diagonal preconditioner :math:`P = H^{-p}`
+        Exponent $p$ of the diagonal preconditioner $P = H^{-p}$
         (``0`` is plain SGD, ``1`` is Newton-like). The update is
-        :math:`\theta \leftarrow \theta - aP g_B`.
+        $\theta \leftarrow \theta - aP g_B$.
     ema : float, optional
-        Decay :math:`\gamma \in [0, 1)` of an exponential moving average of the
-        iterates, :math:`\bar\theta_{t+1} = \gamma\bar\theta_t + (1-\gamma)\theta_{t+1}`
-        with :math:`\bar\theta_0 = \theta_0`; the reported loss is then that of
-        :math:`\bar\theta`.
+        Decay $\gamma \in [0, 1)$ of an exponential moving average of the
+        iterates, $\bar\theta_{t+1} = \gamma\bar\theta_t + (1-\gamma)\theta_{t+1}$
+        with $\bar\theta_0 = \theta_0$; the reported loss is then that of
+        $\bar\theta$.
 
     Notes
     -----
-    With :math:`u_i = 1 + \beta - a\hat h_i` the heavy-ball update is
-    :math:`\theta_{t+1} = u\,\theta_t - \beta\theta_{t-1} - a\hat\xi_t`
-    (:math:`\theta_{-1} = \theta_0`, i.e. zero initial velocity). Its second moments
-    :math:`x_t = E\theta_t^2`, :math:`y_t = E\theta_t\theta_{t-1}`,
-    :math:`z_t = E\theta_{t-1}^2` obey the 3×3 linear recursion
+    With $u_i = 1 + \beta - a\hat h_i$ the heavy-ball update is
+    $\theta_{t+1} = u\,\theta_t - \beta\theta_{t-1} - a\hat\xi_t$
+    ($\theta_{-1} = \theta_0$, i.e. zero initial velocity). Its second moments
+    $x_t = E\theta_t^2$, $y_t = E\theta_t\theta_{t-1}$,
+    $z_t = E\theta_{t-1}^2$ obey the 3×3 linear recursion
 
-    .. math::
+    $$
+    x_{t+1} = u^2 x_t - 2u\beta\, y_t + \beta^2 z_t + a^2\hat c/B,\quad
+    y_{t+1} = u\, x_t - \beta\, y_t,\quad z_{t+1} = x_t.
+    $$
 
-        x_{t+1} = u^2 x_t - 2u\beta\, y_t + \beta^2 z_t + a^2\hat c/B,\quad
-        y_{t+1} = u\, x_t - \beta\, y_t,\quad z_{t+1} = x_t.
-
-    In general the state :math:`s = (\theta_t, \theta_{t-1}, \bar\theta_t)` (the parts
-    in use) follows :math:`s_{t+1} = A s_t + b\,\hat\xi_t`, so its second-moment matrix
-    follows :math:`S_{t+1} = A S_t A^T + (\hat c/B)\, b b^T`; vectorised,
-    :math:`\mathrm{vec}\,S_{t+1} = (A\otimes A)\,\mathrm{vec}\,S_t + (\hat c/B)
-    \mathrm{vec}(bb^T)`. The closed form after :math:`k` steps is the :math:`k`-th power
-    of the affine map, computed by repeated squaring: :math:`O(d \log k)` work. For
-    the EMA, :math:`A` gains the row
-    :math:`\bar\theta_{t+1} = \gamma\bar\theta_t + (1-\gamma)(u\theta_t - \beta\theta_{t-1})`
-    and :math:`b` the entry :math:`-(1-\gamma)a`.
+    In general the state $s = (\theta_t, \theta_{t-1}, \bar\theta_t)$ (the parts
+    in use) follows $s_{t+1} = A s_t + b\,\hat\xi_t$, so its second-moment matrix
+    follows $S_{t+1} = A S_t A^T + (\hat c/B)\, b b^T$; vectorised,
+    $\mathrm{vec}\,S_{t+1} = (A\otimes A)\,\mathrm{vec}\,S_t + (\hat c/B)
+    \mathrm{vec}(bb^T)$. The closed form after $k$ steps is the $k$-th power
+    of the affine map, computed by repeated squaring: $O(d \log k)$ work. For
+    the EMA, $A$ gains the row
+    $\bar\theta_{t+1} = \gamma\bar\theta_t + (1-\gamma)(u\theta_t - \beta\theta_{t-1})$
+    and $b$ the entry $-(1-\gamma)a$.
 
     Examples
     --------
@@ -151,11 +151,11 @@ class NoisyQuadratic(Frozen):
         self.precondition = p
         self.ema = ema
         self.preconditioner = h ** (-p)
-        """:math:`p_i = h_i^{-p}`, the diagonal of :math:`P`."""
+        """$p_i = h_i^{-p}$, the diagonal of $P$."""
         self.update_curvature = self.preconditioner * h
-        """:math:`P h`: the curvature the (preconditioned) update sees."""
+        """$P h$: the curvature the (preconditioned) update sees."""
         self.update_noise = self.preconditioner**2 * self.noise
-        """:math:`P^2 c`: the per-example noise variance the update sees."""
+        """$P^2 c$: the per-example noise variance the update sees."""
         self.active = (self.init > 0) | (self.noise > 0)
         """Directions that carry weight (initial second moment or noise > 0)."""
         self._freeze()
@@ -163,7 +163,7 @@ class NoisyQuadratic(Frozen):
     # --- constructors ---------------------------------------------------------
     @classmethod
     def zhang(cls, dims: int = 10_000, init=1.0, **options) -> NoisyQuadratic:
-        r"""Zhang et al. (2019): :math:`h_i = 1/i`, :math:`c_i = h_i` (:math:`\Sigma = H`)."""
+        r"""Zhang et al. (2019): $h_i = 1/i$, $c_i = h_i$ ($\Sigma = H$)."""
         return cls.power_law(dims, exponent=1.0, noise=1.0, init=init, **options)
 
     @classmethod
@@ -177,10 +177,10 @@ class NoisyQuadratic(Frozen):
         init=1.0,
         **options,
     ) -> NoisyQuadratic:
-        r"""Spectrum :math:`h_i = i^{-\text{exponent}}`, :math:`i = 1..d`.
+        r"""Spectrum $h_i = i^{-\text{exponent}}$, $i = 1..d$.
 
-        ``noise_like="curvature"`` gives :math:`c_i = \text{noise}\cdot h_i`
-        (:math:`\Sigma \propto H`); ``"constant"`` gives :math:`c_i = \text{noise}`.
+        ``noise_like="curvature"`` gives $c_i = \text{noise}\cdot h_i$
+        ($\Sigma \propto H$); ``"constant"`` gives $c_i = \text{noise}$.
         """
         if isinstance(dims, bool) or int(dims) != dims or dims < 1:
             raise ValueError(f"dims must be a positive integer, got {dims!r}")
@@ -222,12 +222,12 @@ class NoisyQuadratic(Frozen):
         )
 
     def initial_loss(self) -> float:
-        r""":math:`E[L(\theta_0)] = \tfrac12\sum_i h_i E[\theta_i(0)^2]`."""
+        r"""$E[L(\theta_0)] = \tfrac12\sum_i h_i E[\theta_i(0)^2]$."""
         return float(0.5 * self.curvature @ self.init)
 
     # --- dynamics (simulate/dynamics.py) -------------------------------------
     def second_moment(self, lr, batch_size, steps) -> np.ndarray:
-        r"""Exact :math:`E[\theta_i(k)^2]` of the raw iterate, shape ``(..., dims)``.
+        r"""Exact $E[\theta_i(k)^2]$ of the raw iterate, shape ``(..., dims)``.
 
         Broadcasts over ``lr``, ``batch_size`` and ``steps``. Diverging runs give
         ``inf`` (or very large values).
@@ -235,7 +235,7 @@ class NoisyQuadratic(Frozen):
         return dynamics.second_moment(self, lr, batch_size, steps)
 
     def expected_loss(self, lr, batch_size, steps):
-        r"""Exact expected loss :math:`\tfrac12\sum_i h_i E[\theta_i(k)^2]`.
+        r"""Exact expected loss $\tfrac12\sum_i h_i E[\theta_i(k)^2]$.
 
         Broadcasts over ``lr``, ``batch_size`` and ``steps``; scalars give a float.
         For plain SGD this is the closed-form geometric series (O(dims) for any
@@ -249,22 +249,22 @@ class NoisyQuadratic(Frozen):
         return dynamics.expected_loss(self, lr, batch_size, steps)
 
     def stationary_loss(self, lr, batch_size):
-        r"""Limit of the expected loss as :math:`k\to\infty` (``inf`` if it diverges).
+        r"""Limit of the expected loss as $k\to\infty$ (``inf`` if it diverges).
 
-        Plain SGD: :math:`\tfrac12\sum_i h_i\, a\hat c_i / (B\hat h_i(2 - a\hat h_i))`.
+        Plain SGD: $\tfrac12\sum_i h_i\, a\hat c_i / (B\hat h_i(2 - a\hat h_i))$.
         """
         return dynamics.stationary_loss(self, lr, batch_size)
 
     # --- steps to target (simulate/search.py) -----------------------------
     def steps_to_target(self, target, lr, batch_size, *, max_steps: int | None = None):
-        r"""Exact smallest number of steps :math:`k` with expected loss :math:`\le` target.
+        r"""Exact smallest number of steps $k$ with expected loss $\le$ target.
 
         Broadcasts over ``target``, ``lr`` and ``batch_size``; returns floats
         (integer-valued) with ``inf`` where the target is never reached: the run
-        diverges (:math:`|1 - a\hat h_i| \ge 1` in a direction with weight), the
+        diverges ($|1 - a\hat h_i| \ge 1$ in a direction with weight), the
         expected loss stays above the target, or (if given) more than ``max_steps``
         steps are needed. For plain SGD the search is exact and independent of
-        ``max_steps`` (see :mod:`empirical_batch.simulate._crossing`: runs of one
+        ``max_steps`` (see `empirical_batch.simulate._crossing`: runs of one
         learning rate solved together from shared powers of the rates, float64
         checks with a rigorous rounding margin; Newton, bisection and
         branch-and-bound fallbacks). A run that crosses the target only transiently before
@@ -281,7 +281,7 @@ class NoisyQuadratic(Frozen):
     def best_lr(self, target, batch_size, lrs, *, max_steps: int | None = None) -> BestLR:
         r"""Learning rate from the grid ``lrs`` that reaches ``target`` in fewest steps.
 
-        For each batch size, :math:`\arg\min_{a \in \text{lrs}} S(a, B)`; ties go to
+        For each batch size, $\arg\min_{a \in \text{lrs}} S(a, B)$; ties go to
         the smaller rate. Where no rate reaches the target the result holds NaN/inf.
         """
         return search.best_lr(self, target, batch_size, lrs, max_steps=max_steps)
@@ -290,7 +290,7 @@ class NoisyQuadratic(Frozen):
     def noise_scalars(self, m):
         r"""(|G|², GᵀHG, tr Σ, tr HΣ) in the preconditioned geometry.
 
-        ``m`` holds second moments :math:`E[\theta_i^2]` (last axis: directions);
+        ``m`` holds second moments $E[\theta_i^2]$ (last axis: directions);
         the first two scalars broadcast over its leading axes. See `noise_scales`
         for the formulas.
         """
@@ -304,15 +304,15 @@ class NoisyQuadratic(Frozen):
     def noise_scales(self, lr, batch_size, steps) -> NoiseScaleTrace:
         r"""The model's noise scales along the expected trajectory.
 
-        With :math:`m_i = E[\theta_i^2]` at each step and :math:`P = H^{-p}`, in the
+        With $m_i = E[\theta_i^2]$ at each step and $P = H^{-p}$, in the
         preconditioned geometry (McCandlish et al. 2018, App. C):
-        :math:`E|G|^2 = \sum_i p_i h_i^2 m_i`, :math:`E[G^THG] = \sum_i p_i^2 h_i^3 m_i`,
-        :math:`\operatorname{tr}\Sigma = \sum_i p_i c_i`,
-        :math:`\operatorname{tr}(H\Sigma) = \sum_i p_i^2 h_i c_i`, passed to
-        :meth:`empirical_batch.theory.QuadraticModel.from_scalars`.
-        These are *ratios of expectations*, :math:`B_{noise} = E[\operatorname{tr}H\Sigma]
-        / E[G^THG]` (the gradient :math:`G = H\theta` is random through
-        :math:`\theta`), which is what the expected one-step improvement (eq. 2.5)
+        $E|G|^2 = \sum_i p_i h_i^2 m_i$, $E[G^THG] = \sum_i p_i^2 h_i^3 m_i$,
+        $\operatorname{tr}\Sigma = \sum_i p_i c_i$,
+        $\operatorname{tr}(H\Sigma) = \sum_i p_i^2 h_i c_i$, passed to
+        `empirical_batch.theory.QuadraticModel.from_scalars`.
+        These are *ratios of expectations*, $B_{noise} = E[\operatorname{tr}H\Sigma]
+        / E[G^THG]$ (the gradient $G = H\theta$ is random through
+        $\theta$), which is what the expected one-step improvement (eq. 2.5)
         depends on; the expectation of the ratio would differ (it is larger, by
         Jensen) and has no closed form here.
 

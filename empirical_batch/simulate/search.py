@@ -1,7 +1,7 @@
 r"""Steps to a target on `NoisyQuadratic`, exactly, and the best learning rate of a grid.
 
-Plain SGD: the expected loss is :math:`L_\infty + \sum_i w_i\rho_i^k`, and the first
-step at or below a target is found exactly by :mod:`empirical_batch.simulate._crossing`
+Plain SGD: the expected loss is $L_\infty + \sum_i w_i\rho_i^k$, and the first
+step at or below a target is found exactly by `empirical_batch.simulate._crossing`
 (runs of one learning rate solved together). Momentum or EMA: the second-moment
 recursion is iterated step by step up to a limit.
 """
@@ -100,10 +100,10 @@ def plain_steps(problem: NoisyQuadratic, t, a, b) -> np.ndarray:
     """Exact first crossings for plain SGD; runs grouped by learning rate.
 
     Runs with the same rate share decay rates rho_i and have weights
-    ``aw - sw / B``, so the fast path (:func:`first_crossing_affine`) handles them
+    ``aw - sw / B``, so the fast path (`first_crossing_affine`) handles them
     together; runs with weights of both signs, or that it cannot settle, go to
-    :func:`first_crossing`. Small problems (little work per rate, see
-    ``GROUPED_MIN_WORK``) go to :func:`first_crossing` at once.
+    `first_crossing`. Small problems (little work per rate, see
+    ``GROUPED_MIN_WORK``) go to `first_crossing` at once.
     """
     out = np.full(t.size, np.inf)
     h, m0, act = problem.curvature, problem.init, problem.active

@@ -1,25 +1,25 @@
 r"""Sign descent (the update of Adam-like optimizers) on a noisy quadratic, one step.
 
-Adam with small :math:`\beta`'s and :math:`\epsilon` moves each coordinate by the
+Adam with small $\beta$'s and $\epsilon$ moves each coordinate by the
 learning rate times the *sign* of the batch gradient (Li et al. 2024 call this the
-"sign of gradient" case). On a quadratic with gradient :math:`G`, Hessian :math:`H` and
-a batch gradient :math:`\hat G = G + \xi`, :math:`\xi \sim N(0, \mathrm{diag}(\sigma^2)/B)`,
-the update :math:`-\epsilon\,\mathrm{sign}(\hat G)` changes the loss by
+"sign of gradient" case). On a quadratic with gradient $G$, Hessian $H$ and
+a batch gradient $\hat G = G + \xi$, $\xi \sim N(0, \mathrm{diag}(\sigma^2)/B)$,
+the update $-\epsilon\,\mathrm{sign}(\hat G)$ changes the loss by
 
-.. math::
+$$
+\Delta L(\epsilon) = \epsilon\, G^T s - \tfrac12 \epsilon^2 s^T H s,
+\qquad s = \mathrm{sign}(\hat G),
+$$
 
-    \Delta L(\epsilon) = \epsilon\, G^T s - \tfrac12 \epsilon^2 s^T H s,
-    \qquad s = \mathrm{sign}(\hat G),
-
-so its expectation is maximised by :math:`\epsilon_{opt}(B) = E[G^Ts] / E[s^THs]`.
-With independent coordinates :math:`E[s_i] = \mathrm{erf}(G_i\sqrt{B}/(\sqrt2\sigma_i))`,
-:math:`E[s_i^2] = 1` and :math:`E[s_is_j] = E[s_i]E[s_j]` for :math:`i \ne j`, which
-gives the closed form of :func:`empirical_batch.theory.sign_descent_eps_opt`. This module
+so its expectation is maximised by $\epsilon_{opt}(B) = E[G^Ts] / E[s^THs]$.
+With independent coordinates $E[s_i] = \mathrm{erf}(G_i\sqrt{B}/(\sqrt2\sigma_i))$,
+$E[s_i^2] = 1$ and $E[s_is_j] = E[s_i]E[s_j]$ for $i \ne j$, which
+gives the closed form of `empirical_batch.theory.sign_descent_eps_opt`. This module
 estimates the same expectations by Monte Carlo over batch-gradient draws (an
 independent check of that closed form), and produces "sweeps" of the best learning rate
 per batch size to fit the surge law to.
 
-A diagonal :math:`H` gives a rate that only rises with :math:`B`; the surge (a rise
+A diagonal $H$ gives a rate that only rises with $B$; the surge (a rise
 and a fall) needs off-diagonal curvature between coordinates whose gradients share a
 sign, as in `correlated_quadratic`.
 
@@ -44,7 +44,7 @@ __all__ = ["SignStep", "correlated_quadratic", "sign_descent_sweep", "sign_step_
 
 @dataclass(frozen=True)
 class SignStep:
-    """Monte Carlo estimates of :math:`E[G^Ts]`, :math:`E[s^THs]` and the optimal rate."""
+    """Monte Carlo estimates of $E[G^Ts]$, $E[s^THs]$ and the optimal rate."""
 
     batch_size: float
     gain: float  # E[G^T s]
@@ -69,8 +69,8 @@ def sign_step_monte_carlo(gradient, hessian, noise_std, batch_size, *, n_samples
                           seed=0) -> SignStep:
     r"""One sign-descent step at batch size ``batch_size``: Monte Carlo expectations.
 
-    ``noise_std`` is the per-example standard deviation :math:`\sigma_i` of each
-    coordinate of the gradient (a batch of :math:`B` has :math:`\sigma_i/\sqrt B`).
+    ``noise_std`` is the per-example standard deviation $\sigma_i$ of each
+    coordinate of the gradient (a batch of $B$ has $\sigma_i/\sqrt B$).
     """
     g, h, s = _problem(gradient, hessian, noise_std)
     b = float(check_positive(batch_size, "batch_size"))
@@ -102,7 +102,7 @@ def sign_descent_sweep(gradient, hessian, noise_std, batch_sizes, *, n_samples=2
 def correlated_quadratic(dims: int = 50, *, correlation: float = 0.2, noise: float = 10.0,
                          seed: int = 0):
     r"""A quadratic whose Hessian couples every pair of coordinates:
-    :math:`H = (1-\rho) I + \rho\,\mathbf 1\mathbf 1^T`, gradient entries of one sign
+    $H = (1-\rho) I + \rho\,\mathbf 1\mathbf 1^T$, gradient entries of one sign
     (uniform in [0.5, 1.5]) and the same per-example noise standard deviation ``noise``
     in every coordinate.
     Returns ``(gradient, hessian, noise_std)``."""

@@ -1,7 +1,7 @@
 """Simulated batch-size sweeps in the sweep schema (see DESIGN.md).
 
-:func:`simulate_sweep` runs every (batch size, learning rate) pair on a
-:class:`NoisyQuadratic` and returns the long table the fitting code reads: columns
+`simulate_sweep` runs every (batch size, learning rate) pair on a
+`NoisyQuadratic` and returns the long table the fitting code reads: columns
 ``run, batch_size, learning_rate, step, examples, metric`` plus ``seed`` and
 ``method``. ``metric`` is the loss (lower is better).
 """
@@ -49,14 +49,14 @@ def simulate_sweep(
         Last step of every run.
     method : {"exact", "monte_carlo"}
         ``"exact"``: the expected loss from the closed-form dynamics (one run per
-        pair, ``seed`` is NA). ``"monte_carlo"``: :func:`monte_carlo_sgd` with
+        pair, ``seed`` is NA). ``"monte_carlo"``: `monte_carlo_sgd` with
         ``seeds`` replicas per pair, one run per seed.
     seeds : int
         Replicas per pair (Monte Carlo only).
     n_points : int
         About this many log-spaced logged steps per run, plus step 0.
     seed, device, dtype, dataset_size, progress
-        Passed to :func:`monte_carlo_sgd`.
+        Passed to `monte_carlo_sgd`.
 
     Returns
     -------

@@ -21,9 +21,9 @@ __all__ = ["NoiseScaleTrace", "noise_scales", "noise_scales_along_run"]
 class NoiseScaleTrace:
     r"""The model's noise scales along the expected trajectory.
 
-    ``b_noise`` :math:`= E[\operatorname{tr}(H\Sigma)]/E[G^THG]` and ``b_simple``
-    :math:`= \operatorname{tr}\Sigma / E|G|^2` at each step: ratios of expectations
-    over the SGD randomness (see :meth:`NoisyQuadratic.noise_scales`).
+    ``b_noise`` $= E[\operatorname{tr}(H\Sigma)]/E[G^THG]$ and ``b_simple``
+    $= \operatorname{tr}\Sigma / E|G|^2$ at each step: ratios of expectations
+    over the SGD randomness (see `NoisyQuadratic.noise_scales`).
     """
 
     step: np.ndarray
@@ -65,7 +65,7 @@ def noise_scales_along_run(problem: NoisyQuadratic, lr: float, batch_size: float
 
     The run is ``steps`` steps at ``lr`` and ``batch_size`` on the exact dynamics. The
     average is over steps (``average="steps"``) or weighted by progress, the paper's
-    App. D average :math:`E_s[\mathcal B]` with :math:`ds = 1/(1 + B_{noise}/B)` per
+    App. D average $E_s[\mathcal B]$ with $ds = 1/(1 + B_{noise}/B)$ per
     step (``average="progress"``). With ``b_crit`` (e.g. fitted to a sweep of the same
     problem), the column ``b_crit_over_b_noise`` compares it with each row: a noise
     scale that changes during training has no single value that *is* B_crit.

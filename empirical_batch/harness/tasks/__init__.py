@@ -1,4 +1,4 @@
-"""Task plugins: each a :class:`~empirical_batch.harness.tasks.base.Task` registered by name.
+"""Task plugins: each a `Task` registered by name.
 
 >>> from empirical_batch.harness.tasks import make_task
 >>> make_task("digits", hidden=16).options.hidden
@@ -19,7 +19,7 @@ __all__ = ["TASKS", "Digits", "Sequence", "Task", "TaskConfigError", "TeacherStu
 
 
 def check_task_name(name: str) -> None:
-    """Raise :class:`TaskConfigError` listing the tasks when ``name`` is not one of them."""
+    """Raise `TaskConfigError` listing the tasks when ``name`` is not one of them."""
     if not isinstance(name, str) or name not in TASKS:
         raise TaskConfigError(f"unknown task {name!r}; available tasks: {', '.join(TASKS)}")
 

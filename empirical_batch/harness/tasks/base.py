@@ -69,9 +69,9 @@ class Task(ABC):
     """A training problem for the harness.
 
     Subclasses define a frozen dataclass ``Options`` (their configuration, with
-    defaults), ``validate`` (raising :class:`TaskConfigError`) and the abstract
+    defaults), ``validate`` (raising `TaskConfigError`) and the abstract
     methods below. Construct with keyword overrides: ``Digits(hidden=32)``.
-    Unknown option names and bad values raise :class:`TaskConfigError` naming the
+    Unknown option names and bad values raise `TaskConfigError` naming the
     task, the option and what is wrong.
     """
 
@@ -98,7 +98,7 @@ class Task(ABC):
     @classmethod
     @abstractmethod
     def validate(cls, options) -> None:
-        """Raise :class:`TaskConfigError` for an unusable option value."""
+        """Raise `TaskConfigError` for an unusable option value."""
 
     def to(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Task:
         """Build (or move) the task's tensors on ``device`` in ``dtype``; returns self."""
@@ -119,7 +119,7 @@ class Task(ABC):
 
     @abstractmethod
     def make_model(self) -> torch.nn.Module:
-        """A freshly initialised model (uses torch's global RNG; see :meth:`init_model`)."""
+        """A freshly initialised model (uses torch's global RNG; see `init_model`)."""
 
     @abstractmethod
     def loss_fn(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

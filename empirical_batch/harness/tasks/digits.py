@@ -1,6 +1,6 @@
 """scikit-learn's handwritten digits (8×8 images, 10 classes), offline.
 
-The 1,797 images of :func:`sklearn.datasets.load_digits` are standardised and split
+The 1,797 images of `sklearn.datasets.load_digits` are standardised and split
 once (``eval_fraction`` held out, stratified, fixed ``split_seed``). Training batches
 are drawn uniformly *with replacement* from the training split, so a batch of B has
 exactly the covariance Σ/B the model assumes; the training objective is the mean
@@ -28,7 +28,7 @@ class DigitsOptions:
 
 
 class Digits(Task):
-    """Digits classification; options: :class:`DigitsOptions`."""
+    """Digits classification; options: `DigitsOptions`."""
 
     name = "digits"
     Options = DigitsOptions

@@ -115,7 +115,7 @@ class _Transformer(nn.Module):
 
 
 class Sequence(Task):
-    """Character-level language modelling on grammar text; options: :class:`SequenceOptions`."""
+    """Character-level language modelling on grammar text; options: `SequenceOptions`."""
 
     name = "sequence"
     Options = SequenceOptions

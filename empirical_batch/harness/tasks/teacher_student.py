@@ -1,11 +1,11 @@
 """Teacher–student regression with fresh data every step and adjustable label noise.
 
-Inputs :math:`x \\sim N(0, I_d)`; targets :math:`y = f_T(x) + \\sigma \\xi` with a fixed
-random one-hidden-layer tanh teacher :math:`f_T` (output scaled to unit variance) and
-label noise :math:`\\sigma` = ``label_noise``. The student is a one-hidden-layer tanh
+Inputs $x \\sim N(0, I_d)$; targets $y = f_T(x) + \\sigma \\xi$ with a fixed
+random one-hidden-layer tanh teacher $f_T$ (output scaled to unit variance) and
+label noise $\\sigma$ = ``label_noise``. The student is a one-hidden-layer tanh
 MLP trained on the mean squared error. Every training batch is new data, so there
 is no overfitting and the gradient noise is the population's: the loss floor is
-:math:`\\sigma^2` plus whatever the student cannot represent.
+$\\sigma^2$ plus whatever the student cannot represent.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class TeacherStudentOptions:
 
 
 class TeacherStudent(Task):
-    """Synthetic regression; see the module docstring. Options: :class:`TeacherStudentOptions`."""
+    """Synthetic regression; see the module docstring. Options: `TeacherStudentOptions`."""
 
     name = "teacher_student"
     Options = TeacherStudentOptions
