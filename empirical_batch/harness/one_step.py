@@ -63,8 +63,26 @@ class OneStepResult:
         return {"summary": self.summary, "table": self.table.to_dict(orient="list")}
 
 
-def _quadratic_fit(eps: np.ndarray, mean_dl: np.ndarray) -> tuple[float, float]:
-    """(a, b) of ΔL(ε) = a ε − ½ b ε² on the window rule of the module docstring."""
+def fit_step_quadratic(eps: np.ndarray, mean_dl: np.ndarray) -> tuple[float, float]:
+    r"""Fit one SGD step's measured improvement to the model $\Delta L(\epsilon) =
+    a\epsilon - \tfrac12 b\epsilon^2$ (McCandlish et al. 2018, eq. 2.5), through the
+    origin, by least squares over the rates up to twice the best one measured (and at
+    least the three smallest), and return $(a, b)$. The optimum is
+    `step_optimum` ``(a, b)``: $\epsilon_{opt} = a/b$, $\Delta L_{opt} = a^2/2b$.
+
+    A library function (the harness's one-step experiment uses it): measure the mean
+    loss improvement of one step at a grid of learning rates ``eps`` at one batch size,
+    then fit.
+
+    >>> eps = np.array([0.1, 0.2, 0.3, 0.4, 0.6])
+    >>> a, b = fit_step_quadratic(eps, 2.0 * eps - 0.5 * 5.0 * eps**2)
+    >>> round(a, 9), round(b, 9), [round(v, 9) for v in step_optimum(a, b)]
+    (2.0, 5.0, [0.4, 0.4])
+    """
+    eps = np.asarray(eps, dtype=float)
+    mean_dl = np.asarray(mean_dl, dtype=float)
+    if eps.ndim != 1 or eps.shape != mean_dl.shape or eps.size < 3:
+        raise ValueError("eps and mean_dl must be 1-D arrays of the same length >= 3")
     k_hat = int(np.nanargmax(mean_dl))
     keep = eps <= 2 * eps[k_hat]
     keep[:3] = True
@@ -80,7 +98,9 @@ def _pct(values, q: float) -> float:
     return float(np.percentile(v, q)) if v.size else float("nan")
 
 
-def _opt(a: float, b: float) -> tuple[float, float]:
+def step_optimum(a: float, b: float) -> tuple[float, float]:
+    r"""$(\epsilon_{opt}, \Delta L_{opt}) = (a/b, a^2/2b)$ of a fitted step quadratic;
+    NaN when the fit has no positive gain or curvature."""
     if not (a > 0 and b > 0):
         return float("nan"), float("nan")
     return a / b, a * a / (2 * b)
@@ -136,14 +156,14 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
             }
             dl = l0 - losses_at(moved, x_o, y_o).reshape(spec.n_batches, spec.n_eps)
         dl = dl.cpu().numpy()
-        a, bb = _quadratic_fit(eps, dl.mean(axis=0))
-        e_opt, d_opt = _opt(a, bb)
+        a, bb = fit_step_quadratic(eps, dl.mean(axis=0))
+        e_opt, d_opt = step_optimum(a, bb)
         draws_ab = np.array([
-            _quadratic_fit(eps, dl[rng.integers(0, spec.n_batches, spec.n_batches)].mean(0))
+            fit_step_quadratic(eps, dl[rng.integers(0, spec.n_batches, spec.n_batches)].mean(0))
             for _ in range(spec.n_boot)
         ])
         boots[b] = draws_ab
-        opt_draws = np.array([_opt(*ab) for ab in draws_ab])
+        opt_draws = np.array([step_optimum(*ab) for ab in draws_ab])
         rows.append({
             "batch_size": b, "a": a, "b": bb, "b_sd": float(np.std(draws_ab[:, 1])),
             "eps_opt": e_opt, "dl_opt": d_opt,
