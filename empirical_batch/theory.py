@@ -54,6 +54,7 @@ __all__ = [
     "effective_learning_rate",
     "eps_opt",
     "noise_scales_from_scalars",
+    "power_law_spectrum",
     "sign_descent_eps_opt",
     "surge_eps_opt",
 ]
@@ -629,5 +630,26 @@ def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0, theta: float =
     t = as_float(theta, "theta")
     if t == 0:
         raise ValueError("theta must not be 0: the gradient would vanish")
-    h = 1.0 / np.arange(1, int(n) + 1)
+    h = power_law_spectrum(int(n))
     return QuadraticModel(gradient=h * t, hessian=h, noise_cov=c * h)
+
+
+def power_law_spectrum(n: int, exponent: float = 1.0) -> np.ndarray:
+    r"""Hessian eigenvalues $h_i = i^{-\text{exponent}}$, $i = 1..n$: the spectrum of
+    Zhang et al. (2019)'s noisy quadratic model (``exponent=1``), shared by
+    `anisotropic_quadratic` (one step) and `NoisyQuadratic.zhang`/``power_law`` (the
+    simulator).
+
+    References
+    ----------
+    G. Zhang, L. Li, Z. Nado, J. Martens, S. Sachdeva, G. Dahl, C. Shallue, R. Grosse.
+    "Which Algorithmic Choices Matter at Which Batch Sizes? Insights From a Noisy
+    Quadratic Model." NeurIPS 2019, arXiv:1907.04164.
+
+    >>> power_law_spectrum(3).tolist()
+    [1.0, 0.5, 0.3333333333333333]
+    """
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    e = as_float(exponent, "exponent")
+    return np.arange(1, int(n) + 1, dtype=float) ** (-e)

@@ -55,6 +55,7 @@ from .._validate import (
     check_unit_interval,
     positive_float,
 )
+from ..theory import power_law_spectrum
 from . import dynamics, search, traces
 from .search import BestLR
 from .traces import NoiseScaleTrace
@@ -186,7 +187,7 @@ class NoisyQuadratic(Frozen):
             raise ValueError(f"dims must be a positive integer, got {dims!r}")
         e = as_float(exponent, "exponent")
         s = positive_float(noise, "noise", allow_zero=True)
-        h = np.arange(1, int(dims) + 1, dtype=float) ** (-e)
+        h = power_law_spectrum(int(dims), e)
         if noise_like == "curvature":
             c = s * h
         elif noise_like == "constant":
