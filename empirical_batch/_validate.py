@@ -141,3 +141,11 @@ def check_level(level, ci, default: float = 0.95) -> float:
     if not 0 < v < 1:
         raise ValueError(f"{name} must be in (0, 1), got {value!r}")
     return v
+
+
+def resolve_count(new, old, default: int):
+    """A count given by its new name (``n_seeds``) or its v0.1 name (``seeds``)."""
+    if new is not None and old is not None and new != old:
+        raise ValueError(f"give n_seeds= or its old name seeds=, not both ({new!r}, {old!r})")
+    return default if new is None and old is None else (new if new is not None else old)
+

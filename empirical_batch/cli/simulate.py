@@ -33,7 +33,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
         epilog="examples:\n"
         "  empirical-batch simulate --dims 1000 --steps 100000 --out sweep.csv\n"
         "  empirical-batch fit sweep.csv --target 0.37\n"
-        "  empirical-batch simulate --method monte_carlo --seeds 8 --device cuda",
+        "  empirical-batch simulate --method monte_carlo --n-seeds 8 --device cuda",
     )
     g = p.add_argument_group("problem (h_i = i^-exponent; c_i = noise·h_i or noise)")
     g.add_argument("--dims", type=int, default=1000, help="directions (default 1000)")
@@ -54,7 +54,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     s.add_argument("--n-points", type=int, default=50, help="logged steps per run (default 50)")
     s.add_argument("--method", choices=["exact", "monte_carlo"], default="exact",
                    help="exact expected loss (default) or Monte Carlo SGD (torch)")
-    s.add_argument("--seeds", type=int, default=4, help="Monte Carlo replicas (default 4)")
+    s.add_argument("--n-seeds", "--seeds", dest="seeds", type=int, default=4,
+                   help="Monte Carlo replicas (default 4; --seeds is the v0.1 name)")
     s.add_argument("--seed", type=int, default=0, help="Monte Carlo random seed (default 0)")
     s.add_argument("--device", default="cpu", help="torch device for Monte Carlo")
     s.add_argument("--dtype", choices=["float32", "float64"], default="float32",
@@ -94,12 +95,12 @@ def run(args) -> int:
         if work > 1e12:
             raise ValueError(f"the Monte Carlo sweep asks for {work:.2g} updates "
                              "(steps x batch sizes x rates x seeds x dims): more than 1e12, "
-                             "which would run for days; reduce --steps, --seeds or the grids")
+                             "which would run for days; reduce --steps, --n-seeds or the grids")
     if not 0 < args.target < 1:
         raise ValueError(f"--target-fraction must be in (0, 1), got {args.target!r}")
     target = args.target * nq.initial_loss()
     df = simulate_sweep(
-        nq, bs, lrs, args.steps, method=args.method, seeds=args.seeds, n_points=args.n_points,
+        nq, bs, lrs, args.steps, method=args.method, n_seeds=args.seeds, n_points=args.n_points,
         seed=args.seed, device=args.device, dtype=args.dtype, dataset_size=args.dataset_size,
         progress=(args.method == "monte_carlo" and not args.quiet),
     )

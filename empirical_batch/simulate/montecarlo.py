@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._numeric import log_steps
-from .._validate import as_array, check_positive
+from .._validate import as_array, check_positive, resolve_count
 from .quadratic import NoisyQuadratic
 
 __all__ = ["MonteCarloResult", "log_steps", "monte_carlo_sgd"]
@@ -98,7 +98,7 @@ def monte_carlo_sgd(
     learning_rates,
     steps: int,
     *,
-    seeds: int = 8,
+    n_seeds: int | None = None,
     record_steps=None,
     n_points: int = 50,
     seed: int = 0,
@@ -107,6 +107,7 @@ def monte_carlo_sgd(
     dataset_size: int | None = None,
     progress: bool = False,
     max_elements: int = 1 << 26,
+    seeds: int | None = None,
 ) -> MonteCarloResult:
     r"""Run SGD on the noisy quadratic for every (B, lr, seed) in one tensor program.
 
@@ -120,8 +121,8 @@ def monte_carlo_sgd(
     batch_sizes, learning_rates : 1-D arrays of positive numbers
     steps : int
         Steps to run.
-    seeds : int
-        Independent replicas per (B, lr).
+    n_seeds : int
+        Independent replicas per (B, lr) (default 8; ``seeds`` is its v0.1 name).
     record_steps : 1-D int array, optional
         Steps at which the loss is recorded (default `log_steps`).
     seed : int
@@ -148,7 +149,7 @@ def monte_carlo_sgd(
     bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
     lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
     steps = _int_at_least(steps, "steps", 0)
-    seeds = _int_at_least(seeds, "seeds", 1)
+    seeds = _int_at_least(resolve_count(n_seeds, seeds, 8), "n_seeds", 1)
     if record_steps is None:
         rec = log_steps(steps, n_points) if steps >= 1 else np.array([0])
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validate import as_array, check_positive
+from .._validate import as_array, check_positive, resolve_count
 from .montecarlo import log_steps, monte_carlo_sgd
 from .quadratic import NoisyQuadratic
 
@@ -30,13 +30,14 @@ def simulate_sweep(
     max_steps: int,
     *,
     method: str = "exact",
-    seeds: int = 1,
+    n_seeds: int | None = None,
     n_points: int = 50,
     seed: int = 0,
     device: str = "cpu",
     dtype: str = "float32",
     dataset_size: int | None = None,
     progress: bool = False,
+    seeds: int | None = None,
 ) -> pd.DataFrame:
     r"""Simulate a sweep over batch sizes and learning rates; return the sweep table.
 
@@ -50,9 +51,10 @@ def simulate_sweep(
     method : {"exact", "monte_carlo"}
         ``"exact"``: the expected loss from the closed-form dynamics (one run per
         pair, ``seed`` is NA). ``"monte_carlo"``: `monte_carlo_sgd` with
-        ``seeds`` replicas per pair, one run per seed.
-    seeds : int
-        Replicas per pair (Monte Carlo only).
+        ``n_seeds`` replicas per pair, one run per seed.
+    n_seeds : int
+        Replicas per pair (Monte Carlo only; default 1). ``seeds`` is its v0.1 name,
+        still accepted; ``seed`` is the random seed.
     n_points : int
         About this many log-spaced logged steps per run, plus step 0.
     seed, device, dtype, dataset_size, progress
@@ -72,6 +74,7 @@ def simulate_sweep(
     >>> sorted(df.columns)[:4], len(df)
     (['batch_size', 'examples', 'learning_rate', 'method'], 24)
     """
+    count = resolve_count(n_seeds, seeds, 1)
     if not isinstance(problem, NoisyQuadratic):
         raise TypeError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
     bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
@@ -87,7 +90,7 @@ def simulate_sweep(
         seed_ids: list[int | None] = [None]
     elif method == "monte_carlo":
         res = monte_carlo_sgd(
-            problem, bs, lrs, int(max_steps), seeds=seeds, record_steps=steps, seed=seed,
+            problem, bs, lrs, int(max_steps), n_seeds=count, record_steps=steps, seed=seed,
             device=device, dtype=dtype, dataset_size=dataset_size, progress=progress,
         )
         loss = res.loss
