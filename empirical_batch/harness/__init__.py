@@ -11,7 +11,8 @@ and ``pipeline`` the stages behind ``empirical-batch harness``.
 
 Your own task: subclass ``Task`` (see its docstring for the protocol), register it
 with `empirical_batch.harness.tasks.register_task`, and run a sweep of it with
-`empirical_batch.harness.sweep.run_sweep`, or name it in a configuration.
+`empirical_batch.harness.sweep.run_sweep` (``tests/test_harness_user_task.py`` is a
+complete example: a user-defined regression task swept over batch sizes and fitted).
 
 Needs torch (and scikit-learn for the digits task); ``import empirical_batch`` does not
 import this package.
