@@ -13,6 +13,7 @@ from empirical_batch import fit_tradeoff, load_sweep, steps_to_target  # noqa: E
 from empirical_batch.harness.config import SweepSpec  # noqa: E402
 from empirical_batch.harness.sweep import run_sweep  # noqa: E402
 from empirical_batch.harness.tasks import (  # noqa: E402
+    TASKS,
     Task,
     TaskConfigError,
     make_task,
@@ -21,7 +22,6 @@ from empirical_batch.harness.tasks import (  # noqa: E402
 from empirical_batch.harness.trainer import StepBudget  # noqa: E402
 
 
-@register_task
 class NoisyRegression(Task):
     """y = x·w* + noise, a linear model: the whole protocol in a few lines."""
 
@@ -63,7 +63,14 @@ class NoisyRegression(Task):
         return self._eval
 
 
-def test_a_user_task_is_swept_and_fitted():
+@pytest.fixture()
+def registered():
+    register_task(NoisyRegression)  # also usable as a class decorator
+    yield
+    TASKS.pop("user_regression")  # leave the registry as the other tests expect it
+
+
+def test_a_user_task_is_swept_and_fitted(registered):
     task = make_task("user_regression", dim=4).to("cpu")
     spec = SweepSpec(batch_sizes=(1, 2, 4, 8, 16, 32, 64),
                      learning_rates={"sgd": (0.05, 0.1, 0.2, 0.4)}, seeds=(0,),
@@ -75,7 +82,7 @@ def test_a_user_task_is_swept_and_fitted():
     assert fit.b_crit > 0 and fit.n_batch_sizes >= 3
 
 
-def test_register_task_refuses_what_is_not_a_task():
+def test_register_task_refuses_what_is_not_a_task(registered):
     with pytest.raises(TypeError, match="Task subclass"):
         register_task(int)
     with pytest.raises(TaskConfigError, match="already registered"):
