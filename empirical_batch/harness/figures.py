@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..plot.fit import plot_critical_batch_curve
+
 
 def _plt():
     import matplotlib
@@ -15,6 +17,7 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
+
 
 
 def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataFrame,
@@ -46,11 +49,8 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
     fig, axes = plt.subplots(1, len(opts), figsize=(5.2 * len(opts), 4.2), squeeze=False)
     for ax, opt in zip(axes[0], opts, strict=True):
         curve, scales = curves[(task, opt)]
-        c = curve.frame.dropna(subset=["b_crit"])
-        lo = np.clip(c["b_crit"] - c["b_crit_lo"], 0, None)
-        hi = np.where(np.isfinite(c["b_crit_hi"]), c["b_crit_hi"] - c["b_crit"], 0)
-        ax.errorbar(c["target"], c["b_crit"], yerr=[lo, hi], fmt="o", color="k",
-                    label="B_crit (sweep fit, 95% CI)")
+        if curve.frame["b_crit"].notna().any():  # the library's B_crit plot, band and bounds
+            plot_critical_batch_curve(curve, ax, label="B_crit (sweep fit, 95% interval)")
         sc = scales.sort_values("step")
         for col, style in (("b_simple_collector", "-"), ("b_noise_pop", "--"),
                            ("b_noise", ":")):
