@@ -69,7 +69,8 @@ def _show(arr):
     return repr(float(arr)) if np.ndim(arr) == 0 else f"array of shape {np.shape(arr)}"
 
 
-def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big):
+def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big, *,
+                  dataset_size: int | None = None):
     r"""Unbiased $|G|^2$ and $\operatorname{tr}\Sigma$ from two batch sizes.
 
     Implements App. A.1 of McCandlish et al. (2018):
@@ -83,6 +84,12 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big):
     Each is unbiased when $E|G_B|^2 = |G|^2 + \operatorname{tr}\Sigma/B$, i.e.
     for examples drawn independently. The two norms may come from nested batches
     (the small batch inside the big one); unbiasedness holds either way.
+
+    With ``dataset_size`` $D$ (batches drawn *without* replacement from $D$
+    examples, $\Sigma$ Bessel-corrected) the expectation is
+    $|G|^2 + \operatorname{tr}\Sigma\,(1/B - 1/D)$: $\mathcal S$ is unchanged and
+    $|\mathcal G|^2$ gains $\mathcal S/D$ (the plain formula is biased low by
+    $\operatorname{tr}\Sigma/D$).
 
     Parameters
     ----------
@@ -108,10 +115,23 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big):
     bs, bb = _sizes(b_small, b_big)
     g2 = (bb * g - bs * s) / (bb - bs)
     trace_sigma = (s - g) / (1.0 / bs - 1.0 / bb)
+    if dataset_size is not None:
+        d = _dataset_size(dataset_size, bb)
+        g2 = g2 + trace_sigma / d
     return scalar_or_array(g2), scalar_or_array(trace_sigma)
 
 
-def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1):
+def _dataset_size(dataset_size, b_big) -> float:
+    if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size or dataset_size < 2:
+        raise ValueError(f"dataset_size must be an integer >= 2, got {dataset_size!r}")
+    if np.any(np.asarray(b_big) > dataset_size):
+        raise ValueError(f"batches of {float(np.max(b_big)):g} cannot be drawn without "
+                         f"replacement from dataset_size={dataset_size} examples")
+    return float(dataset_size)
+
+
+def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1,
+             dataset_size: int | None = None):
     r"""Unbiased $|G|^2$, $\operatorname{tr}\Sigma$ from ``n`` equal batches.
 
     ``n`` micro-batches (or data-parallel replicas) of ``batch_size`` examples each
@@ -136,6 +156,9 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: 
         $|\bar g|^2$, broadcasting against ``sq_norms`` with ``axis`` removed.
     batch_size : float or array
         Examples per micro-batch ``b > 0``.
+    dataset_size : int, optional
+        Batches drawn without replacement from this many examples (see
+        `gns_two_batch`).
 
     Examples
     --------
@@ -150,7 +173,7 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: 
             raise TypeError(f"n must be an integer, got {n!r}")
         if n < 2:
             raise ValueError(f"n must be >= 2 micro-batches, got {n}")
-        return gns_two_batch(sq_norms, b, sq_norm_mean, n * b)
+        return gns_two_batch(sq_norms, b, sq_norm_mean, n * b, dataset_size=dataset_size)
     sq = as_array(sq_norms, "sq_norms")
     if sq.ndim == 0:
         raise ValueError("sq_norms must have an axis of micro-batches, got a scalar")
@@ -158,7 +181,8 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: 
     if n < 2:
         raise ValueError(f"sq_norms needs >= 2 micro-batches along axis {axis}, got {n}")
     check_nonnegative(sq, "sq_norms")
-    return gns_two_batch(np.mean(sq, axis=axis), b, sq_norm_mean, n * b)
+    return gns_two_batch(np.mean(sq, axis=axis), b, sq_norm_mean, n * b,
+                         dataset_size=dataset_size)
 
 
 def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
@@ -267,7 +291,9 @@ class GNSEstimator:
     $|\mathcal G|^2_t$, $\mathcal S_t$ (`gns_two_batch`) and
     folds them into separate bias-corrected EMAs with decay ``beta``;
     `b_simple` is $\bar{\mathcal S}/\overline{|\mathcal G|^2}$ (eq. 2.9,
-    App. A.1). ``beta = 0`` uses the last step only.
+    App. A.1). ``beta = 0`` uses the last step only. With ``dataset_size`` $D$ (batches
+    drawn without replacement) each step's $|\mathcal G|^2$ gains $\mathcal S/D$
+    (`gns_two_batch`).
 
     **Uncertainty.** The bias-corrected EMA is the weighted mean with weights
     $w_i \propto \beta^{t-i}$. Treating steps as independent draws around a
@@ -303,9 +329,12 @@ class GNSEstimator:
 
     _COLUMNS = ("step", "sq_norm_small", "b_small", "sq_norm_big", "b_big", "g2", "trace_sigma")
 
-    def __init__(self, beta: float = 0.99, *, keep_history: bool = True):
+    def __init__(self, beta: float = 0.99, *, keep_history: bool = True,
+                 dataset_size: int | None = None):
         self.beta = _beta(beta)
         self.keep_history = bool(keep_history)
+        self.dataset_size = None if dataset_size is None else int(
+            _dataset_size(dataset_size, 0))
         self.reset()
 
     def reset(self) -> None:
@@ -344,6 +373,10 @@ class GNSEstimator:
         # the same arithmetic as gns_two_batch, on Python floats
         g2 = (bb * sq_b - bs * sq_s) / (bb - bs)
         s = (sq_s - sq_b) / (1.0 / bs - 1.0 / bb)
+        if self.dataset_size is not None:  # without replacement: 1/B - 1/D
+            if bb > self.dataset_size:
+                raise ValueError(f"b_big={bb:g} exceeds dataset_size={self.dataset_size}")
+            g2 += s / self.dataset_size
         self._fold(s, g2)
         if self.keep_history:
             row = (self.steps, sq_s, bs, sq_b, bb, g2, s)

@@ -128,6 +128,8 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         else:
             b_t = bs[live]
         inv_b = np.where(np.isinf(b_t), 0.0, 1.0 / b_t)
+        if problem.dataset_size is not None:  # sampling without replacement: 1/B - 1/D
+            inv_b = np.maximum(inv_b - 1.0 / problem.dataset_size, 0.0)
         a = g2 / (ghg + trhs * inv_b)  # eps_opt(B_t), eq. 2.6
         examples[live] += b_t
         m = (1.0 - a[:, None] * hp) ** 2 * m + (a * a * inv_b)[:, None] * cp

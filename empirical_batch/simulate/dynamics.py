@@ -56,9 +56,25 @@ def plain_moment(problem: NoisyQuadratic, a, b, k):
     return m
 
 
+def noise_batch(problem: NoisyQuadratic, b: np.ndarray) -> np.ndarray:
+    r"""The batch size the noise sees: :math:`B`, or with a finite pool of :math:`D`
+    examples sampled without replacement, :math:`B_{eff} = 1/(1/B - 1/D) = BD/(D - B)`
+    (the batch-mean variance is :math:`c(1/B - 1/D)`; ``inf`` at :math:`B = D`)."""
+    d = problem.dataset_size
+    if d is None:
+        return b
+    if np.any(b > d):
+        raise ValueError(f"batch_size must be <= dataset_size={d} when sampling without "
+                         f"replacement, got {float(np.max(b))!r}")
+    with np.errstate(divide="ignore"):
+        return np.where(b >= d, np.inf, b * d / np.maximum(d - b, 1e-300))
+
+
 def chunked(problem: NoisyQuadratic, lr, batch_size, steps, fn):
-    """Broadcast (lr, B, steps), apply fn(a, b, k) -> (..., d) chunk-wise."""
+    """Broadcast (lr, B, steps), apply fn(a, b, k) -> (..., d) chunk-wise (``b`` is the
+    noise's batch size, `noise_batch`)."""
     a, b = lr_and_batch(lr, batch_size)
+    b = noise_batch(problem, b)
     k = check_steps(steps)
     shape = np.broadcast_shapes(a.shape, b.shape, k.shape)
     af, bf, kf = (np.broadcast_to(x, shape).ravel() for x in (a, b, k))
@@ -205,6 +221,7 @@ def expected_loss(problem: NoisyQuadratic, lr, batch_size, steps):
 def stationary_loss(problem: NoisyQuadratic, lr, batch_size):
     """Limit of the expected loss: see `NoisyQuadratic.stationary_loss`."""
     a, b = lr_and_batch(lr, batch_size)
+    b = noise_batch(problem, b)
     shape = np.broadcast_shapes(a.shape, b.shape)
     af = np.broadcast_to(a, shape).ravel()[:, None]
     bf = np.broadcast_to(b, shape).ravel()[:, None]

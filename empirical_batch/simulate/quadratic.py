@@ -86,6 +86,11 @@ class NoisyQuadratic(Frozen):
         iterates, $\bar\theta_{t+1} = \gamma\bar\theta_t + (1-\gamma)\theta_{t+1}$
         with $\bar\theta_0 = \theta_0$; the reported loss is then that of
         $\bar\theta$.
+    dataset_size : int, optional
+        A finite pool of $D$ examples sampled without replacement: a batch of $B$
+        has noise variance $c_i(1/B - 1/D)$ (the finite-data term of
+        `empirical_batch.theory.QuadraticModel`), so $B = D$ is noise-free. Default:
+        an infinite pool.
 
     Notes
     -----
@@ -128,6 +133,7 @@ class NoisyQuadratic(Frozen):
         momentum: float = 0.0,
         precondition: float = 0.0,
         ema: float | None = None,
+        dataset_size: int | None = None,
     ):
         h = check_positive(as_array(curvature, "curvature", ndim=1), "curvature")
         if h.size == 0:
@@ -148,6 +154,15 @@ class NoisyQuadratic(Frozen):
         self.curvature = h.astype(float, copy=True)  # own copies, made read-only
         self.noise = np.broadcast_to(c, (d,)).astype(float)
         self.init = np.broadcast_to(m0, (d,)).astype(float)
+        if dataset_size is not None:
+            if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size \
+                    or dataset_size < 2:
+                raise ValueError(f"dataset_size must be an integer >= 2, got {dataset_size!r}")
+            dataset_size = int(dataset_size)
+        self.dataset_size = dataset_size
+        """A finite pool of examples sampled without replacement: the batch-mean noise
+        variance is :math:`c_i(1/B - 1/D)` (``noise`` is then the pool's Bessel-corrected
+        variance); ``None``: an infinite pool, :math:`c_i/B`."""
         self.momentum = beta
         self.precondition = p
         self.ema = ema

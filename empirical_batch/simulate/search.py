@@ -29,6 +29,7 @@ from .dynamics import (
     initial_state,
     loss_index,
     lr_and_batch,
+    noise_batch,
     plain_split,
 )
 
@@ -84,6 +85,7 @@ def steps_to_target(
     """Exact steps to a target: see `NoisyQuadratic.steps_to_target`."""
     t = check_positive(target, "target")
     a, b = lr_and_batch(lr, batch_size)
+    b = noise_batch(problem, b)
     cap = None if max_steps is None else int(check_steps(max_steps, "max_steps"))
     shape = np.broadcast_shapes(t.shape, a.shape, b.shape)
     tf, af, bf = (np.broadcast_to(x, shape).ravel() for x in (t, a, b))
