@@ -30,6 +30,7 @@ negative ``b_simple`` as "larger than can be resolved yet", never as a value.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -253,6 +254,14 @@ def _beta(beta) -> float:
     return check_unit_interval(beta, "beta")
 
 
+def _max_history(value) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_history must be a positive integer or None, got {value!r}")
+    return value
+
+
 def _ratio(num: float, den: float) -> float:
     """num/den without warnings: ±inf for den == 0 (nan when both are 0)."""
     if den == 0.0:
@@ -315,7 +324,9 @@ class GNSEstimator:
     independent synthetic steps is checked in ``tests/test_estimators.py``.
 
     The raw per-step inputs and estimates are kept (`to_frame`), so the
-    smoothing can be redone offline (`ema`). `state_dict` /
+    smoothing can be redone offline (`ema`): all of them by default, the last
+    ``max_history`` with a bound (a ring buffer, for long runs), none with
+    ``keep_history=False``; the averages never depend on it. `state_dict` /
     `load_state_dict` give bit-identical continuation.
 
     Examples
@@ -330,9 +341,10 @@ class GNSEstimator:
     _COLUMNS = ("step", "sq_norm_small", "b_small", "sq_norm_big", "b_big", "g2", "trace_sigma")
 
     def __init__(self, beta: float = 0.99, *, keep_history: bool = True,
-                 dataset_size: int | None = None):
+                 max_history: int | None = None, dataset_size: int | None = None):
         self.beta = _beta(beta)
         self.keep_history = bool(keep_history)
+        self.max_history = _max_history(max_history)
         self.dataset_size = None if dataset_size is None else int(
             _dataset_size(dataset_size, 0))
         self.reset()
@@ -347,7 +359,11 @@ class GNSEstimator:
         self._css = 0.0  # Σ w (S - S̄)²  (unnormalised weights)
         self._cgg = 0.0
         self._csg = 0.0
-        self._history: dict[str, list] = {c: [] for c in self._COLUMNS}
+        self._history = self._empty_history()
+
+    def _empty_history(self, rows=None) -> dict[str, deque]:
+        rows = rows or {}
+        return {c: deque(rows.get(c, ()), maxlen=self.max_history) for c in self._COLUMNS}
 
     # ------------------------------------------------------------------ updates
     def update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> tuple[float, float]:
@@ -490,7 +506,8 @@ class GNSEstimator:
     def state_dict(self) -> dict:
         """Plain-Python state; `load_state_dict` resumes bit-identically."""
         return {
-            "beta": self.beta, "keep_history": self.keep_history, "steps": self.steps,
+            "beta": self.beta, "keep_history": self.keep_history,
+            "max_history": self.max_history, "steps": self.steps,
             "w": self._w, "w2": self._w2, "mean_s": self._mean_s, "mean_g": self._mean_g,
             "css": self._css, "cgg": self._cgg, "csg": self._csg,
             "history": {c: list(v) for c, v in self._history.items()},
@@ -501,13 +518,14 @@ class GNSEstimator:
         try:
             self.beta = _beta(state["beta"])
             self.keep_history = bool(state["keep_history"])
+            self.max_history = _max_history(state.get("max_history"))
             self.steps = int(state["steps"])
             self._w, self._w2 = float(state["w"]), float(state["w2"])
             self._mean_s, self._mean_g = float(state["mean_s"]), float(state["mean_g"])
             self._css, self._cgg = float(state["css"]), float(state["cgg"])
             self._csg = float(state["csg"])
             hist = state["history"]
-            self._history = {c: list(hist[c]) for c in self._COLUMNS}
+            self._history = self._empty_history({c: hist[c] for c in self._COLUMNS})
         except KeyError as exc:
             raise KeyError(f"state is missing the entry {exc.args[0]!r}") from None
 

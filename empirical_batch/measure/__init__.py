@@ -3,7 +3,10 @@
 - `GradientNoiseScale`: micro-batches of gradient accumulation, via
   parameter gradient hooks (single device).
 - `per_example_sq_norms`: per-example squared gradient norms (``torch.func``,
-  with a fast path for ``nn.Linear`` layers).
+  with a fast path for linear, embedding and LayerNorm layers).
+- `PerExampleNoiseScale`: the per-example noise scale collected inside the training
+  step, with its `Coverage` of the model, tied weights, the LayerNorm-only proxy and
+  per-layer scales.
 - `DDPNoiseScaleHook`: a DDP communication hook; local batch = small batch,
   global batch = big batch.
 - `FSDPNoiseScale`: the same under FSDP2 (``fully_shard``), recorded in FSDP's
@@ -30,16 +33,20 @@ from .ddp import DDPNoiseScaleHook
 from .fsdp import FSDPNoiseScale
 from .hessian import HessianNoiseScale, hessian_noise_scale
 from .log import NoiseScaleLog
-from .per_example import PerExampleNoiseScale, per_example_sq_norms
+from .per_example import check_no_batchnorm, per_example_sq_norms
+from .per_example_collector import Coverage, CoverageWarning, PerExampleNoiseScale
 from .tracker import GradientNoiseScale
 
 __all__ = [
+    "Coverage",
+    "CoverageWarning",
     "DDPNoiseScaleHook",
     "FSDPNoiseScale",
     "GradientNoiseScale",
     "HessianNoiseScale",
     "NoiseScaleLog",
     "PerExampleNoiseScale",
+    "check_no_batchnorm",
     "hessian_noise_scale",
     "per_example_sq_norms",
 ]

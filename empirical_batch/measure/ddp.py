@@ -43,6 +43,9 @@ class DDPNoiseScaleHook(EstimatorMixin):
         EMA decay of the estimator (identical on all ranks).
     scaler : torch.amp.GradScaler, optional
         Squared norms are divided by ``scale²``; non-finite steps are skipped.
+    max_history : int, optional
+        Keep the per-step rows of the last ``max_history`` steps only (a ring buffer;
+        default: all). The averages use every step either way.
 
     Examples
     --------
@@ -52,7 +55,7 @@ class DDPNoiseScaleHook(EstimatorMixin):
     """
 
     def __init__(self, ddp_model, local_batch_size: int, *, beta: float = 0.99,
-                 scaler=None):
+                 scaler=None, max_history: int | None = None):
         if not hasattr(ddp_model, "register_comm_hook"):
             raise TypeError("ddp_model must be a torch.nn.parallel.DistributedDataParallel "
                             f"model, got {type(ddp_model).__name__}")
@@ -68,7 +71,7 @@ class DDPNoiseScaleHook(EstimatorMixin):
             )
         self.local_batch_size = check_batch_size(local_batch_size, "local_batch_size")
         self.scaler = scaler
-        self.estimator = GNSEstimator(beta)
+        self.estimator = GNSEstimator(beta, max_history=max_history)
         self.skipped = {"non_finite": 0}
         self._small: list[torch.Tensor] = []
         self._big: list[torch.Tensor] = []

@@ -106,6 +106,9 @@ class FSDPNoiseScale(EstimatorMixin):
         EMA decay of the estimator (identical on all ranks).
     scaler : torch.amp.GradScaler, optional
         Squared norms are divided by ``scale²``; non-finite steps are skipped.
+    max_history : int, optional
+        Keep the per-step rows of the last ``max_history`` steps only (a ring buffer;
+        default: all). The averages use every step either way.
 
     Examples
     --------
@@ -114,7 +117,8 @@ class FSDPNoiseScale(EstimatorMixin):
     ``gns.b_simple`` is the same on every rank.
     """
 
-    def __init__(self, model, local_batch_size: int, *, beta: float = 0.99, scaler=None):
+    def __init__(self, model, local_batch_size: int, *, beta: float = 0.99, scaler=None,
+                 max_history: int | None = None):
         fsdp_module = _fsdp_module()
         if not isinstance(model, fsdp_module):
             raise TypeError(
@@ -129,7 +133,7 @@ class FSDPNoiseScale(EstimatorMixin):
             )
         self.local_batch_size = check_batch_size(local_batch_size, "local_batch_size")
         self.scaler = scaler
-        self.estimator = GNSEstimator(beta)
+        self.estimator = GNSEstimator(beta, max_history=max_history)
         self.skipped = {"non_finite": 0}
         self._modules = [m for m in model.modules() if isinstance(m, fsdp_module)]
         self._recorders: list[_Recorder] = []

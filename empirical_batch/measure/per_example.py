@@ -42,20 +42,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..estimators import GNSEstimator
 from ._common import (
     FULL_DTYPES,
-    EstimatorMixin,
     acc_dtype,
     check_batch,
     fixed_state,
-    resolve_scale,
     select_params,
     stack_scalars,
     total_sq_norm,
 )
 
-__all__ = ["PerExampleNoiseScale", "per_example_sq_norms"]
+__all__ = ["check_no_batchnorm", "per_example_sq_norms"]
 
 
 def _work(t: torch.Tensor) -> torch.Tensor:
@@ -99,24 +96,71 @@ def _linear_weight_sq(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     return _rowsq(torch.bmm(d.transpose(1, 2), a))
 
 
-def _is_fast(m: nn.Module) -> bool:
+def _kind(m: nn.Module) -> str | None:
+    """Which fast path computes this layer's per-example norms, if any.
+
+    ``nn.Linear`` and subclasses that keep its ``forward``; Hugging Face's ``Conv1D``
+    (GPT-2: ``x @ W + b`` with ``W`` of shape ``(in, out)``: the same norms as a
+    linear layer); ``nn.Embedding`` without ``max_norm``/``scale_grad_by_freq``;
+    ``nn.LayerNorm`` with affine parameters over the last dimension.
+    """
     t = type(m)
-    if t is nn.Linear:
-        return True
+    if isinstance(m, nn.Linear) and t.forward is nn.Linear.forward:
+        return "linear"
+    if t.__name__ == "Conv1D" and getattr(m, "weight", None) is not None and \
+            m.weight.ndim == 2 and hasattr(m, "nf"):
+        return "linear"
     if t is nn.Embedding:
-        return m.max_norm is None and not m.scale_grad_by_freq
+        return "embedding" if m.max_norm is None and not m.scale_grad_by_freq else None
     if t is nn.LayerNorm:
-        return bool(m.elementwise_affine) and len(m.normalized_shape) == 1  # type: ignore[arg-type]
-    return False
+        ok = bool(m.elementwise_affine) and len(m.normalized_shape) == 1  # type: ignore[arg-type]
+        return "layernorm" if ok else None
+    return None
+
+
+def _is_fast(m: nn.Module) -> bool:
+    return _kind(m) is not None
+
+
+def _functional_owners(model: nn.Module) -> set[int]:
+    """Ids of layers whose weights their parent uses without calling them (the
+    ``out_proj`` of ``nn.MultiheadAttention``): their forward hooks never fire."""
+    return {id(sub) for m in model.modules() if isinstance(m, nn.MultiheadAttention)
+            for sub in m.modules() if sub is not m}
+
+
+def check_no_batchnorm(model: nn.Module) -> None:
+    """Refuse a model with batch normalisation in training mode: it mixes the examples
+    of a batch, so per-example gradients (and the estimator's independence) do not
+    exist."""
+    bad = [n or type(model).__name__ for n, m in model.named_modules()
+           if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training]
+    if bad:
+        raise ValueError(
+            f"per-example gradients are undefined with batch normalisation in training "
+            f"mode (it couples the examples of a batch): {', '.join(bad[:5])}. Use "
+            "GradientNoiseScale (micro-batches) or DDPNoiseScaleHook instead, or replace "
+            "BatchNorm by GroupNorm/LayerNorm")
+
+
+def _tied(model: nn.Module) -> dict[int, list[str]]:
+    """Parameters registered under more than one name: id → names."""
+    names: dict[int, list[str]] = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(n)
+    return {k: v for k, v in names.items() if len(v) > 1}
 
 
 def _fast_modules(model: nn.Module, chosen_ids: set[int]):
-    """Linear/Embedding/LayerNorm modules whose parameters are all chosen, and their ids."""
+    """Fast-path modules (see `_kind`) whose parameters are all chosen and belong to no
+    other module (tied weights go to ``torch.func``), and their parameter ids."""
+    tied = _tied(model)
+    skip = _functional_owners(model)
     mods, covered = [], set()
     for m in model.modules():
-        if _is_fast(m):
+        if _is_fast(m) and id(m) not in skip:
             ids = {id(p) for p in m.parameters(recurse=False) if p.requires_grad}
-            if ids and ids <= chosen_ids:
+            if ids and ids <= chosen_ids and not ids & tied.keys():
                 mods.append(m)
                 covered |= ids
     return mods, covered
@@ -136,7 +180,8 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
         return ts[0] if len(ts) == 1 else torch.cat(ts, 1)  # cat of one would copy
 
     d = seq(grads)
-    if type(m) is nn.Embedding:
+    kind = _kind(m)
+    if kind == "embedding":
         # grad_i[v] = Σ_{t: x_t = v} δ_t  =>  |grad_i|² = Σ_{t,s} [x_t = x_s] δ_t·δ_s
         idx = inputs[0].reshape(bsz, -1) if len(inputs) == 1 else \
             torch.cat([x.reshape(bsz, -1) for x in inputs], 1)
@@ -147,7 +192,7 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
     wgrad = m.weight.requires_grad
     bgrad = m.bias is not None and m.bias.requires_grad
     out = None
-    if type(m) is nn.Linear:
+    if kind == "linear":
         a = seq(inputs)
         if a.dtype != d.dtype:
             a, d = (t.to(torch.promote_types(a.dtype, d.dtype)) for t in (a, d))
@@ -202,6 +247,7 @@ def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
     """
     chosen = select_params(model, params)
     bsz = check_batch(inputs, targets)
+    check_no_batchnorm(model)
     if method not in ("auto", "vmap", "loop"):
         raise ValueError(f"method must be 'auto', 'vmap' or 'loop', got {method!r}")
     if method == "loop":
@@ -221,8 +267,10 @@ def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
         mods, covered = _fast_modules(model, {id(p) for _, p in chosen})
         rest = [(n, p) for n, p in chosen if id(p) not in covered]
         if mods:
-            total = total + _sum_layers(_fast_path(model, mods, loss_fn, inputs, targets),
-                                        total) * (bsz * bsz)
+            parts, broadcast = _fast_path(model, mods, loss_fn, inputs, targets)
+            total = total + _sum_layers(parts, total) * (bsz * bsz)
+            gone = {id(p) for m in broadcast for p in m.parameters(recurse=False)}
+            rest += [(n, p) for n, p in chosen if id(p) in gone]
     if rest:
         total = total + _sum_layers(_vmap_sq(model, loss_fn, inputs, targets, rest), total)
     return total.detach()
@@ -235,8 +283,10 @@ def _sum_layers(parts: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
     return stack_scalars(parts, like.device).to(device=like.device, dtype=like.dtype).sum(0)
 
 
-def _fast_path(model, mods, loss_fn, inputs, targets) -> list[torch.Tensor]:
-    """Per-module ``(B,)`` sums for the fast-path modules, without the B² factor."""
+def _fast_path(model, mods, loss_fn, inputs, targets):
+    """Per-module ``(B,)`` sums for the fast-path modules, without the B² factor, and the
+    modules called with a batch of one and broadcast over the examples (GPT-2's position
+    embedding), whose per-example norms these hooks cannot see."""
     acts: dict[nn.Module, list] = {m: [] for m in mods}
 
     def fwd(m, inp, out):
@@ -250,16 +300,19 @@ def _fast_path(model, mods, loss_fn, inputs, targets) -> list[torch.Tensor]:
             h.remove()
     outs = [o for m in mods for _, o in acts[m]]
     grads = iter(torch.autograd.grad(loss, outs, allow_unused=True))
-    parts = []
+    parts, broadcast = [], []
+    bsz = inputs.shape[0]
     for m in mods:
         ins, ds = [], []
         for a, o in acts[m]:
             d = next(grads)
             ins.append(a)
             ds.append(d if d is not None else torch.zeros_like(o))
-        if ins:
+        if any(a.shape[0] != bsz for a in ins):
+            broadcast.append(m)
+        elif ins:
             parts.append(_module_sq(m, ins, ds))
-    return parts
+    return parts, broadcast
 
 
 def _vmap_sq(model, loss_fn, inputs, targets, chosen) -> list[torch.Tensor]:
@@ -289,119 +342,3 @@ def _inside_torch_func() -> bool:
     except ImportError:  # pragma: no cover - older/newer torch without this helper
         return False
     return maybe_current_level() is not None
-
-
-class PerExampleNoiseScale(EstimatorMixin):
-    r"""Per-example noise scale collected during the training step itself.
-
-    Hooks on the ``nn.Linear``, ``nn.Embedding`` and ``nn.LayerNorm`` layers record
-    each layer input and output gradient
-    during the ordinary forward/backward and add the per-example squared norms
-    with the fast path above (no second pass, no per-example gradients); at
-    `step` the batch gradient's squared norm is read from ``.grad``, and
-
-    $$
-    |G_{small}|^2 = \frac1B\sum_i |g_i|^2 \ (b_{small} = 1),\qquad
-    |G_{big}|^2 = |\bar g|^2 \ (b_{big} = B)
-    $$
-
-    feed the estimator (App. A.1). Per-layer terms are computed in the model's dtype
-    (float32 for fp16/bf16), the sums over layers and parameters in float64.
-
-    Parameters
-    ----------
-    model : nn.Module
-        The model being trained (forward hooks on its Linear/Embedding/LayerNorm
-        layers).
-    beta : float
-        EMA decay of `GNSEstimator`.
-    params : iterable of parameters or names, optional
-        Track these (whole layers of the types above); default: all of them.
-    scaler : torch.amp.GradScaler, optional
-        Mixed precision: both squared norms are divided by ``scale²``; call
-        `step` before ``scaler.unscale_``/``scaler.step``.
-
-    Only parameters of those layer types can be tracked (``params`` defaults to all
-    of them; any other parameter, e.g. a raw positional-embedding tensor, is left
-    out, and the result is then the noise scale of the tracked parameters'
-    gradient). One forward and one backward per step, no weight sharing (both are
-    detected and refused); ``loss`` must be the mean over the ``B`` examples.
-    Passes made inside ``torch.func`` transforms (e.g. `hessian_noise_scale`)
-    are ignored; any other forward/backward of the model between two `step`
-    calls, `per_example_sq_norms` included, counts as training and is refused.
-    Call `remove` to detach the hooks.
-    """
-
-    def __init__(self, model: nn.Module, *, beta: float = 0.99, params=None, scaler=None):
-        if params is None:
-            params = [p for m in model.modules() if _is_fast(m)
-                      for p in m.parameters(recurse=False) if p.requires_grad]
-            if not params:
-                raise ValueError("model has no trainable nn.Linear, nn.Embedding or "
-                                 "nn.LayerNorm parameters for PerExampleNoiseScale")
-        self.params = select_params(model, params)
-        ids = {id(p) for _, p in self.params}
-        mods, covered = _fast_modules(model, ids)
-        if covered != ids:
-            raise ValueError("PerExampleNoiseScale tracks only parameters of nn.Linear, "
-                             "nn.Embedding and nn.LayerNorm layers (whole layers); pass "
-                             "params= accordingly")
-        self.scaler = scaler
-        self.estimator = GNSEstimator(beta)
-        self.skipped = {"non_finite": 0}
-        self._parts: list[torch.Tensor] = []  # (B,) per layer, in the products' dtype
-        self._fwd_calls: dict[int, int] = {}
-        self._handles = []
-        for m in mods:
-            self._handles.append(m.register_forward_hook(self._fwd))
-
-    def _fwd(self, m, inp, out):
-        if not out.requires_grad or not torch.is_grad_enabled() or _inside_torch_func():
-            return
-        self._fwd_calls[id(m)] = self._fwd_calls.get(id(m), 0) + 1
-        a = inp[0].detach()
-
-        def on_grad(d):
-            self._parts.append(_module_sq(m, [a], [d]))
-
-        out.register_hook(on_grad)
-
-    def remove(self) -> None:
-        """Detach the hooks from the model (the collector stops counting)."""
-        for h in self._handles:
-            h.remove()
-        self._handles = []
-
-    def step(self, *, loss_scale=None):
-        """Feed this step's per-example and batch norms to the estimator.
-
-        Call after ``loss.backward()``, before ``optimizer.zero_grad()``. Returns
-        ``(g2, trace_sigma)`` of this step, or ``None`` when it was skipped
-        (non-finite norms).
-        """
-        if not self._parts:
-            raise RuntimeError("step() called before any backward pass through the tracked "
-                               "nn.Linear/nn.Embedding/nn.LayerNorm layers (call it after "
-                               "loss.backward())")
-        parts, self._parts = self._parts, []
-        calls, self._fwd_calls = self._fwd_calls, {}
-        if max(calls.values()) > 1:
-            raise RuntimeError(
-                "a tracked layer ran more than once since the last step() (several "
-                "forward/backward passes, or weight sharing): PerExampleNoiseScale needs "
-                "one forward and one backward per step; use GradientNoiseScale for "
-                "accumulation"
-            )
-        bsz = parts[0].shape[0]
-        if bsz < 2:
-            raise ValueError("the batch must hold >= 2 examples")
-        scale = resolve_scale(loss_scale, self.scaler)
-        grads = [p.grad.detach() for _, p in self.params if p.grad is not None]
-        if not grads:
-            raise RuntimeError("no tracked parameter has a .grad: call step() before "
-                               "optimizer.zero_grad()")
-        big = total_sq_norm(grads)
-        # Σ over layers in float64, then the mean over examples; one transfer to host
-        per_example = stack_scalars(parts, big.device).to(big.dtype).sum(0)
-        small, big = torch.stack([per_example.mean() * (bsz * bsz), big]).tolist()
-        return self._feed(small, 1, big, bsz, scale)

@@ -78,6 +78,9 @@ class GradientNoiseScale(EstimatorMixin):
         second moment in ``optimizer``'s state *before* this step's update. Steps
         before the optimizer has any state are skipped (counted as
         ``skipped["no_optimizer_state"]``).
+    max_history : int, optional
+        Keep the per-step rows of the last ``max_history`` steps only (a ring buffer;
+        default: all). The averages use every step either way.
 
     Notes
     -----
@@ -133,6 +136,7 @@ class GradientNoiseScale(EstimatorMixin):
         scaler=None,
         optimizer: torch.optim.Optimizer | None = None,
         preconditioned: bool = False,
+        max_history: int | None = None,
     ):
         self.micro_batch_size = check_batch_size(micro_batch_size, "micro_batch_size")
         k = check_batch_size(accumulation_steps, "accumulation_steps")
@@ -158,7 +162,7 @@ class GradientNoiseScale(EstimatorMixin):
             if missing:
                 raise ValueError(f"parameters not in the optimizer: {missing[:3]}")
         self.optimizer = optimizer
-        self.estimator = GNSEstimator(beta)
+        self.estimator = GNSEstimator(beta, max_history=max_history)
         self.skipped = {"non_finite": 0, "no_optimizer_state": 0, "single_backward": 0,
                         "accumulation_mismatch": 0}
         self._micro: list[torch.Tensor] = []

@@ -1,0 +1,420 @@
+r"""`PerExampleNoiseScale`: the per-example noise scale collected during the training step.
+
+Hooks on the fast-path layers (`empirical_batch.measure.per_example`: ``nn.Linear``,
+Hugging Face's ``Conv1D``, ``nn.Embedding``, ``nn.LayerNorm``) record each layer's input
+and output gradient during the ordinary forward/backward and add the per-example
+squared norms (no second pass, no per-example gradients); a post-accumulate-grad hook
+on every parameter takes the batch gradient's squared norm right after the backward
+pass (so clipping or unscaling before `PerExampleNoiseScale.step` changes nothing), and
+
+$$
+|G_{small}|^2 = \frac1B\sum_i |g_i|^2 \ (b_{small} = 1),\qquad
+|G_{big}|^2 = |\bar g|^2 \ (b_{big} = B)
+$$
+
+feed the estimator (McCandlish et al. 2018, App. A.1).
+
+**Coverage.** Parameters outside those layers (a raw positional-embedding tensor, the
+packed input projection of ``nn.MultiheadAttention``, convolutions) cannot be seen by
+these hooks. `Coverage` says what is measured (fraction of the trainable parameters,
+and at every step the fraction of the batch gradient's squared norm); the collector
+warns below ``min_coverage``. For an exact value over every parameter, call
+`per_example_sq_norms`, which falls back to ``torch.func`` for the rest.
+
+**Tied weights** (a language model's token embedding shared with its output layer,
+e.g. GPT-2): the example's gradient of the shared matrix is the sum of both uses,
+$E_i + H_i$, so its squared norm needs the cross term
+$2\langle E_i, H_i\rangle = 2\sum_{t,s}\delta^{head}_{is}[x_{it}]\,
+(a_{is}\cdot\delta^{emb}_{it})$ (tokens $x_{it}$, head inputs $a_{is}$, output
+gradients $\delta$), computed from quantities the hooks already hold.
+
+**LayerNorm-only proxy and per-module scales** (Gray et al. 2024, "Normalization Layer
+Per-Example Gradients are Sufficient to Predict Gradient Noise Scale in
+Transformers", arXiv 2411.00999): ``params="layernorm"`` measures the noise scale of
+the LayerNorm parameters' gradient only (a small fraction of the cost), and
+``per_module=True`` keeps one estimator per layer (`module_noise_scales`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..estimators import GNSEstimator
+from ._common import EstimatorMixin, norm, resolve_scale, select_params, stack_scalars
+from .per_example import (
+    _functional_owners,
+    _inside_torch_func,
+    _kind,
+    _module_sq,
+    _tied,
+    _work,
+    check_no_batchnorm,
+)
+
+__all__ = ["Coverage", "CoverageWarning", "PerExampleNoiseScale"]
+
+
+class CoverageWarning(UserWarning):
+    """The per-example collector measures less of the model than asked for."""
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What part of the model a `PerExampleNoiseScale` measures.
+
+    ``parameters`` is the fraction of the model's trainable parameter elements whose
+    per-example gradients are measured; ``uncovered`` names the trainable parameters
+    that are not (outside the fast-path layers, or left out by ``params=``); ``tied``
+    the shared parameters measured with their cross term.
+    """
+
+    parameters: float
+    n_parameters: int
+    covered: tuple[str, ...]
+    uncovered: tuple[str, ...]
+    tied: tuple[str, ...]
+
+    def __str__(self) -> str:
+        text = f"{100 * self.parameters:.1f}% of {self.n_parameters:,} parameters"
+        if self.uncovered:
+            more = f" (+{len(self.uncovered) - 3} more)" if len(self.uncovered) > 3 else ""
+            text += f"; not measured: {', '.join(self.uncovered[:3])}{more}"
+        return text
+
+
+def _select(model: nn.Module, params):
+    if isinstance(params, str):
+        if params != "layernorm":
+            raise ValueError(f"params must be None, 'layernorm' or parameters/names, got "
+                             f"{params!r}")
+        params = [p for m in model.modules() if _kind(m) == "layernorm"
+                  for p in m.parameters(recurse=False) if p.requires_grad]
+        if not params:
+            raise ValueError("params='layernorm': the model has no trainable nn.LayerNorm")
+    return select_params(model, params)
+
+
+class PerExampleNoiseScale(EstimatorMixin):
+    r"""Per-example noise scale collected during the training step itself.
+
+    See the module notes for the estimator, coverage, tied weights and the
+    LayerNorm-only proxy.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The model being trained. Batch normalisation in training mode is refused (it
+        couples the examples; use `GradientNoiseScale`).
+    beta : float
+        EMA decay of `GNSEstimator`.
+    params : None, "layernorm", or iterable of parameters or names
+        ``None`` (default): every parameter the fast paths can see, with a
+        `CoverageWarning` when that is less than ``min_coverage`` of the model.
+        ``"layernorm"``: the LayerNorm parameters only (Gray et al.'s proxy). Explicit
+        parameters must all be in fast-path layers (whole layers).
+    scaler : torch.amp.GradScaler, optional
+        Mixed precision: both squared norms are divided by ``scale²``.
+    max_history : int, optional
+        Keep the per-step rows of the last ``max_history`` steps only (default: all).
+    min_coverage : float
+        Warn when the measured fraction of the parameters is below this (default 0.9;
+        only with ``params=None``).
+    per_module : bool
+        Also keep one estimator per layer (a tied pair counts as one, under the
+        embedding's name): `module_noise_scales`.
+
+    Notes
+    -----
+    One forward and one backward per step, each layer called once (both checked; use
+    `GradientNoiseScale` for accumulation). ``loss`` must be the mean over the ``B``
+    examples. Call `step` once per optimizer step after the backward pass; where
+    exactly does not matter (before or after clipping, unscaling or ``zero_grad``).
+    Passes inside ``torch.func`` transforms (e.g. `hessian_noise_scale`) are ignored.
+    Call `remove` to detach the hooks.
+    """
+
+    def __init__(self, model: nn.Module, *, beta: float = 0.99, params=None, scaler=None,
+                 max_history: int | None = None, min_coverage: float = 0.9,
+                 per_module: bool = False):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        check_no_batchnorm(model)
+        every = select_params(model, None)
+        chosen = every if params is None else _select(model, params)
+        ids = {id(p) for _, p in chosen}
+        tied = _tied(model)
+        functional = _functional_owners(model)
+        mods: list[tuple[str, nn.Module]] = []
+        covered: set[int] = set()
+        for name, m in model.named_modules():
+            pids = {id(p) for p in m.parameters(recurse=False) if p.requires_grad}
+            if _kind(m) and id(m) not in functional and pids and pids <= ids:
+                mods.append((name or type(m).__name__, m))
+                covered |= pids
+        self._pairs = self._tie_pairs(mods, covered & tied.keys(), tied)
+        names = {id(p): n for n, p in every}
+        if params is not None and covered != ids:
+            missing = [n for n, p in chosen if id(p) not in covered]
+            raise ValueError(
+                "PerExampleNoiseScale measures only parameters of nn.Linear, Conv1D, "
+                "nn.Embedding and nn.LayerNorm layers that are called as modules (whole "
+                f"layers); not measurable: {', '.join(missing[:5])}")
+        if not covered:
+            raise ValueError("model has no trainable nn.Linear, Conv1D, nn.Embedding or "
+                             "nn.LayerNorm parameters for PerExampleNoiseScale")
+        numel = {id(p): p.numel() for _, p in every}
+        total = sum(numel.values())
+        self.coverage = Coverage(
+            parameters=sum(numel[i] for i in covered) / total, n_parameters=total,
+            covered=tuple(names[i] for i in names if i in covered),
+            uncovered=tuple(names[i] for i in names if i not in covered),
+            tied=tuple(names[i] for i in names if i in covered and i in tied))
+        if params is None and self.coverage.parameters < min_coverage:
+            warnings.warn(f"PerExampleNoiseScale measures {self.coverage}; the result is the "
+                          "noise scale of that part of the gradient", CoverageWarning,
+                          stacklevel=2)
+        self.params = [(n, p) for n, p in every if id(p) in covered]
+        self.scaler = scaler
+        self.estimator = GNSEstimator(beta, max_history=max_history)
+        self.skipped = {"non_finite": 0}
+        self.per_module = bool(per_module)
+        # group of each measured parameter: its layer's name (a tied pair: the embedding)
+        self._group: dict[int, str] = {}
+        for name, m in mods:
+            for p in m.parameters(recurse=False):
+                if id(p) in covered:
+                    self._group.setdefault(id(p), name)
+        for emb, lin in self._pairs.values():  # a tied pair is one group
+            for p in lin[1].parameters(recurse=False):
+                if id(p) in covered:
+                    self._group[id(p)] = emb[0]
+        self.module_estimators = {g: GNSEstimator(beta, max_history=max_history)
+                                  for g in dict.fromkeys(self._group.values())} \
+            if self.per_module else {}
+        self._module_group = {id(m): self._group[next(
+            id(p) for p in m.parameters(recurse=False) if id(p) in covered)]
+            for _, m in mods}
+        self._parts: list[tuple[str, torch.Tensor]] = []  # (group, (B,) per call)
+        self._fwd_calls: dict[int, int] = {}
+        self._big: dict[int, torch.Tensor] = {}  # |.grad| after the backward, all params
+        self._covered = covered
+        self._tie_idx: dict[int, torch.Tensor] = {}
+        self._tie_m: dict[int, torch.Tensor] = {}
+        self._tie_missing = False
+        self._broadcast: set[str] = set()  # groups left out: called with a batch of one
+        self._grad_share = [0.0, 0]  # Σ covered/total squared norm, steps
+        self._handles = [m.register_forward_hook(self._fwd) for _, m in mods]
+        self._handles += [p.register_post_accumulate_grad_hook(self._post) for _, p in every]
+
+    @staticmethod
+    def _tie_pairs(mods, shared: set[int], tied) -> dict[int, tuple]:
+        """Shared parameters measured by two fast-path layers: an (Embedding, Linear)
+        pair is supported; any other sharing is refused."""
+        pairs: dict[int, tuple] = {}
+        for pid in shared:
+            users = [(n, m) for n, m in mods
+                     if any(id(p) == pid for p in m.parameters(recurse=False))]
+            kinds = sorted(_kind(m) or "" for _, m in users)
+            if kinds != ["embedding", "linear"] or any(
+                    type(m).__name__ == "Conv1D" for _, m in users):
+                raise ValueError(
+                    f"parameter {tied[pid][0]!r} is shared by {[n for n, _ in users]}: only "
+                    "an nn.Embedding tied to an nn.Linear output layer is supported; pass "
+                    "params= without it")
+            emb = next(u for u in users if _kind(u[1]) == "embedding")
+            lin = next(u for u in users if _kind(u[1]) == "linear")
+            if lin[1].weight is not emb[1].weight:
+                raise ValueError(f"parameter {tied[pid][0]!r}: only weight tying is supported")
+            pairs[pid] = (emb, lin)
+        return pairs
+
+    # ------------------------------------------------------------------ hooks
+    def _post(self, param):
+        if param.grad is not None:
+            self._big[id(param)] = norm(param.grad.detach())
+
+    def _fwd(self, m, inp, out):
+        if not out.requires_grad or not torch.is_grad_enabled() or _inside_torch_func():
+            return
+        group = self._module_group[id(m)]
+        if group in self._broadcast:
+            return
+        self._fwd_calls[id(m)] = self._fwd_calls.get(id(m), 0) + 1
+        a = inp[0].detach()
+        pid = id(getattr(m, "weight", None))
+        pair = self._pairs.get(pid)
+        if pair is not None and m is pair[0][1]:
+            self._tie_idx[pid] = a  # the tokens, for the cross term
+
+        def on_grad(d):
+            self._parts.append((group, _module_sq(m, [a], [d])))
+            if pair is not None:
+                self._tie_term(m, pair, pid, a, d)
+
+        out.register_hook(on_grad)
+
+    def _tie_term(self, m, pair, pid, a, d) -> None:
+        (emb_name, emb), _ = pair
+        if m is not emb:  # the output layer (backward reaches it first): Σ_s d_s[x_t] a_s
+            idx = self._tie_idx.get(pid)
+            if idx is None:
+                self._tie_missing = True
+                return
+            bsz = idx.shape[0]
+            x = idx.reshape(bsz, -1)
+            dd, aa = _work(d).reshape(bsz, -1, d.shape[-1]), _work(a).reshape(bsz, -1,
+                                                                                a.shape[-1])
+            gathered = torch.gather(dd, 2, x.unsqueeze(1).expand(-1, dd.shape[1], -1))
+            self._tie_m[pid] = torch.bmm(gathered.transpose(1, 2), aa.to(dd.dtype))
+            return
+        mt = self._tie_m.pop(pid, None)
+        if mt is None:
+            self._tie_missing = True
+            return
+        bsz = a.shape[0]
+        de = _work(d).reshape(bsz, -1, d.shape[-1]).to(mt.dtype)
+        if emb.padding_idx is not None:
+            de = de * (a.reshape(bsz, -1) != emb.padding_idx).unsqueeze(-1)
+        self._parts.append((emb_name, 2 * (mt * de).sum((1, 2))))
+
+    def remove(self) -> None:
+        """Detach the hooks from the model (the collector stops counting)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    # ------------------------------------------------------------------ step
+    def step(self, *, loss_scale=None):
+        """Feed this step's per-example and batch norms to the estimator.
+
+        Call once per optimizer step, after ``loss.backward()``. Returns
+        ``(g2, trace_sigma)`` of this step, or ``None`` when it was skipped (non-finite
+        norms).
+        """
+        if not self._parts:
+            raise RuntimeError("step() called before any backward pass through the measured "
+                               "layers (call it after loss.backward())")
+        parts, self._parts = self._parts, []
+        calls, self._fwd_calls = self._fwd_calls, {}
+        big, self._big = self._big, {}
+        tie_missing, self._tie_missing = self._tie_missing, False
+        self._tie_idx.clear()
+        self._tie_m.clear()
+        if max(calls.values()) > 1:
+            raise RuntimeError(
+                "a measured layer ran more than once since the last step() (several "
+                "forward/backward passes, or weight sharing): PerExampleNoiseScale needs "
+                "one forward and one backward per step; use GradientNoiseScale for "
+                "accumulation")
+        if tie_missing:
+            raise RuntimeError("the tied embedding and output layer did not both run in "
+                               "forward order (embedding first): the cross term is missing")
+        used = {self._group[i] for i in big if i in self._covered}
+        called = {self._module_group[i] for i in calls}
+        if used - called:
+            raise RuntimeError(
+                f"layers {sorted(used - called)[:3]} received gradient but were not called as "
+                f"modules (their weights were used functionally): their per-example norms "
+                "are missing; pass params= without them")
+        bsz = max(v.shape[0] for _, v in parts)
+        if any(v.shape[0] != bsz for _, v in parts):
+            parts = self._leave_out_broadcast(parts, bsz)
+        if bsz < 2:
+            raise ValueError("the batch must hold >= 2 examples")
+        covered_big = [v for i, v in big.items() if i in self._covered]
+        if not covered_big:
+            raise RuntimeError("no measured parameter received a gradient this step")
+        scale = resolve_scale(loss_scale, self.scaler)
+        dev = covered_big[0].device
+        acc = torch.float64 if dev.type != "mps" else torch.float32
+        groups = list(self.module_estimators) if self.per_module else []
+        rows = [stack_scalars([v for _, v in parts], dev).to(acc).sum(0).mean()]
+        rows.append(stack_scalars(covered_big, dev).to(acc).square().sum())
+        rows.append(stack_scalars(list(big.values()), dev).to(acc).square().sum())
+        for g in groups:
+            mine = [v for n, v in parts if n == g]
+            rows.append(stack_scalars(mine, dev).to(acc).sum(0).mean() if mine else
+                        torch.zeros((), dtype=acc, device=dev))
+            gb = [v for i, v in big.items() if self._group.get(i) == g]
+            rows.append(stack_scalars(gb, dev).to(acc).square().sum() if gb else
+                        torch.zeros((), dtype=acc, device=dev))
+        vals = torch.stack(rows).tolist()  # one device -> host transfer
+        b2 = bsz * bsz
+        if vals[2] > 0 and math.isfinite(vals[2]):
+            self._grad_share[0] += vals[1] / vals[2]
+            self._grad_share[1] += 1
+        for j, g in enumerate(groups):
+            small_g, big_g = vals[3 + 2 * j] * b2 / scale**2, vals[4 + 2 * j] / scale**2
+            if math.isfinite(small_g) and math.isfinite(big_g):
+                self.module_estimators[g].update(small_g, 1, big_g, bsz)
+        return self._feed(vals[0] * b2, 1, vals[1], bsz, scale)
+
+    def _leave_out_broadcast(self, parts, bsz):
+        """Layers called with a batch of one whose output is broadcast over the examples
+        (GPT-2's position embedding: ``wpe(position_ids)`` with ``position_ids`` of shape
+        ``(1, T)``) get the gradient summed over the batch: their per-example norms do
+        not exist in the hooks. They are left out from now on, with a warning."""
+        groups = {g for g, v in parts if v.shape[0] != bsz}
+        self._broadcast |= groups
+        gone = {i for i in self._covered if self._group[i] in groups}
+        self._covered -= gone
+        self.params = [(n, p) for n, p in self.params if id(p) not in gone]
+        for g in groups:
+            self.module_estimators.pop(g, None)
+        names = {n for n, p in self.params}
+        c = self.coverage
+        left = tuple(n for n in c.covered if n not in names)
+        share = sum(p.numel() for _, p in self.params) / c.n_parameters
+        self.coverage = Coverage(parameters=share, n_parameters=c.n_parameters,
+                                 covered=tuple(n for n in c.covered if n in names),
+                                 uncovered=(*c.uncovered, *left), tied=c.tied)
+        warnings.warn(
+            f"{', '.join(sorted(groups))}: called with a batch of one and broadcast over "
+            f"the {bsz} examples, so per-example norms are not available; left out from now "
+            f"on (PerExampleNoiseScale now measures {self.coverage}); give the layer "
+            f"per-example inputs to measure it (for GPT-2, call the model with "
+            f"position_ids expanded to the batch)", CoverageWarning,
+            stacklevel=3)
+        if not self.params:
+            raise RuntimeError("no measurable layer is left")
+        return [(g, v) for g, v in parts if g not in groups]
+
+    # ---------------------------------------------------------------- views
+    @property
+    def grad_coverage(self) -> float:
+        r"""Mean over the measured steps of $|\bar g_{measured}|^2/|\bar g|^2$: the share
+        of the batch gradient's squared norm in the measured parameters (NaN before the
+        first step)."""
+        total, n = self._grad_share
+        return total / n if n else math.nan
+
+    def module_noise_scales(self):
+        """Per-layer ``b_simple``, ``g2``, ``trace_sigma`` and ``parameters`` (a
+        DataFrame, one row per layer; needs ``per_module=True``)."""
+        import pandas as pd
+
+        if not self.per_module:
+            raise RuntimeError("module_noise_scales() needs PerExampleNoiseScale(..., "
+                               "per_module=True)")
+        sizes: dict[str, int] = {}
+        for _, p in self.params:
+            g = self._group[id(p)]
+            sizes[g] = sizes.get(g, 0) + p.numel()
+        rows = [{"module": g, "parameters": sizes.get(g, 0),
+                 "b_simple": est.b_simple if est.steps else math.nan,
+                 "g2": est.g2 if est.steps else math.nan,
+                 "trace_sigma": est.trace_sigma if est.steps else math.nan}
+                for g, est in self.module_estimators.items()]
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        head = f"PerExampleNoiseScale(measures {self.coverage}"
+        if self.estimator.steps == 0:
+            return head + ", steps=0)"
+        return (f"{head}, steps={self.estimator.steps}, "
+                f"b_simple={self.estimator.b_simple:.4g})")
