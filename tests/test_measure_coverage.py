@@ -157,7 +157,7 @@ def test_functional_use_of_a_measured_layer_is_refused():
 def test_batchnorm_is_refused_and_eval_mode_accepted():
     model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 1))
     x, y = torch.randn(6, 3), torch.randn(6, 1)
-    with pytest.raises(ValueError, match="batch normalisation.*1"):
+    with pytest.raises(ValueError, match=r"batch normalisation.*1"):
         PerExampleNoiseScale(model)
     with pytest.raises(ValueError, match="batch normalisation"):
         per_example_sq_norms(model, F.mse_loss, x, y)
@@ -176,7 +176,7 @@ def test_explicit_params_outside_fast_layers_and_bad_options():
         PerExampleNoiseScale(raw, params=["w", "lin.weight", "lin.bias"])
     with pytest.raises(ValueError, match="params must be"):
         PerExampleNoiseScale(raw, params="attention")
-    with pytest.raises(ValueError, match="no trainable nn.LayerNorm"):
+    with pytest.raises(ValueError, match=r"no trainable nn\.LayerNorm"):
         PerExampleNoiseScale(raw, params="layernorm")
     col = PerExampleNoiseScale(raw, min_coverage=0.0)
     assert col.coverage.uncovered == ("w",)
@@ -204,7 +204,7 @@ def test_step_placement_and_per_module_decomposition():
         return m, col, ln
 
     _, plain, _ = run(False)
-    m, clipped, ln = run(True)
+    _, clipped, ln = run(True)
     pd_plain, pd_clip = plain.to_frame(), clipped.to_frame()
     np.testing.assert_allclose(pd_clip.sq_norm_small, pd_plain.sq_norm_small, rtol=1e-12)
     np.testing.assert_allclose(pd_clip.sq_norm_big, pd_plain.sq_norm_big, rtol=1e-12)

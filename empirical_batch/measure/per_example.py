@@ -185,8 +185,9 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
         # grad_i[v] = Σ_{t: x_t = v} δ_t  =>  |grad_i|² = Σ_{t,s} [x_t = x_s] δ_t·δ_s
         idx = inputs[0].reshape(bsz, -1) if len(inputs) == 1 else \
             torch.cat([x.reshape(bsz, -1) for x in inputs], 1)
-        if m.padding_idx is not None:
-            d = d * (idx != m.padding_idx).unsqueeze(-1)
+        pad = m.padding_idx
+        if isinstance(pad, int):
+            d = d * torch.ne(idx, pad).unsqueeze(-1)
         same = idx.unsqueeze(2) == idx.unsqueeze(1)
         return (torch.bmm(d, d.transpose(1, 2)) * same).sum((1, 2))
     wgrad = m.weight.requires_grad

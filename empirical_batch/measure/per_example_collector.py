@@ -41,6 +41,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 from torch import nn
 
@@ -278,8 +279,8 @@ class PerExampleNoiseScale(EstimatorMixin):
             return
         bsz = a.shape[0]
         de = _work(d).reshape(bsz, -1, d.shape[-1]).to(mt.dtype)
-        if emb.padding_idx is not None:
-            de = de * (a.reshape(bsz, -1) != emb.padding_idx).unsqueeze(-1)
+        if isinstance(emb.padding_idx, int):
+            de = de * torch.ne(a.reshape(bsz, -1), emb.padding_idx).unsqueeze(-1)
         self._parts.append((emb_name, 2 * (mt * de).sum((1, 2))))
 
     def remove(self) -> None:
@@ -393,11 +394,9 @@ class PerExampleNoiseScale(EstimatorMixin):
         total, n = self._grad_share
         return total / n if n else math.nan
 
-    def module_noise_scales(self):
+    def module_noise_scales(self) -> pd.DataFrame:
         """Per-layer ``b_simple``, ``g2``, ``trace_sigma`` and ``parameters`` (a
         DataFrame, one row per layer; needs ``per_module=True``)."""
-        import pandas as pd
-
         if not self.per_module:
             raise RuntimeError("module_noise_scales() needs PerExampleNoiseScale(..., "
                                "per_module=True)")
