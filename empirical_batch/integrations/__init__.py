@@ -1,0 +1,21 @@
+"""Collectors inside training frameworks and their loggers (optional extras, imported
+lazily: importing this package imports no framework).
+
+- `empirical_batch.integrations.hf.NoiseScaleCallback`: a ``transformers`` Trainer
+  callback (`empirical_batch.integrations.hf.install` puts it first, so that its values
+  reach every ``report_to``); ``pip install empirical_batch[hf]``.
+- `empirical_batch.integrations.lightning.NoiseScaleCallback`: a ``lightning`` callback
+  logging through ``LightningModule.log_dict``; ``pip install empirical_batch[lightning]``.
+- `empirical_batch.integrations.loggers`: `log_tensorboard` (a ``SummaryWriter``) and
+  `log_wandb` (a W&B run) for plain loops.
+
+The callbacks measure $B_{simple}$ from the micro-batches of gradient accumulation, or
+from per-example norms without accumulation; the norms are taken at the backward
+passes, so the frameworks' clipping and AMP unscaling before their optimizer hooks do
+not change the estimate, and an epoch-end step with one backward pass is skipped and
+counted.
+"""
+
+from .loggers import log_tensorboard, log_wandb, noise_scale_values
+
+__all__ = ["log_tensorboard", "log_wandb", "noise_scale_values"]
