@@ -151,10 +151,47 @@ def stack_scalars(xs: list[torch.Tensor], device) -> torch.Tensor:
 
 
 class EstimatorMixin:
-    """Forwarding of the smoothed estimates to ``self.estimator``."""
+    """Forwarding of the smoothed estimates to ``self.estimator``, and the deferred
+    device-to-host transfer of each step's squared norms (``sync_every``)."""
 
-    estimator: GNSEstimator
+    _estimator: GNSEstimator
     skipped: dict[str, int]
+    sync_every: int = 1
+    _pending: list
+
+    def _init_sync(self, sync_every) -> None:
+        self.sync_every = check_batch_size(sync_every, "sync_every")
+        self._pending = []
+
+    def _defer(self, stats: torch.Tensor, finish):
+        """Hand this step's device tensor of sums to ``finish(list of floats)``: now
+        (``sync_every=1``, returning its result), or at the next read of an estimate /
+        every ``sync_every`` steps, in one transfer for all pending steps (``None``)."""
+        if self.sync_every == 1:
+            return finish(stats.tolist())
+        self._pending.append((stats, finish))
+        if len(self._pending) >= self.sync_every:
+            self.flush()
+        return None
+
+    def flush(self) -> None:
+        """Fold the steps still on the device into the estimator (one transfer). Reading
+        any estimate does this first."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        flat = torch.cat([s.reshape(-1).to(pending[0][0].device) for s, _ in pending])
+        values = flat.tolist()
+        i = 0
+        for s, finish in pending:
+            finish(values[i:i + s.numel()])
+            i += s.numel()
+
+    @property
+    def estimator(self) -> GNSEstimator:
+        """The `GNSEstimator` (every pending step folded in first)."""
+        self.flush()
+        return self._estimator
 
     @property
     def b_simple(self) -> float:
@@ -184,7 +221,7 @@ class EstimatorMixin:
         if not (math.isfinite(sq_small) and math.isfinite(sq_big)):
             self.skipped["non_finite"] += 1
             return None
-        return self.estimator.update(sq_small, b_small, sq_big, b_big)
+        return self._estimator.update(sq_small, b_small, sq_big, b_big)
 
     def estimate(self, level: float = 0.95) -> GNSEstimate:
         return self.estimator.estimate(level)
@@ -197,5 +234,6 @@ class EstimatorMixin:
         return {"estimator": self.estimator.state_dict(), "skipped": dict(self.skipped)}
 
     def load_state_dict(self, state: dict) -> None:
-        self.estimator.load_state_dict(state["estimator"])
+        self._pending = []
+        self._estimator.load_state_dict(state["estimator"])
         self.skipped = dict(state["skipped"])

@@ -55,7 +55,7 @@ class DDPNoiseScaleHook(EstimatorMixin):
     """
 
     def __init__(self, ddp_model, local_batch_size: int, *, beta: float = 0.99,
-                 scaler=None, max_history: int | None = None):
+                 scaler=None, max_history: int | None = None, sync_every: int = 1):
         if not hasattr(ddp_model, "register_comm_hook"):
             raise TypeError("ddp_model must be a torch.nn.parallel.DistributedDataParallel "
                             f"model, got {type(ddp_model).__name__}")
@@ -71,7 +71,8 @@ class DDPNoiseScaleHook(EstimatorMixin):
             )
         self.local_batch_size = check_batch_size(local_batch_size, "local_batch_size")
         self.scaler = scaler
-        self.estimator = GNSEstimator(beta, max_history=max_history)
+        self._estimator = GNSEstimator(beta, max_history=max_history)
+        self._init_sync(sync_every)
         self.skipped = {"non_finite": 0}
         self._small: list[torch.Tensor] = []
         self._big: list[torch.Tensor] = []
@@ -110,5 +111,9 @@ class DDPNoiseScaleHook(EstimatorMixin):
                              stack_scalars(big, dev).to(acc).square().sum()])
         dist.all_reduce(stats, group=self.process_group)
         scale = resolve_scale(loss_scale, self.scaler)
-        sq_small, sq_big = (v / self.world_size for v in stats.tolist())
-        return self._feed(sq_small, b, sq_big, b * self.world_size, scale)
+        w = self.world_size
+
+        def finish(values):
+            return self._feed(values[0] / w, b, values[1] / w, b * w, scale)
+
+        return self._defer(stats, finish)

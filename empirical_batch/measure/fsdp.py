@@ -118,7 +118,7 @@ class FSDPNoiseScale(EstimatorMixin):
     """
 
     def __init__(self, model, local_batch_size: int, *, beta: float = 0.99, scaler=None,
-                 max_history: int | None = None):
+                 max_history: int | None = None, sync_every: int = 1):
         fsdp_module = _fsdp_module()
         if not isinstance(model, fsdp_module):
             raise TypeError(
@@ -133,7 +133,8 @@ class FSDPNoiseScale(EstimatorMixin):
             )
         self.local_batch_size = check_batch_size(local_batch_size, "local_batch_size")
         self.scaler = scaler
-        self.estimator = GNSEstimator(beta, max_history=max_history)
+        self._estimator = GNSEstimator(beta, max_history=max_history)
+        self._init_sync(sync_every)
         self.skipped = {"non_finite": 0}
         self._modules = [m for m in model.modules() if isinstance(m, fsdp_module)]
         self._recorders: list[_Recorder] = []
@@ -187,11 +188,14 @@ class FSDPNoiseScale(EstimatorMixin):
         shards = torch.stack([t[1].square().sum().to(dev) for t in used])
         stats = torch.stack([local.square().sum(), shards.sum()])
         dist.all_reduce(stats)
-        sq_local, sq_big = stats.tolist()
-        # each call's input is one micro-batch's gradient divided by k (loss / k)
-        sq_small = sq_local * k / self.world_size
         scale = resolve_scale(loss_scale, self.scaler)
-        return self._feed(sq_small, b // k, sq_big, b * self.world_size, scale)
+        w = self.world_size
+
+        def finish(values):
+            # each call's input is one micro-batch's gradient divided by k (loss / k)
+            return self._feed(values[0] * k / w, b // k, values[1], b * w, scale)
+
+        return self._defer(stats, finish)
 
     def remove(self) -> None:
         """Give FSDP back its default reduce-scatter and drop the references."""

@@ -128,6 +128,11 @@ class PerExampleNoiseScale(EstimatorMixin):
     per_module : bool
         Also keep one estimator per layer (a tied pair counts as one, under the
         embedding's name): `module_noise_scales`.
+    sync_every : int
+        Steps between device-to-host transfers (default 1: every step, and `step`
+        returns that step's values). With ``N > 1`` the step's sums stay on the device
+        and are folded in at the next read of an estimate or every ``N`` steps (one
+        transfer for all of them); `step` then returns ``None``.
 
     Notes
     -----
@@ -141,7 +146,7 @@ class PerExampleNoiseScale(EstimatorMixin):
 
     def __init__(self, model: nn.Module, *, beta: float = 0.99, params=None, scaler=None,
                  max_history: int | None = None, min_coverage: float = 0.9,
-                 per_module: bool = False):
+                 per_module: bool = False, sync_every: int = 1):
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         check_no_batchnorm(model)
@@ -181,7 +186,8 @@ class PerExampleNoiseScale(EstimatorMixin):
                           stacklevel=2)
         self.params = [(n, p) for n, p in every if id(p) in covered]
         self.scaler = scaler
-        self.estimator = GNSEstimator(beta, max_history=max_history)
+        self._estimator = GNSEstimator(beta, max_history=max_history)
+        self._init_sync(sync_every)
         self.skipped = {"non_finite": 0}
         self.per_module = bool(per_module)
         # group of each measured parameter: its layer's name (a tied pair: the embedding)
@@ -344,16 +350,20 @@ class PerExampleNoiseScale(EstimatorMixin):
             gb = [v for i, v in big.items() if self._group.get(i) == g]
             rows.append(stack_scalars(gb, dev).to(acc).square().sum() if gb else
                         torch.zeros((), dtype=acc, device=dev))
-        vals = torch.stack(rows).tolist()  # one device -> host transfer
         b2 = bsz * bsz
-        if vals[2] > 0 and math.isfinite(vals[2]):
-            self._grad_share[0] += vals[1] / vals[2]
-            self._grad_share[1] += 1
-        for j, g in enumerate(groups):
-            small_g, big_g = vals[3 + 2 * j] * b2 / scale**2, vals[4 + 2 * j] / scale**2
-            if math.isfinite(small_g) and math.isfinite(big_g):
-                self.module_estimators[g].update(small_g, 1, big_g, bsz)
-        return self._feed(vals[0] * b2, 1, vals[1], bsz, scale)
+
+        def finish(vals):
+            if vals[2] > 0 and math.isfinite(vals[2]):
+                self._grad_share[0] += vals[1] / vals[2]
+                self._grad_share[1] += 1
+            for j, g in enumerate(groups):
+                small_g, big_g = vals[3 + 2 * j] * b2 / scale**2, vals[4 + 2 * j] / scale**2
+                if g in self.module_estimators and math.isfinite(small_g) and \
+                        math.isfinite(big_g):
+                    self.module_estimators[g].update(small_g, 1, big_g, bsz)
+            return self._feed(vals[0] * b2, 1, vals[1], bsz, scale)
+
+        return self._defer(torch.stack(rows), finish)
 
     def _leave_out_broadcast(self, parts, bsz):
         """Layers called with a batch of one whose output is broadcast over the examples
@@ -397,6 +407,7 @@ class PerExampleNoiseScale(EstimatorMixin):
     def module_noise_scales(self) -> pd.DataFrame:
         """Per-layer ``b_simple``, ``g2``, ``trace_sigma`` and ``parameters`` (a
         DataFrame, one row per layer; needs ``per_module=True``)."""
+        self.flush()
         if not self.per_module:
             raise RuntimeError("module_noise_scales() needs PerExampleNoiseScale(..., "
                                "per_module=True)")

@@ -137,6 +137,7 @@ class GradientNoiseScale(EstimatorMixin):
         optimizer: torch.optim.Optimizer | None = None,
         preconditioned: bool = False,
         max_history: int | None = None,
+        sync_every: int = 1,
     ):
         self.micro_batch_size = check_batch_size(micro_batch_size, "micro_batch_size")
         k = check_batch_size(accumulation_steps, "accumulation_steps")
@@ -162,7 +163,8 @@ class GradientNoiseScale(EstimatorMixin):
             if missing:
                 raise ValueError(f"parameters not in the optimizer: {missing[:3]}")
         self.optimizer = optimizer
-        self.estimator = GNSEstimator(beta, max_history=max_history)
+        self._estimator = GNSEstimator(beta, max_history=max_history)
+        self._init_sync(sync_every)
         self.skipped = {"non_finite": 0, "no_optimizer_state": 0, "single_backward": 0,
                         "accumulation_mismatch": 0}
         self._micro: list[torch.Tensor] = []
@@ -295,7 +297,12 @@ class GradientNoiseScale(EstimatorMixin):
         big = stack_scalars(bigs, dev).to(acc).square().sum()
         # one device->host transfer for both sums (Σ over parameters in float64)
         stats = torch.stack([stack_scalars(micro, dev).to(acc).square().sum(), big])
-        micro_sum, big = stats.tolist()
         c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
-        # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
-        return self._feed(micro_sum / (c * c * n), b_small, big / (c * c * n * n), b_big, scale)
+
+        def finish(values):
+            micro_sum, big = values
+            # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
+            return self._feed(micro_sum / (c * c * n), b_small, big / (c * c * n * n), b_big,
+                              scale)
+
+        return self._defer(stats, finish)
