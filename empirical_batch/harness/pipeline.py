@@ -1,6 +1,7 @@
 """The whole harness for one configuration: sweeps, noise scales, one-step experiment, report.
 
-Stages: ``sweep`` (train this shard's runs, write ``OUT/sweeps/TASK[.shard-i-of-n].csv``)
+Stages: ``sweep`` (train this shard's runs, write ``OUT/sweeps/TASK[.shard-i-of-n].csv``;
+with an ``executor``, all shards of the sweep through it, see ``distribute``)
 and ``analyze`` (read the complete sweep of each task back through ``load_sweep``,
 measure the noise scales and the one-step experiment on reference runs, fit
 B_crit and write the report); ``all`` does both. ``OUT/manifest.json`` records the
@@ -13,6 +14,7 @@ import json
 import platform
 import sys
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,12 +55,13 @@ class HarnessRun:
     shard: tuple[int, int]
     wall_s: dict = field(default_factory=dict)
     files: list = field(default_factory=list)
+    executor: str | None = None
 
     def to_dict(self) -> dict:
         return {
             "config": self.config, "device": self.device, "stage": self.stage,
-            "shard": f"{self.shard[0]}/{self.shard[1]}", "wall_s": self.wall_s,
-            "files": [str(f) for f in self.files],
+            "shard": f"{self.shard[0]}/{self.shard[1]}", "executor": self.executor,
+            "wall_s": self.wall_s, "files": [str(f) for f in self.files],
         }
 
 
@@ -73,8 +76,15 @@ def run_harness(
     command: str | None = None,
     threads: int | None = None,
     overwrite: bool = False,
+    executor: Executor | None = None,
 ) -> HarnessRun:
     """Run ``stage`` of the harness for every task of ``config``; outputs under ``out``.
+
+    With ``executor`` (any `concurrent.futures.Executor`, e.g. from
+    `empirical_batch.harness.distribute.open_executor`), the sweep stage sends each
+    task's shards through it (`run_sweep_distributed`: whole vmap groups, rebuilt in
+    the workers on ``device``, the string as given, so ``auto`` is resolved by each
+    worker) and writes the unsharded sweep file, equal to the sequential run's.
 
     An output folder that holds another configuration's results (its manifests name a
     different configuration) is refused unless ``overwrite=True``: results of two
@@ -86,6 +96,9 @@ def run_harness(
     """
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    if executor is not None and (shard[1] > 1 or stage == "analyze"):
+        raise ValueError("--executor runs the sweep stage, all of its shards: do not combine "
+                         "it with --shard i/n or --stage analyze")
     if shard[1] > 1 and stage != "sweep":
         raise ValueError(
             "--shard splits the sweep only: run each shard with --stage sweep, then "
@@ -103,14 +116,23 @@ def run_harness(
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
     _check_folder(out, config, overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    run = HarnessRun(out, config.name, str(dev), stage, shard)
+    run = HarnessRun(out, config.name, str(dev), stage, shard,
+                     executor=None if executor is None else _describe(executor))
     t_all = time.perf_counter()
     if stage in ("all", "sweep"):
         for plan in config.plans:
-            task = plan.make_task().to(dev)
             t0 = time.perf_counter()
-            frame = run_sweep(task, plan.sweep, shard=shard, progress=progress)
-            _sync(dev)
+            if executor is not None:
+                from .distribute import run_sweep_distributed
+
+                frame = run_sweep_distributed(
+                    plan.task, plan.sweep, executor, options=plan.options,
+                    device=device if isinstance(device, str) else str(dev),
+                    threads=threads, progress=progress)
+            else:
+                task = plan.make_task().to(dev)
+                frame = run_sweep(task, plan.sweep, shard=shard, progress=progress)
+                _sync(dev)
             run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
             run.files.append(write_sweep(frame, sweep_path(out, plan.task, shard)))
     if stage in ("all", "analyze"):
@@ -164,6 +186,10 @@ def _check_folder(out: Path, config: HarnessConfig, overwrite: bool) -> None:
     if stray and not overwrite:
         raise ValueError(f"{out} is not empty and holds no harness manifest ({stray[:3]}); "
                          "use an empty folder or pass --overwrite")
+
+
+def _describe(executor: Executor) -> str:
+    return type(executor).__name__  # the command line in the manifest has the --executor text
 
 
 def _sync(dev: torch.device) -> None:
