@@ -217,3 +217,28 @@ def test_cli_executor_writes_the_sequential_sweep(tmp_path):
         args = [*common[:5], *bad, "--executor", "process:2", "--out", str(tmp_path / "x")]
         assert main(args) == 2
     assert main([*common, "--executor", "process:0", "--out", str(tmp_path / "y")]) == 2
+
+
+def test_cli_shard_by_groups_merges_to_the_sequential_sweep(tmp_path, capsys):
+    """Slurm-style: one process per shard (--shard i/n --shard-by groups), the shard files
+    read back through sweep_files/load_sweeps equal the unsharded sweep file."""
+    from empirical_batch.cli import main
+    from empirical_batch.harness.library import load_sweeps
+    from empirical_batch.harness.sweep import sweep_files
+
+    common = ["harness", "--config", "tiny", "--tasks", "teacher_student", "--no-progress"]
+    assert main([*common, "--stage", "sweep", "--out", str(tmp_path / "seq")]) == 0
+    for i in range(3):
+        assert main([*common, "--shard", f"{i}/3", "--shard-by", "groups",
+                     "--out", str(tmp_path / "arr")]) == 0
+    files = sweep_files(tmp_path / "arr", "teacher_student")
+    assert [f.name for f in files] == [f"teacher_student.shard-{i}-of-3.csv" for i in range(3)]
+    merged = merge_shards([load_sweeps(files).to_frame()])
+    whole = merge_shards([load_sweeps([tmp_path / "seq" / "sweeps" / "teacher_student.csv"])
+                          .to_frame()])
+    pd.testing.assert_frame_equal(merged, whole, check_exact=True)
+    capsys.readouterr()
+    assert main([*common, "--shard", "0/7", "--shard-by", "groups",
+                 "--out", str(tmp_path / "seven")]) == 2
+    assert "only 6 vmap groups" in capsys.readouterr().err
+    assert not (tmp_path / "seven").exists()  # refused before anything was written

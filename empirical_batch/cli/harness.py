@@ -33,6 +33,11 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="restrict to these tasks (teacher_student, digits, sequence)")
     p.add_argument("--shard", default=None, metavar="i/n",
                    help="run only shard i of n of the sweep (implies --stage sweep)")
+    p.add_argument("--shard-by", default="runs", choices=("runs", "groups"),
+                   help="how --shard i/n splits the sweep: runs (every n-th run, default) or "
+                        "groups (whole vmap groups, one optimizer and batch size each, "
+                        "balanced by run-steps: the merged shards equal the unsharded sweep "
+                        "bit for bit; n at most the number of groups)")
     p.add_argument("--executor", default=None, metavar="ENGINE:WHERE",
                    help="run the sweep's shards (whole vmap groups) through an executor and "
                         "write the unsharded sweep, equal to the sequential run's: process:N "
@@ -70,6 +75,8 @@ def run(args) -> int:
         command += " --tasks " + " ".join(args.tasks)
     if args.shard:
         command += f" --shard {args.shard}"
+        if args.shard_by != "runs":
+            command += f" --shard-by {args.shard_by}"
     if engine is not None:
         command += f" --executor {args.executor}"
     command += f" --stage {stage} --out {args.out} --device {args.device}"
@@ -81,7 +88,7 @@ def run(args) -> int:
         result = pipeline.run_harness(
             config, args.out, stage=stage, shard=shard, device=args.device,
             progress=not args.no_progress, threads=args.threads, command=command,
-            overwrite=args.overwrite, executor=executor,
+            overwrite=args.overwrite, executor=executor, split=args.shard_by,
         )
     for f in result.files:
         print(f)

@@ -22,7 +22,8 @@ import torch
 
 from .._io import atomic_write_text
 from .config import HarnessConfig
-from .sweep import run_sweep, sweep_path, write_sweep
+from .sweep import SPLITS, run_sweep, sweep_path, write_sweep
+from .trainer import group_members
 
 STAGES = ("all", "sweep", "analyze")
 
@@ -56,11 +57,13 @@ class HarnessRun:
     wall_s: dict = field(default_factory=dict)
     files: list = field(default_factory=list)
     executor: str | None = None
+    split: str = "runs"
 
     def to_dict(self) -> dict:
         return {
             "config": self.config, "device": self.device, "stage": self.stage,
-            "shard": f"{self.shard[0]}/{self.shard[1]}", "executor": self.executor,
+            "shard": f"{self.shard[0]}/{self.shard[1]}", "split": self.split,
+            "executor": self.executor,
             "wall_s": self.wall_s, "files": [str(f) for f in self.files],
         }
 
@@ -77,6 +80,7 @@ def run_harness(
     threads: int | None = None,
     overwrite: bool = False,
     executor: Executor | None = None,
+    split: str = "runs",
 ) -> HarnessRun:
     """Run ``stage`` of the harness for every task of ``config``; outputs under ``out``.
 
@@ -85,6 +89,10 @@ def run_harness(
     task's shards through it (`run_sweep_distributed`: whole vmap groups, rebuilt in
     the workers on ``device``, the string as given, so ``auto`` is resolved by each
     worker) and writes the unsharded sweep file, equal to the sequential run's.
+
+    ``split`` chooses the runs of a ``shard`` (`empirical_batch.harness.sweep.shard_members`):
+    ``runs`` (every n-th run) or ``groups`` (whole vmap groups: the merged shards equal
+    the unsharded sweep bit for bit; a shard that would hold no run is an error).
 
     An output folder that holds another configuration's results (its manifests name a
     different configuration) is refused unless ``overwrite=True``: results of two
@@ -99,11 +107,21 @@ def run_harness(
     if executor is not None and (shard[1] > 1 or stage == "analyze"):
         raise ValueError("--executor runs the sweep stage, all of its shards: do not combine "
                          "it with --shard i/n or --stage analyze")
+    if split not in SPLITS:
+        raise ValueError(f"--shard-by must be one of {SPLITS}, got {split!r}")
     if shard[1] > 1 and stage != "sweep":
         raise ValueError(
             "--shard splits the sweep only: run each shard with --stage sweep, then "
             "--stage analyze once on the folder that holds all shard files"
         )
+    if split == "groups" and executor is None and stage != "analyze":
+        for plan in config.plans:  # before any training: every shard must hold a run
+            n_groups = len(group_members(plan.sweep.members()))
+            if shard[1] > n_groups:
+                raise ValueError(
+                    f"--shard {shard[0]}/{shard[1]} --shard-by groups: task {plan.task!r} has "
+                    f"only {n_groups} vmap groups (optimizer × batch size), so shards beyond "
+                    f"them would be empty; use at most {n_groups} shards")
     dev = resolve_device(device)
     if threads is not None:
         if threads < 1:
@@ -117,7 +135,8 @@ def run_harness(
     _check_folder(out, config, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     run = HarnessRun(out, config.name, str(dev), stage, shard,
-                     executor=None if executor is None else _describe(executor))
+                     executor=None if executor is None else _describe(executor),
+                     split="groups" if executor is not None else split)
     t_all = time.perf_counter()
     if stage in ("all", "sweep"):
         for plan in config.plans:
@@ -131,7 +150,8 @@ def run_harness(
                     threads=threads, progress=progress)
             else:
                 task = plan.make_task().to(dev)
-                frame = run_sweep(task, plan.sweep, shard=shard, progress=progress)
+                frame = run_sweep(task, plan.sweep, shard=shard, split=split,
+                                  progress=progress)
                 _sync(dev)
             run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
             run.files.append(write_sweep(frame, sweep_path(out, plan.task, shard)))
