@@ -4,6 +4,7 @@ sequential `run_sweep` exactly; shards of whole vmap groups; --executor parsing.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import multiprocessing
 import pickle
 
@@ -97,7 +98,8 @@ def test_shard_job_pickles_and_rebuilds_its_task(tiny):
     jobs = shard_jobs(plan.task, plan.sweep, options=plan.options, n_shards=2, device="cpu")
     assert [j.shard for j in jobs] == [(0, 2), (1, 2)]
     job = pickle.loads(pickle.dumps(jobs[1]))
-    frame = job()
+    frame, host, device, seconds = job()
+    assert host and device == "cpu (cpu)" and seconds > 0
     assert 0 < len(frame) < len(whole) and set(frame["run"]) < set(whole["run"])
     # a Task instance: its class, options, device and dtype travel
     task = plan.make_task().to("cpu", torch.float64)
@@ -148,9 +150,12 @@ def test_thread_pool_equals_sequential(tiny):
 
 def test_process_pool_equals_sequential(tiny):
     plan, whole = tiny
+    log: list[dict] = []
     with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        got = _distributed(plan, pool, progress=True)
+        got = _distributed(plan, pool, progress=True, log=log)
     pd.testing.assert_frame_equal(got, whole, check_exact=True)
+    assert [e["shard"] for e in log] == [f"{i}/6" for i in range(6)]
+    assert sum(e["runs"] for e in log) == len(plan.sweep.members())
 
 
 @pytest.mark.slow  # starting two Dask worker processes: ~8 s on 2 shared cores
@@ -211,8 +216,10 @@ def test_cli_executor_writes_the_sequential_sweep(tmp_path):
     assert main([*common, "--out", str(tmp_path / "par"), "--executor", "process:1"]) == 0
     name = "sweeps/teacher_student.csv"
     assert (tmp_path / "par" / name).read_bytes() == (tmp_path / "seq" / name).read_bytes()
-    manifest = (tmp_path / "par" / "manifest.sweep.json").read_text()
-    assert "--executor process:1" in manifest and "ProcessPoolExecutor" in manifest
+    manifest = json.loads((tmp_path / "par" / "manifest.sweep.json").read_text())
+    assert "--executor process:1" in manifest["command"]
+    assert manifest["executor"] == "ProcessPoolExecutor" and manifest["split"] == "groups"
+    assert len(manifest["shards"]["teacher_student"]) == 6
     for bad in (["--shard", "0/2"], ["--stage", "analyze"]):
         args = [*common[:5], *bad, "--executor", "process:2", "--out", str(tmp_path / "x")]
         assert main(args) == 2

@@ -35,10 +35,12 @@ import concurrent.futures as cf
 import contextlib
 import dataclasses
 import os
+import platform
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
@@ -49,17 +51,26 @@ from .tasks import TASKS, check_task_name
 from .tasks.base import Task
 from .trainer import group_members
 
-__all__ = ["ExecutorSpec", "RayExecutor", "ShardError", "ShardJob", "open_executor",
-           "parse_executor", "run_sweep_distributed"]
+__all__ = ["ExecutorSpec", "RayExecutor", "ShardError", "ShardJob", "ShardResult",
+           "open_executor", "parse_executor", "run_sweep_distributed", "shard_jobs"]
 
 
 class ShardError(RuntimeError):
     """A shard of a distributed sweep failed; the message names the task and the shard."""
 
 
+class ShardResult(NamedTuple):
+    """What a `ShardJob` returns: its frame, and where and how long it ran."""
+
+    frame: pd.DataFrame
+    host: str
+    device: str
+    seconds: float
+
+
 @dataclass(frozen=True)
 class ShardJob:
-    """One shard of a sweep as a picklable call: ``job()`` returns the shard's frame.
+    """One shard of a sweep as a picklable call: ``job()`` returns a `ShardResult`.
 
     Rebuilds ``task_cls(**options)`` on ``device`` (``auto``: CUDA when the worker has
     it) in ``dtype``, sets torch's thread count of the worker (``threads``; default 1
@@ -80,17 +91,22 @@ class ShardJob:
     max_group: int | None = None
     runs: int = field(default=0, compare=False)  # for messages only
 
-    def __call__(self) -> pd.DataFrame:
-        from .pipeline import resolve_device
+    def __call__(self) -> ShardResult:
+        from .pipeline import _sync, resolve_device
 
+        t0 = time.perf_counter()
         dev = resolve_device(self.device)
         if self.threads is not None:
             torch.set_num_threads(self.threads)
         elif dev.type == "cpu":
             torch.set_num_threads(1)
         task = self.task_cls(**self.options).to(dev, self.dtype)
-        return run_sweep(task, self.spec, shard=self.shard, split="groups",
-                         batched=self.batched, max_group=self.max_group)
+        frame = run_sweep(task, self.spec, shard=self.shard, split="groups",
+                          batched=self.batched, max_group=self.max_group)
+        _sync(dev)
+        name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+        return ShardResult(frame, platform.node(), f"{dev} ({name})",
+                           round(time.perf_counter() - t0, 3))
 
     def describe(self) -> str:
         i, n = self.shard
@@ -155,6 +171,7 @@ def run_sweep_distributed(
     batched: bool = True,
     max_group: int | None = None,
     progress: bool = False,
+    log: list[dict] | None = None,
 ) -> pd.DataFrame:
     """The sweep ``spec`` of ``task``, its shards run by ``executor``; equal to `run_sweep`.
 
@@ -179,6 +196,10 @@ def run_sweep_distributed(
         torch's thread count in the workers (default 1 on the CPU).
     progress : bool
         A tqdm bar over completed shards.
+    log : list, optional
+        Receives one dict per shard, in shard order: ``shard`` (``i/n``), ``runs``,
+        ``host``, ``device`` and ``seconds`` (the worker's wall time, task build
+        included), e.g. for a manifest.
 
     Returns
     -------
@@ -204,12 +225,12 @@ def run_sweep_distributed(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(jobs), desc=f"{jobs[0].task_cls.name} shards", unit="shard")
-    frames: dict[tuple[int, int], pd.DataFrame] = {}
+    results: dict[tuple[int, int], ShardResult] = {}
     try:
         for future in cf.as_completed(futures):
             job = futures[future]
             try:
-                frames[job.shard] = future.result()
+                results[job.shard] = future.result()
             except Exception as exc:
                 for other in futures:
                     other.cancel()
@@ -220,7 +241,12 @@ def run_sweep_distributed(
     finally:
         if bar is not None:
             bar.close()
-    return merge_shards([frames[job.shard] for job in jobs])
+    if log is not None:
+        for job in jobs:
+            r = results[job.shard]
+            log.append({"shard": f"{job.shard[0]}/{job.shard[1]}", "runs": job.runs,
+                        "host": r.host, "device": r.device, "seconds": r.seconds})
+    return merge_shards([results[job.shard].frame for job in jobs])
 
 
 # ------------------------------------------------------------------------ Ray adapter

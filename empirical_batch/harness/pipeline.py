@@ -58,12 +58,14 @@ class HarnessRun:
     files: list = field(default_factory=list)
     executor: str | None = None
     split: str = "runs"
+    #: with an executor: per task, where and how long each shard ran
+    shards: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
             "config": self.config, "device": self.device, "stage": self.stage,
             "shard": f"{self.shard[0]}/{self.shard[1]}", "split": self.split,
-            "executor": self.executor,
+            "executor": self.executor, "shards": self.shards,
             "wall_s": self.wall_s, "files": [str(f) for f in self.files],
         }
 
@@ -144,10 +146,12 @@ def run_harness(
             if executor is not None:
                 from .distribute import run_sweep_distributed
 
+                log: list[dict] = []
                 frame = run_sweep_distributed(
                     plan.task, plan.sweep, executor, options=plan.options,
                     device=device if isinstance(device, str) else str(dev),
-                    threads=threads, progress=progress)
+                    threads=threads, progress=progress, log=log)
+                run.shards[plan.task] = log
             else:
                 task = plan.make_task().to(dev)
                 frame = run_sweep(task, plan.sweep, shard=shard, split=split,
