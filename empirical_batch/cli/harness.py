@@ -7,6 +7,8 @@ cuda`` without CUDA) is a user error, reported in one line.
 
 from __future__ import annotations
 
+import contextlib
+
 from .devices import check_device
 
 
@@ -18,9 +20,9 @@ def _import_harness():
             "the harness needs torch: pip install 'empirical_batch[harness]'"
         ) from None
     del torch
-    from empirical_batch.harness import config, pipeline, sweep
+    from empirical_batch.harness import config, distribute, pipeline, sweep
 
-    return config, pipeline, sweep
+    return config, pipeline, sweep, distribute
 
 
 def add_parser(subparsers, name: str, help_text: str) -> None:
@@ -31,6 +33,20 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="restrict to these tasks (teacher_student, digits, sequence)")
     p.add_argument("--shard", default=None, metavar="i/n",
                    help="run only shard i of n of the sweep (implies --stage sweep)")
+    p.add_argument("--shard-by", default="runs", choices=("runs", "groups"),
+                   help="how --shard i/n splits the sweep: runs (every n-th run, default) or "
+                        "groups (whole vmap groups, one optimizer and batch size each, "
+                        "balanced by run-steps: the merged shards equal the unsharded sweep "
+                        "bit for bit; n at most the number of groups)")
+    p.add_argument("--executor", default=None, metavar="ENGINE:WHERE",
+                   help="run the sweep's shards (whole vmap groups) through an executor and "
+                        "write the unsharded sweep, equal to the sequential run's: process:N "
+                        "(N local processes), dask:ADDRESS (a Dask scheduler, e.g. "
+                        "dask:tcp://host:8786) or dask:local[:N] (start a local cluster), "
+                        "ray:auto (a running Ray cluster), ray:ADDRESS or ray:local[:N]; "
+                        "Dask and Ray need pip install 'empirical_batch[distributed]'. "
+                        "Slurm arrays need none: use --shard $SLURM_ARRAY_TASK_ID/"
+                        "$SLURM_ARRAY_TASK_COUNT")
     p.add_argument("--stage", default=None, choices=("all", "sweep", "analyze"),
                    help="sweep only, analysis of existing sweeps only, or both (default)")
     p.add_argument("--out", default="out/harness", help="output folder (default out/harness)")
@@ -45,24 +61,35 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
 
 def run(args) -> int:
-    config_mod, pipeline, sweep = _import_harness()
+    config_mod, pipeline, sweep, distribute = _import_harness()
     check_device(args.device)
     shard = sweep.parse_shard(args.shard)
     stage = args.stage or ("sweep" if args.shard else "all")
+    engine = None if args.executor is None else distribute.parse_executor(args.executor)
+    if engine is not None and (args.shard or stage == "analyze"):
+        raise ValueError("--executor runs the sweep stage, all of its shards: do not combine "
+                         "it with --shard i/n or --stage analyze")
     config = config_mod.get_config(args.config, args.tasks)
     command = f"empirical-batch harness --config {args.config}"
     if args.tasks:
         command += " --tasks " + " ".join(args.tasks)
     if args.shard:
         command += f" --shard {args.shard}"
+        if args.shard_by != "runs":
+            command += f" --shard-by {args.shard_by}"
+    if engine is not None:
+        command += f" --executor {args.executor}"
     command += f" --stage {stage} --out {args.out} --device {args.device}"
     if args.threads:
         command += f" --threads {args.threads}"
-    result = pipeline.run_harness(
-        config, args.out, stage=stage, shard=shard, device=args.device,
-        progress=not args.no_progress, threads=args.threads, command=command,
-        overwrite=args.overwrite,
-    )
+    with contextlib.ExitStack() as stack:
+        executor = (None if engine is None else
+                    stack.enter_context(distribute.open_executor(engine, device=args.device)))
+        result = pipeline.run_harness(
+            config, args.out, stage=stage, shard=shard, device=args.device,
+            progress=not args.no_progress, threads=args.threads, command=command,
+            overwrite=args.overwrite, executor=executor, split=args.shard_by,
+        )
     for f in result.files:
         print(f)
     print(f"harness {config.name} on {result.device}: " + ", ".join(

@@ -3,7 +3,9 @@
 A *task* (`empirical_batch.harness.tasks.base.Task`: a model, its data and its loss)
 is trained at many batch sizes, learning rates and seeds at once (``trainer``: the
 members of a grid are stacked and advanced with ``torch.func.vmap``); its evaluation
-losses land in the sweep schema (``sweep``, with ``--shard i/n`` for job arrays); the
+losses land in the sweep schema (``sweep``, with ``--shard i/n`` for job arrays, and
+``distribute`` for the shards through any `concurrent.futures.Executor`: local
+processes, Dask, Ray); the
 noise scales are measured along reference runs (``noise``) and one SGD step is probed
 directly (``one_step``); ``report`` puts B_crit from `empirical_batch.fit` next
 to B_simple and B_noise. ``config`` holds the presets (``tiny``, ``cpu``, ``full``)

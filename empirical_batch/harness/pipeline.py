@@ -1,6 +1,7 @@
 """The whole harness for one configuration: sweeps, noise scales, one-step experiment, report.
 
-Stages: ``sweep`` (train this shard's runs, write ``OUT/sweeps/TASK[.shard-i-of-n].csv``)
+Stages: ``sweep`` (train this shard's runs, write ``OUT/sweeps/TASK[.shard-i-of-n].csv``;
+with an ``executor``, all shards of the sweep through it, see ``distribute``)
 and ``analyze`` (read the complete sweep of each task back through ``load_sweep``,
 measure the noise scales and the one-step experiment on reference runs, fit
 B_crit and write the report); ``all`` does both. ``OUT/manifest.json`` records the
@@ -13,6 +14,7 @@ import json
 import platform
 import sys
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +22,8 @@ import torch
 
 from .._io import atomic_write_text
 from .config import HarnessConfig
-from .sweep import run_sweep, sweep_path, write_sweep
+from .sweep import SPLITS, run_sweep, sweep_path, write_sweep
+from .trainer import group_members
 
 STAGES = ("all", "sweep", "analyze")
 
@@ -53,12 +56,17 @@ class HarnessRun:
     shard: tuple[int, int]
     wall_s: dict = field(default_factory=dict)
     files: list = field(default_factory=list)
+    executor: str | None = None
+    split: str = "runs"
+    #: with an executor: per task, where and how long each shard ran
+    shards: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
             "config": self.config, "device": self.device, "stage": self.stage,
-            "shard": f"{self.shard[0]}/{self.shard[1]}", "wall_s": self.wall_s,
-            "files": [str(f) for f in self.files],
+            "shard": f"{self.shard[0]}/{self.shard[1]}", "split": self.split,
+            "executor": self.executor, "shards": self.shards,
+            "wall_s": self.wall_s, "files": [str(f) for f in self.files],
         }
 
 
@@ -73,8 +81,20 @@ def run_harness(
     command: str | None = None,
     threads: int | None = None,
     overwrite: bool = False,
+    executor: Executor | None = None,
+    split: str = "runs",
 ) -> HarnessRun:
     """Run ``stage`` of the harness for every task of ``config``; outputs under ``out``.
+
+    With ``executor`` (any `concurrent.futures.Executor`, e.g. from
+    `empirical_batch.harness.distribute.open_executor`), the sweep stage sends each
+    task's shards through it (`run_sweep_distributed`: whole vmap groups, rebuilt in
+    the workers on ``device``, the string as given, so ``auto`` is resolved by each
+    worker) and writes the unsharded sweep file, equal to the sequential run's.
+
+    ``split`` chooses the runs of a ``shard`` (`empirical_batch.harness.sweep.shard_members`):
+    ``runs`` (every n-th run) or ``groups`` (whole vmap groups: the merged shards equal
+    the unsharded sweep bit for bit; a shard that would hold no run is an error).
 
     An output folder that holds another configuration's results (its manifests name a
     different configuration) is refused unless ``overwrite=True``: results of two
@@ -86,11 +106,24 @@ def run_harness(
     """
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    if executor is not None and (shard[1] > 1 or stage == "analyze"):
+        raise ValueError("--executor runs the sweep stage, all of its shards: do not combine "
+                         "it with --shard i/n or --stage analyze")
+    if split not in SPLITS:
+        raise ValueError(f"--shard-by must be one of {SPLITS}, got {split!r}")
     if shard[1] > 1 and stage != "sweep":
         raise ValueError(
             "--shard splits the sweep only: run each shard with --stage sweep, then "
             "--stage analyze once on the folder that holds all shard files"
         )
+    if split == "groups" and executor is None and stage != "analyze":
+        for plan in config.plans:  # before any training: every shard must hold a run
+            n_groups = len(group_members(plan.sweep.members()))
+            if shard[1] > n_groups:
+                raise ValueError(
+                    f"--shard {shard[0]}/{shard[1]} --shard-by groups: task {plan.task!r} has "
+                    f"only {n_groups} vmap groups (optimizer × batch size), so shards beyond "
+                    f"them would be empty; use at most {n_groups} shards")
     dev = resolve_device(device)
     if threads is not None:
         if threads < 1:
@@ -103,14 +136,27 @@ def run_harness(
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
     _check_folder(out, config, overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    run = HarnessRun(out, config.name, str(dev), stage, shard)
+    run = HarnessRun(out, config.name, str(dev), stage, shard,
+                     executor=None if executor is None else _describe(executor),
+                     split="groups" if executor is not None else split)
     t_all = time.perf_counter()
     if stage in ("all", "sweep"):
         for plan in config.plans:
-            task = plan.make_task().to(dev)
             t0 = time.perf_counter()
-            frame = run_sweep(task, plan.sweep, shard=shard, progress=progress)
-            _sync(dev)
+            if executor is not None:
+                from .distribute import run_sweep_distributed
+
+                log: list[dict] = []
+                frame = run_sweep_distributed(
+                    plan.task, plan.sweep, executor, options=plan.options,
+                    device=device if isinstance(device, str) else str(dev),
+                    threads=threads, progress=progress, log=log)
+                run.shards[plan.task] = log
+            else:
+                task = plan.make_task().to(dev)
+                frame = run_sweep(task, plan.sweep, shard=shard, split=split,
+                                  progress=progress)
+                _sync(dev)
             run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
             run.files.append(write_sweep(frame, sweep_path(out, plan.task, shard)))
     if stage in ("all", "analyze"):
@@ -164,6 +210,10 @@ def _check_folder(out: Path, config: HarnessConfig, overwrite: bool) -> None:
     if stray and not overwrite:
         raise ValueError(f"{out} is not empty and holds no harness manifest ({stray[:3]}); "
                          "use an empty folder or pass --overwrite")
+
+
+def _describe(executor: Executor) -> str:
+    return type(executor).__name__  # the command line in the manifest has the --executor text
 
 
 def _sync(dev: torch.device) -> None:
