@@ -1,0 +1,134 @@
+r"""The critical batch measured directly, next to the fitted one and the noise scales.
+
+At ``BranchSpec.n_checkpoints`` snapshots of the SGD reference run (batch $B$,
+learning rate $\eta$; `empirical_batch.harness.noise`), the harness branches the run
+with `empirical_batch.branched_critical_batch` (Merrill et al. 2025, arXiv 2505.23971):
+branches at $kB$ with the rate $k\eta$ (SGD's linear rule) train on the same
+$\Delta = $ ``steps_at_base`` $\times B$ examples, with paired seeds, and the bracket
+$[k^\ast B, k_{next}B)$ of the largest batch that keeps up is compared with
+
+- $B_{crit}$ fitted from the full sweeps (`empirical_batch.critical_batch_curve`) at
+  the checkpoint's evaluation loss, with its interval and status, and
+- $B_{simple}$ and $B_{noise}$ measured at the checkpoint (the reference run's table).
+
+**Tolerance.** The paper's $B_{crit} = E_{min}/S_{min}$ is the batch at which a run
+needs twice the minimum number of examples, i.e. makes half the progress per example
+that a small batch makes (eq. 2.11). The branched analogue used here: a branch keeps up
+while its loss decrease over the window is at least half that of the reference branch,
+so the tolerance is $\tau = \tfrac12(L_0 - \bar L_1)$ with $L_0$ the loss at the
+checkpoint and $\bar L_1$ the smoothed loss of the $k = 1$ branch (seed 0, run once
+first). Against the model's per-example progress $1/(B + B_{noise})$ this bracket sits
+near $2B + B_{noise}$; the comparison, not an assumed agreement, is what the report shows.
+
+Only SGD is branched: the snapshots hold the model's weights, not an optimizer state
+(Adam's moments would have to be restarted, which changes what is measured).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..branched import branched_critical_batch
+from . import library
+from .noise import ReferenceRun, evenly_spaced
+from .tasks.base import Task
+
+__all__ = ["BranchSpec", "run_branched"]
+
+
+@dataclass(frozen=True)
+class BranchSpec:
+    """Branched training at ``n_checkpoints`` snapshots of the SGD reference run (step 0
+    excluded): factors ``k`` of the reference batch, ``steps_at_base`` steps of the
+    ``k = 1`` branch (every branch trains on as many examples), ``seeds`` paired seeds,
+    the mean of the last ``tail`` fraction of each branch's training losses compared."""
+
+    factors: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    steps_at_base: int = 256
+    n_checkpoints: int = 3
+    seeds: tuple[int, ...] = (0, 1, 2, 3)
+    tail: float = 0.25
+    level: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.steps_at_base < self.factors[-1]:
+            raise ValueError(f"steps_at_base={self.steps_at_base} gives the largest branch "
+                             f"(x{self.factors[-1]}) no step")
+        if self.n_checkpoints < 1:
+            raise ValueError("n_checkpoints must be >= 1")
+
+
+def _train_steps(task: Task):
+    """``train_steps(state, batch_size, lr, n_steps, seed)`` for one task: SGD from the
+    weights ``state``, batches drawn from the task with a generator of ``seed`` (so the
+    branches of one seed share their data order), the training loss of every step."""
+
+    def train_steps(state, batch_size, lr, n_steps, seed=0):
+        model = task.init_model(0)
+        model.load_state_dict(state)
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        gen = task.generator(10_000 + seed, batch_size)
+        losses = []
+        for _ in range(n_steps):
+            x, y = task.sample(gen, batch_size)
+            loss = task.loss_fn(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        return model.state_dict(), losses
+
+    return train_steps
+
+
+def _copy(state):
+    return {k: v.clone() for k, v in state.items()}
+
+
+def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.DataFrame:
+    """One row per checkpoint: the branched bracket, the fitted $B_{crit}$ at the
+    checkpoint's loss and the noise scales there (see the module notes).
+
+    ``ref`` is the SGD reference run (its snapshots and noise-scale table); ``sweep``
+    the task's SGD sweep (a `Sweep`).
+    """
+    if ref.member.optimizer != "sgd":
+        raise ValueError("branched training is run on the SGD reference run only")
+    steps = [s for s in sorted(ref.snapshots) if s > 0]
+    if not steps:
+        raise ValueError("the reference run has no snapshot after step 0")
+    train_steps = _train_steps(task)
+    base, lr = ref.member.batch_size, ref.member.learning_rate
+    examples = spec.steps_at_base * base
+    scales = ref.scales.set_index("step")
+    rows = []
+    for step in evenly_spaced(steps, spec.n_checkpoints):
+        state = ref.snapshots[step]
+        start = float(scales.loc[step, "eval_loss"])
+        _, ref_losses = train_steps(_copy(state), base, lr, spec.steps_at_base, seed=0)
+        n_tail = max(1, math.ceil(spec.tail * len(ref_losses)))
+        decrease = start - float(np.mean(ref_losses[-n_tail:]))
+        tolerance = 0.5 * decrease if decrease > 0 else 0.0
+        res = branched_critical_batch(
+            train_steps, state, base, examples=examples, lr=lr, factors=spec.factors,
+            lr_rule="linear", seeds=spec.seeds, tail=spec.tail, level=spec.level,
+            tolerance=tolerance, copy_state=_copy)
+        fit = library.b_crit_curve(sweep, np.array([start])).frame.iloc[0]
+        rows.append({
+            "task": task.name, "optimizer": "sgd", "step": int(step),
+            "eval_loss": start, "base_batch": base, "learning_rate": lr,
+            "examples": examples, "tolerance": tolerance,
+            "b_branched_low": res.b_crit_low, "b_branched_high": res.b_crit_high,
+            "branched_status": res.status,
+            "b_crit": fit.get("b_crit", np.nan), "b_crit_lo": fit.get("b_crit_lo", np.nan),
+            "b_crit_hi": fit.get("b_crit_hi", np.nan),
+            "b_crit_status": fit.get("status", "unknown"),
+            "b_simple": float(scales.loc[step, "b_simple_collector"]),
+            "b_noise": float(scales.loc[step, "b_noise_pop"]),
+        })
+    return pd.DataFrame(rows)

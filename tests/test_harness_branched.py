@@ -1,0 +1,58 @@
+"""The harness's branched-training stage on the tiny teacher–student sweep: the bracket,
+the fitted B_crit at the same loss and the noise scales, one row per checkpoint."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from empirical_batch.harness import library  # noqa: E402
+from empirical_batch.harness.branched import BranchSpec, run_branched  # noqa: E402
+from empirical_batch.harness.config import get_config  # noqa: E402
+from empirical_batch.harness.noise import run_reference  # noqa: E402
+from empirical_batch.harness.sweep import run_sweep  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    plan = get_config("tiny").plan("teacher_student")
+    task = plan.make_task()
+    frame = run_sweep(task, plan.sweep)
+    from empirical_batch import load_sweep
+
+    sweep = library.select(load_sweep(frame, metric_name="eval_loss"), optimizer="sgd")
+    return task, plan, frame, sweep, run_reference(task, plan, frame, "sgd")
+
+
+def test_branched_rows_bracket_and_compare(reference):
+    task, _, _, sweep, ref = reference
+    spec = BranchSpec(factors=(1, 2, 4, 8), steps_at_base=16, n_checkpoints=2, seeds=(0, 1, 2))
+    table = run_branched(task, spec, ref, sweep)
+    assert len(table) == 2 and (table["step"] > 0).all()
+    for row in table.itertuples():
+        assert row.b_branched_low in {16.0, 32.0, 64.0, 128.0}
+        hi = row.b_branched_high
+        assert math.isinf(hi) == (row.branched_status == "lower_bound")
+        if not math.isinf(hi):
+            assert hi == 2 * row.b_branched_low
+        assert row.tolerance >= 0
+        assert np.isfinite(row.b_simple) and np.isfinite(row.eval_loss)
+        assert row.b_crit_status in {"identified", "lower_bound", "upper_bound", "unidentified",
+                                     "unknown", "not fitted"}
+    # the checkpoints are the reference run's snapshots, losses falling
+    assert table["eval_loss"].is_monotonic_decreasing
+
+
+def test_branched_refuses_adam_and_bad_specs(reference):
+    task, plan, frame, sweep, _ = reference
+    with pytest.raises(ValueError, match="no step"):
+        BranchSpec(factors=(1, 2, 64), steps_at_base=16)
+    adam = run_reference(task, plan, frame, "adam")
+    with pytest.raises(ValueError, match="SGD reference run only"):
+        run_branched(task, BranchSpec(factors=(1, 2), steps_at_base=4), adam, sweep)
