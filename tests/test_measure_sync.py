@@ -74,3 +74,13 @@ def test_bounded_history_keeps_the_last_rows_and_the_same_averages():
     assert again.estimator.max_history == 5 and len(again.to_frame()) == 5
     with pytest.raises(ValueError, match="max_history"):
         _micro(max_history=0)
+
+
+def test_reprs_say_what_is_measured():
+    gns, _ = _micro()
+    text = repr(gns)
+    assert "gradient of 2 parameter tensors (6 elements)" in text
+    assert "micro-batches of 8 x 2 per step" in text and f"steps={STEPS}" in text
+    assert "b_simple=" in text and "skipped" not in text
+    pe, _ = _per_example()
+    assert repr(pe).startswith("PerExampleNoiseScale(measures 100.0% of 6 parameters")

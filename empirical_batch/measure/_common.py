@@ -187,6 +187,15 @@ class EstimatorMixin:
             finish(values[i:i + s.numel()])
             i += s.numel()
 
+    def _state_text(self) -> str:
+        """``steps=…, b_simple=…, skipped=…`` for the reprs."""
+        est = self.estimator
+        text = f"steps={est.steps}"
+        if est.steps:
+            text += f", b_simple={est.b_simple:.4g}"
+        skipped = {k: v for k, v in self.skipped.items() if v}
+        return text + (f", skipped={skipped}" if skipped else "")
+
     @property
     def estimator(self) -> GNSEstimator:
         """The `GNSEstimator` (every pending step folded in first)."""

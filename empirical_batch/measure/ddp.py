@@ -78,6 +78,10 @@ class DDPNoiseScaleHook(EstimatorMixin):
         self._big: list[torch.Tensor] = []
         ddp_model.register_comm_hook(self, DDPNoiseScaleHook._hook)
 
+    def __repr__(self) -> str:
+        return (f"DDPNoiseScaleHook(replica estimator over {self.world_size} ranks, local "
+                f"batch {self.local_batch_size}, {self._state_text()})")
+
     @staticmethod
     def _hook(self, bucket):
         buf = bucket.buffer()

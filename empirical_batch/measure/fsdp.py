@@ -151,7 +151,7 @@ class FSDPNoiseScale(EstimatorMixin):
         return (
             f"FSDPNoiseScale(replica estimator over {self.world_size} ranks, local batch "
             f"{self.local_batch_size}, {len(self._recorders)} FSDP modules, "
-            f"steps={self.estimator.steps})"
+            f"{self._state_text()})"
         )
 
     def step(self, local_batch_size: int | None = None, *, loss_scale=None):

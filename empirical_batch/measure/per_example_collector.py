@@ -423,8 +423,4 @@ class PerExampleNoiseScale(EstimatorMixin):
         return pd.DataFrame(rows)
 
     def __repr__(self) -> str:
-        head = f"PerExampleNoiseScale(measures {self.coverage}"
-        if self.estimator.steps == 0:
-            return head + ", steps=0)"
-        return (f"{head}, steps={self.estimator.steps}, "
-                f"b_simple={self.estimator.b_simple:.4g})")
+        return f"PerExampleNoiseScale(measures {self.coverage}, {self._state_text()})"

@@ -176,6 +176,13 @@ class GradientNoiseScale(EstimatorMixin):
         self._handles += [p.register_post_accumulate_grad_hook(self._make_post_hook(p))
                           for _, p in self.params]
 
+    def __repr__(self) -> str:
+        n = sum(p.numel() for _, p in self.params)
+        what = "preconditioned gradient" if self.preconditioned else "gradient"
+        return (f"GradientNoiseScale({what} of {len(self.params)} parameter tensors "
+                f"({n:,} elements), micro-batches of {self.micro_batch_size} x "
+                f"{self.accumulation_steps} per step, {self._state_text()})")
+
     # ----------------------------------------------------------------- hooks
     def _make_hook(self, p):
         key, count = id(p), self._count
