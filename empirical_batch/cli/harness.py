@@ -31,8 +31,10 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="restrict to these tasks (teacher_student, digits, sequence)")
     p.add_argument("--shard", default=None, metavar="i/n",
                    help="run only shard i of n of the sweep (implies --stage sweep)")
-    p.add_argument("--stage", default=None, choices=("all", "sweep", "analyze"),
-                   help="sweep only, analysis of existing sweeps only, or both (default)")
+    p.add_argument("--stage", default=None, choices=("all", "sweep", "analyze", "report"),
+                   help="sweep only, analysis of existing sweeps only, or both (default); "
+                        "report: targets, fits, claims and report again from an earlier "
+                        "analysis's measured tables (no training, no GPU)")
     p.add_argument("--out", default="out/harness", help="output folder (default out/harness)")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda")
     p.add_argument("--threads", type=int, default=None,
