@@ -26,8 +26,9 @@ def _t1(task, opt, start, avg, target_start=1.0, target_avg=0.1):
     return {"task": task, "optimizer": opt, "target_start": target_start,
             "b_crit_start": c0, "b_crit_start_lo": lo0, "b_crit_start_hi": hi0,
             "target_averaged": target_avg, "b_crit_averaged": c1, "b_crit_averaged_lo": lo1,
-            "b_crit_averaged_hi": hi1, "b_crit_growth": c1 / c0,
-            "b_crit_growth_lo_pertarget": lo1 / hi0, "b_crit_growth_hi_pertarget": hi1 / lo0}
+            "b_crit_averaged_hi": hi1, "b_crit_growth": c1 / c0, "target_common": target_avg,
+            "b_crit_common": c1, "b_crit_common_lo": lo1, "b_crit_common_hi": hi1,
+            "b_crit_growth_lo": lo1 / hi0, "b_crit_growth_hi": hi1 / lo0}
 
 
 def _verdict(table, task, opt, claim):

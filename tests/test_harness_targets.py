@@ -20,6 +20,7 @@ from empirical_batch.harness.report import (
     TARGET_MARGIN,
     best_losses,
     choose_targets,
+    common_target,
     reach_count,
 )
 
@@ -87,3 +88,15 @@ def test_the_check_catches_the_old_knife_edge_targets(sweeps):
              for case in (("digits", "adam"), ("teacher_student", "sgd"))}
     assert moves[("digits", "adam")] > 0.3
     assert moves[("teacher_student", "sgd")] > TOLERANCE
+
+
+@pytest.mark.parametrize("task", ["teacher_student", "digits", "sequence"])
+def test_the_common_target_of_sgd_and_adam_is_stable_too(sweeps, task):
+    # the Adam-vs-SGD claim compares both at one loss (report.common_target_fits)
+    frames = [sweeps[(task, o)].to_frame() for o in ("sgd", "adam")]
+    hardest = [choose_targets(f, _fractions())[-1] for f in frames]
+    common = common_target(frames, hardest)
+    assert common >= max(hardest)
+    for opt in ("sgd", "adam"):
+        rel, base, _ = _largest_move(sweeps[(task, opt)], np.array([common]))
+        assert np.isfinite(base[0]) and rel < TOLERANCE, (task, opt, rel)

@@ -27,17 +27,23 @@ For each task and optimizer:
    uses the population estimates (B_simple from the collector path, B_noise
    Bessel/bias-corrected, see that module) and lists the sample values beside them.
 4. Table-1-style summary: B_crit at the loosest ("start") and hardest ("averaged":
-   in the model B_crit is B_noise averaged over the run) fitted target; B_simple and
+   in the model B_crit is B_noise averaged over the run) fitted target, and at the
+   task's common target, the easiest of its optimizers' hardest targets (for comparing
+   optimizers at one loss: `common_target_fits`); B_simple and
    B_noise at the first measured step where they are defined (step 0 unless a value
    there is not positive-finite; the step is listed) as "start", and averaged along the
    reference run until it reaches the hardest fitted target, weighted by progress
    ds = dt / (1 + B_noise/B) (the paper's App. D average, `averaged_scale`; the
    step-weighted mean is listed beside it). The growth of B_crit over training,
    B_crit(hardest) / B_crit(loosest), and the exponent k of B_crit ∝ L^k over the
-   fitted targets carry intervals from a bootstrap of the sweep's seeds
-   (`empirical_batch.harness.uncertainty`); the growth also gets the interval
-   [lo_hard/hi_loose, hi_hard/lo_loose] of the two per-target intervals (joint level
-   ≥ 1 − 2 × 5 % = 90 % whatever their correlation).
+   fitted targets carry intervals: from a bootstrap of the sweep's seeds
+   (`empirical_batch.harness.uncertainty`: keeps that the targets share runs, but
+   not the scatter of B_crit about a power law that seeds do not explain); for the
+   growth, [lo_hard/hi_loose, hi_hard/lo_loose] of the two per-target intervals (joint
+   level ≥ 1 − 2 × 5 % = 90 % whatever their correlation); for k, the regression
+   interval of `empirical_batch.fit_power_law` (keeps the scatter, ignores the shared
+   runs). The reported interval (``*_lo``/``*_hi``) is the hull of the two; each
+   method's ends are listed too.
 5. One-step experiment on the SGD reference run (`empirical_batch.harness.one_step`).
 6. The claims table (`empirical_batch.harness.claims`), from the tables above.
 
@@ -50,6 +56,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -225,6 +232,7 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
     timings = {} if timings is None else timings
     crit_rows, table1, noise_tabs, steps_tabs, os_tabs, os_sums, refs = [], [], [], [], [], [], []
     curves: dict = {}
+    subs: dict = {}
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -248,6 +256,7 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
             crit_rows += fits.crit_rows
             steps_tabs += fits.steps
             table1.append(fits.table1_row)
+            subs[(plan.task, opt)] = sub
             curves[(plan.task, opt)] = (fits.curve, ref.scales)
             timings[f"noise+fit/{plan.task}/{opt}"] = round(time.perf_counter() - t0, 2)
             if opt == "sgd":
@@ -260,7 +269,7 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
                 bar.update(1)
     if bar is not None:
         bar.close()
-    crit, t1 = pd.DataFrame(crit_rows), pd.DataFrame(table1)
+    crit, t1 = pd.DataFrame(crit_rows), common_target_fits(pd.DataFrame(table1), subs)
     one = pd.concat(os_tabs, ignore_index=True) if os_tabs else pd.DataFrame()
     one_sum = pd.DataFrame(os_sums)
     return AnalysisResults(
@@ -292,6 +301,7 @@ def reanalyze(config: HarnessConfig, out: str | Path) -> AnalysisResults:
             for k, v in read.items()}
     crit_rows, table1, steps_tabs = [], [], []
     curves: dict = {}
+    subs: dict = {}
     for plan in config.plans:
         sweep = library.load_sweeps(sweep_files(out, plan.task))
         for opt in plan.sweep.optimizers:
@@ -306,8 +316,9 @@ def reanalyze(config: HarnessConfig, out: str | Path) -> AnalysisResults:
             crit_rows += fits.crit_rows
             steps_tabs += fits.steps
             table1.append(fits.table1_row)
+            subs[(plan.task, opt)] = sub
             curves[(plan.task, opt)] = (fits.curve, scales)
-    crit, t1 = pd.DataFrame(crit_rows), pd.DataFrame(table1)
+    crit, t1 = pd.DataFrame(crit_rows), common_target_fits(pd.DataFrame(table1), subs)
     return AnalysisResults(
         crit=crit, table1=t1, noise=read["noise"],
         steps=pd.concat(steps_tabs, ignore_index=True), refs=read["refs"],
@@ -374,10 +385,47 @@ def report(config: HarnessConfig, out: str | Path) -> list[Path]:
     return write_all(reanalyze(config, out), config, out)
 
 
+def common_target(frames, hardest) -> float:
+    """The easiest of the ``hardest`` targets, clear of every configuration's best loss in
+    every sweep of ``frames`` (see `common_target_fits`)."""
+    losses = np.concatenate([best_losses(f)[2].to_numpy(float) for f in frames])
+    return clear_of(float(np.max(hardest)), losses)
+
+
+def common_target_fits(table1: pd.DataFrame, subs: dict) -> pd.DataFrame:
+    """``table1`` with B_crit of every optimizer of a task at one common target.
+
+    The optimizers' hardest targets differ (each is set by its own sweep), and B_crit
+    grows as the loss falls, so comparing them at their own hardest targets mixes the
+    optimizer with the loss. The common target is the easiest of the task's hardest
+    targets (every optimizer reaches it with at least the margin of the module doc),
+    moved clear of every configuration's best loss of every optimizer (`clear_of`);
+    columns ``target_common``, ``b_crit_common``, ``b_crit_common_lo``/``_hi``,
+    ``b_crit_common_status``, ``n_batch_sizes_common``. ``subs`` maps (task,
+    optimizer) to that optimizer's sweep.
+    """
+    if table1.empty or "target_averaged" not in table1:
+        return table1
+    out = table1.copy()
+    for task in dict.fromkeys(out["task"]):
+        rows = out.index[(out["task"] == task) & out["target_averaged"].notna()]
+        if len(rows) < 2:
+            continue
+        common = common_target([subs[(task, out.at[i, "optimizer"])].to_frame() for i in rows],
+                               out.loc[rows, "target_averaged"].to_numpy(float))
+        for i in rows:
+            f = library.b_crit_curve(subs[(task, out.at[i, "optimizer"])], [common]).frame.iloc[0]
+            out.loc[i, ["target_common", "b_crit_common", "b_crit_common_lo",
+                        "b_crit_common_hi", "n_batch_sizes_common"]] = [
+                common, f["b_crit"], f["b_crit_lo"], f["b_crit_hi"], f["n_batch_sizes"]]
+            out.loc[i, "b_crit_common_status"] = f["status"]
+    return out
+
+
 def _table1_row(task: str, opt: str, curve, scales: pd.DataFrame, frame: pd.DataFrame,
                 n_boot_growth: int = N_BOOT) -> dict:
     ok = curve.frame.dropna(subset=["b_crit"]).sort_values("target", ascending=False)
-    row = {"task": task, "optimizer": opt, "n_targets_fitted": len(ok)}
+    row: dict[str, Any] = {"task": task, "optimizer": opt, "n_targets_fitted": len(ok)}
     if ok.empty:
         return row
     first, last = ok.iloc[0], ok.iloc[-1]
@@ -410,15 +458,23 @@ def _table1_row(task: str, opt: str, curve, scales: pd.DataFrame, frame: pd.Data
     if len(ok) >= 2:
         g = growth_and_exponent(frame, ok["target"].to_numpy(float),
                                 ok["b_crit"].to_numpy(float), n_boot=n_boot_growth)
-        row.update({"b_crit_growth_lo": g.growth_lo, "b_crit_growth_hi": g.growth_hi,
+        row.update({"b_crit_growth_lo_boot": g.growth_lo, "b_crit_growth_hi_boot": g.growth_hi,
                     "b_crit_loss_exponent": g.exponent,
-                    "b_crit_loss_exponent_lo": g.exponent_lo,
-                    "b_crit_loss_exponent_hi": g.exponent_hi,
+                    "b_crit_loss_exponent_lo_boot": g.exponent_lo,
+                    "b_crit_loss_exponent_hi_boot": g.exponent_hi,
                     "n_boot_growth": g.n_boot, "n_boot_growth_valid": g.n_valid})
     if len(ok) >= 3:
         pl = library.power_law(ok["target"].to_numpy(float), ok["b_crit"].to_numpy(float))
         lo, hi = pl.interval
-        row["b_crit_loss_exponent_ols_lo"], row["b_crit_loss_exponent_ols_hi"] = lo, hi
+        row["b_crit_loss_exponent_lo_ols"], row["b_crit_loss_exponent_hi_ols"] = lo, hi
+    # the reported intervals: the hull of the methods (each misses what another catches)
+    for name, parts in (("b_crit_growth", ("pertarget", "boot")),
+                        ("b_crit_loss_exponent", ("boot", "ols"))):
+        los = [float(row.get(f"{name}_lo_{p}", np.nan)) for p in parts]
+        his = [float(row.get(f"{name}_hi_{p}", np.nan)) for p in parts]
+        los, his = [v for v in los if not np.isnan(v)], [v for v in his if not np.isnan(v)]
+        row[f"{name}_lo"] = min(los) if los else np.nan
+        row[f"{name}_hi"] = max(his) if his else np.nan
     return row
 
 
@@ -467,7 +523,9 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None) -> str
     parts.append("\n## Table-1-style summary (start / averaged)\n")
     parts.append("Start: B_simple and B_noise measured at the step listed (0 where defined). "
                  "Averaged: along the reference run until the hardest target, weighted by "
-                 "progress ds = dt/(1 + B_noise/B) (App. D); the step-weighted mean beside it.\n")
+                 "progress ds = dt/(1 + B_noise/B) (App. D); the step-weighted mean beside it. "
+                 "Common target: the easiest of the task's optimizers' hardest targets, where "
+                 "the optimizers are compared.\n")
     parts.append(_md(t1, {
         "task": "task", "optimizer": "opt", "b_crit_start": "B_crit start",
         "b_crit_averaged": "B_crit averaged", "b_crit_averaged_lo": "lo",
@@ -476,21 +534,25 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None) -> str
         "b_simple_averaged": "B_simple averaged (progress)",
         "b_simple_averaged_steps": "(steps)", "b_noise_start": "B_noise start",
         "b_noise_start_step": "at step", "b_noise_averaged": "B_noise averaged (progress)",
-        "b_noise_averaged_steps": "(steps)"}))
+        "b_noise_averaged_steps": "(steps)", "target_common": "common target",
+        "b_crit_common": "B_crit there", "b_crit_common_lo": "lo", "b_crit_common_hi": "hi"}))
     parts.append("\n## Growth of B_crit and B_crit ∝ L^k, with intervals\n")
-    parts.append("Growth = B_crit(hardest)/B_crit(loosest target). Intervals: seed bootstrap "
-                 "of the sweep (95 %, percentile; `empirical_batch/harness/uncertainty.py`); "
-                 "for the growth also the two per-target 95 % intervals combined "
-                 "(joint ≥ 90 %); for k also the regression interval, which ignores that the "
-                 "targets share runs (too narrow).\n")
+    parts.append("Growth = B_crit(hardest)/B_crit(loosest target); k: B_crit ∝ L^k over the "
+                 "fitted targets. lo/hi: the hull of the methods listed after them — a seed "
+                 "bootstrap of the sweep (95 %, percentile; keeps the shared runs, misses "
+                 "scatter that seeds do not explain), for the growth the two per-target 95 % "
+                 "intervals combined (joint ≥ 90 %), for k the regression interval (keeps the "
+                 "scatter, ignores the shared runs).\n")
     parts.append(_md(t1, {
         "task": "task", "optimizer": "opt", "b_crit_growth": "growth",
-        "b_crit_growth_lo": "lo (boot)", "b_crit_growth_hi": "hi (boot)",
+        "b_crit_growth_lo": "lo", "b_crit_growth_hi": "hi",
         "b_crit_growth_lo_pertarget": "lo (per-target)",
-        "b_crit_growth_hi_pertarget": "hi (per-target)", "b_crit_loss_exponent": "k",
-        "b_crit_loss_exponent_lo": "lo (boot)", "b_crit_loss_exponent_hi": "hi (boot)",
-        "b_crit_loss_exponent_ols_lo": "lo (OLS)", "b_crit_loss_exponent_ols_hi": "hi (OLS)",
-        "n_boot_growth_valid": "draws"}))
+        "b_crit_growth_hi_pertarget": "hi (per-target)",
+        "b_crit_growth_lo_boot": "lo (boot)", "b_crit_growth_hi_boot": "hi (boot)",
+        "b_crit_loss_exponent": "k", "b_crit_loss_exponent_lo": "lo",
+        "b_crit_loss_exponent_hi": "hi", "b_crit_loss_exponent_lo_boot": "lo (boot)",
+        "b_crit_loss_exponent_hi_boot": "hi (boot)", "b_crit_loss_exponent_lo_ols": "lo (OLS)",
+        "b_crit_loss_exponent_hi_ols": "hi (OLS)", "n_boot_growth_valid": "draws"}))
     if len(os_sum):
         parts.append("\n## One-step experiment: fitted constants per checkpoint\n")
         parts.append(_md(os_sum, {
