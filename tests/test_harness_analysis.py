@@ -11,9 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from empirical_batch.harness.config import OneStepSpec  # noqa: E402
-from empirical_batch.harness.noise import averaged_scale, measure_scales, scales_at_losses  # noqa: E402
+from empirical_batch.harness.noise import (  # noqa: E402
+    averaged_scale,
+    measure_scales,
+    scales_at_losses,
+    start_value,
+)
 from empirical_batch.harness.one_step import one_step_at  # noqa: E402
-from empirical_batch.harness.report import choose_targets  # noqa: E402
+from empirical_batch.harness.report import choose_targets, clear_of, reach_count  # noqa: E402
 from empirical_batch.harness.tasks.base import Task  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -118,13 +123,39 @@ def test_averaged_scale_weights_by_steps():
     assert np.isnan(averaged_scale(s, "b_noise", 0.4))
 
 
+def test_averaged_scale_weights_by_progress():
+    # B_noise = B at every checkpoint: ds = dt/2 everywhere, the same mean as by steps
+    s = _scales().assign(batch_size=10, b_noise_pop=10.0)
+    assert averaged_scale(s, "b_simple", 0.5, weight="progress") == pytest.approx(22.5)
+    # weights 1/(1 + B_noise/B) = 1/2, 1/3, 1/5 at steps 0, 10, 20 (B = 10):
+    # ∫ v w dt = 10 (10/2 + 20/3)/2 + 10 (20/3 + 40/5)/2, ∫ w dt = 10 (1/2 + 1/3)/2 + ...
+    s = _scales().assign(batch_size=10, b_noise_pop=[10.0, 20.0, 40.0, 80.0])
+    num = 5 * (5 + 20 / 3) + 5 * (20 / 3 + 8)
+    den = 5 * (1 / 2 + 1 / 3) + 5 * (1 / 3 + 1 / 5)
+    assert averaged_scale(s, "b_simple", 0.5, weight="progress") == pytest.approx(num / den)
+    # progress weighting discounts the late, noisy steps: below the step-weighted mean
+    assert num / den < averaged_scale(s, "b_simple", 0.5)
+    with pytest.raises(ValueError, match="weight"):
+        averaged_scale(s, "b_simple", 0.5, weight="examples")
+    assert np.isnan(averaged_scale(s.assign(b_noise_pop=-1.0), "b_simple", 0.5,
+                                   weight="progress"))
+
+
+def test_start_value_is_measured_at_step_0_where_defined():
+    s = _scales()
+    assert start_value(s, "b_simple") == (10.0, 0)
+    assert start_value(s.assign(b_noise=[-1.0, 7.0, 3.0, 2.0]), "b_noise") == (7.0, 10)
+    v, step = start_value(s.assign(b_noise=np.nan), "b_noise")
+    assert np.isnan(v) and step == -1
+
+
 def test_averaged_scale_without_numpy_2_trapezoid(monkeypatch):
     # pyproject allows numpy 1.26, which has no np.trapezoid (a GPU image may ship it)
     monkeypatch.delattr(np, "trapezoid", raising=False)
     assert averaged_scale(_scales(), "b_simple", 0.5) == pytest.approx(22.5)
 
 
-def test_choose_targets_rule():
+def _target_frame():
     rows = []
     for b, best in ((1, 0.5), (2, 0.3), (4, 0.2), (8, 0.4)):
         for lr, extra in ((0.1, 0.0), (0.2, 0.05)):
@@ -133,12 +164,34 @@ def test_choose_targets_rule():
                           "metric": 2.0},
                          {"batch_size": b, "learning_rate": lr, "seed": seed, "step": 5,
                           "metric": best + extra + lucky}]
-    frame = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def test_choose_targets_rule():
+    frame = _target_frame()
+    # best loss every seed reaches, per batch size: 0.5, 0.3, 0.2, 0.4 (worst seed, best lr)
+    # K = min(n, max(5, ceil(n/2))) = all 4 batch sizes: L_K = 0.5, L_hard = 1.02 × 0.5
     t = choose_targets(frame, (0.5, 0.0))
-    l_hard = 0.35  # median over B of the best (over lr) loss that every seed reaches
+    l_hard = 1.02 * 0.5
     np.testing.assert_allclose(t, [l_hard + 0.5 * (2.0 - l_hard), l_hard])
+    # with K = 2 (min_reach=2): the 2nd lowest best loss, 0.3, plus the margin
+    t2 = choose_targets(frame, (0.0,), min_reach=2, margin=0.1)
+    np.testing.assert_allclose(t2, [0.33])
     with pytest.raises(ValueError, match="no training progress"):
         choose_targets(frame.assign(metric=2.0), (0.5,))
+    with pytest.raises(ValueError, match="margin > 2"):
+        choose_targets(frame, (0.0,), margin=0.001, clearance=0.001)
+
+
+def test_targets_keep_clear_of_every_configurations_best_loss():
+    frame = _target_frame()
+    # (B=2, lr=0.2) stops reaching at 0.3 + 0.05 = 0.35; put the hardest target there:
+    # margin 1/6 above L_K = 0.3 (K = 2) is exactly 0.35, a knife edge
+    t = choose_targets(frame, (0.0,), min_reach=2, margin=0.35 / 0.3 - 1)
+    assert t[0] == pytest.approx(0.35 * (1 + 2e-3))
+    assert clear_of(0.35, [0.35, 0.3507, 0.5], 1e-3) == pytest.approx(0.3507 * 1.002)
+    assert clear_of(0.36, [0.35, 0.5], 1e-3) == 0.36
+    assert [reach_count(n) for n in (3, 5, 8, 11, 20)] == [3, 5, 5, 6, 10]
 
 
 def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):

@@ -31,7 +31,7 @@ def test_tiny_end_to_end(tmp_path, capsys):
     assert len(fitted) >= 6  # the plumbing fits something for every task/optimizer
     assert (fitted["b_crit_lo"] <= fitted["b_crit"]).all()
     # a target that is not fitted says why
-    assert crit.loc[crit["b_crit"].isna(), "note"].str.len().gt(0).all()
+    assert crit.loc[crit["b_crit"].isna(), "note"].fillna("").astype(str).str.len().gt(0).all()
     noise = pd.read_csv(out / "results" / "noise_along_reference.csv")
     assert np.isfinite(noise["b_simple"]).all() and (noise["n_examples"] > 0).all()
     refs = pd.read_csv(out / "results" / "reference_runs.csv")
@@ -45,6 +45,27 @@ def test_tiny_end_to_end(tmp_path, capsys):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"] == "tiny" and manifest["device"] == "cpu"
     assert "empirical-batch harness --config tiny" in manifest["command"]
+    claims = pd.read_csv(out / "results" / "claims.csv")
+    assert set(claims["claim"]) == set("abcde")
+    assert claims["verdict"].isin(["holds", "does not hold", "undecided", "not tested"]).all()
+    assert "Claims of the paper" in report
+    # the report stage redoes the target-dependent analysis from the CSVs alone: the same
+    # targets and B_crit (the measured noise scales come back from 6-digit CSVs)
+    assert main(["harness", "--config", "tiny", "--stage", "report", "--out", str(out),
+                 "--no-progress"]) == 0
+    again = pd.read_csv(out / "results" / "b_crit_vs_noise.csv")
+    pd.testing.assert_frame_equal(again[["task", "optimizer", "target", "b_crit"]],
+                                  crit[["task", "optimizer", "target", "b_crit"]])
+    np.testing.assert_allclose(again["b_simple"], crit["b_simple"], rtol=1e-4)
+    assert json.loads((out / "manifest.report.json").read_text())["stage"] == "report"
+
+
+def test_report_stage_needs_an_analysis(tmp_path):
+    from empirical_batch.harness.config import get_config
+    from empirical_batch.harness.report import reanalyze
+
+    with pytest.raises(FileNotFoundError, match="run the analyze stage first"):
+        reanalyze(get_config("tiny", ["digits"]), tmp_path)
 
 
 def test_analyze_needs_a_sweep(tmp_path):

@@ -47,8 +47,10 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         "Dask and Ray need pip install 'empirical_batch[distributed]'. "
                         "Slurm arrays need none: use --shard $SLURM_ARRAY_TASK_ID/"
                         "$SLURM_ARRAY_TASK_COUNT")
-    p.add_argument("--stage", default=None, choices=("all", "sweep", "analyze"),
-                   help="sweep only, analysis of existing sweeps only, or both (default)")
+    p.add_argument("--stage", default=None, choices=("all", "sweep", "analyze", "report"),
+                   help="sweep only, analysis of existing sweeps only, or both (default); "
+                        "report: targets, fits, claims and report again from an earlier "
+                        "analysis's measured tables (no training, no GPU)")
     p.add_argument("--out", default="out/harness", help="output folder (default out/harness)")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda")
     p.add_argument("--threads", type=int, default=None,
@@ -66,9 +68,9 @@ def run(args) -> int:
     shard = sweep.parse_shard(args.shard)
     stage = args.stage or ("sweep" if args.shard else "all")
     engine = None if args.executor is None else distribute.parse_executor(args.executor)
-    if engine is not None and (args.shard or stage == "analyze"):
+    if engine is not None and (args.shard or stage in ("analyze", "report")):
         raise ValueError("--executor runs the sweep stage, all of its shards: do not combine "
-                         "it with --shard i/n or --stage analyze")
+                         f"it with --shard i/n or --stage {stage}")
     config = config_mod.get_config(args.config, args.tasks)
     command = f"empirical-batch harness --config {args.config}"
     if args.tasks:

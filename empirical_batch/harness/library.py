@@ -66,6 +66,27 @@ def b_crit_curve(sweep, targets):
                                 **FIT_OPTIONS)
 
 
+def b_crit_points(sweep, targets) -> np.ndarray:
+    """B_crit point estimates at ``targets`` (NaN where not fitted), with no interval.
+
+    ``critical_batch_curve`` with ``n_boot=0``: its point estimate is the same
+    whatever the interval options (``FIT_OPTIONS``'s combine rule is kept); used
+    where only the estimate matters (the seed bootstrap of
+    `empirical_batch.harness.uncertainty`, the target-shift check).
+    """
+    import warnings
+
+    from empirical_batch import critical_batch_curve
+    from empirical_batch.fit import FitWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        curve = critical_batch_curve(sweep, np.asarray(targets, dtype=float), errors="report",
+                                     combine=FIT_OPTIONS["combine"], n_boot=0,
+                                     interval="percentile")
+    return curve.b_crit
+
+
 def power_law(x, y):
     from empirical_batch import fit_power_law
 

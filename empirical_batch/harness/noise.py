@@ -179,13 +179,27 @@ def scales_at_losses(scales: pd.DataFrame, losses,
     return pd.DataFrame(out)
 
 
-def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float) -> float:
-    """Step-weighted mean of ``column`` along the reference run until it reaches ``until_loss``.
+def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
+                   weight: str = "steps", noise_column: str = "b_noise_pop",
+                   batch_size: float | None = None) -> float:
+    r"""Mean of ``column`` along the reference run until it reaches ``until_loss``.
 
-    The trapezoid rule over the measured checkpoints in *steps* (the model's B_crit is
-    an average of B_noise over the steps of a run, §2.3); the whole run when the loss
-    is never reached. NaN when any value in the range is not positive-finite.
+    ``weight="steps"``: the trapezoid rule over the measured checkpoints in steps,
+    $\int \mathcal B\,dt / \int dt$. ``weight="progress"``: the paper's App. D
+    average $E_s[\mathcal B] = \int \mathcal B\,ds / \int ds$ with progress
+    $ds = dt/(1 + B_{noise}(t)/B)$ per step (a step at batch ``B`` makes that fraction
+    of the progress of an infinitely large batch, eq. 2.7), ``B_noise`` from
+    ``noise_column`` and ``B`` the run's batch size (``batch_size``, default the
+    ``batch_size`` column); both integrals by the trapezoid rule over the checkpoints.
+    The same weighting as `empirical_batch.simulate.traces.noise_scales_along_run`
+    with ``average="progress"``. For an Adam run the raw-gradient B_noise stands in
+    for the preconditioned one in the weight (the harness measures only the former).
+
+    The range is the whole run when the loss is never reached. NaN when any value
+    in the range (or, for progress, any weight's B_noise) is not positive-finite.
     """
+    if weight not in ("steps", "progress"):
+        raise ValueError(f"weight must be 'steps' or 'progress', got {weight!r}")
     s = scales.sort_values("step")
     loss = s["eval_loss"].to_numpy(float)
     hit = np.flatnonzero(loss <= until_loss)
@@ -194,4 +208,32 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float) -> floa
     vals = s[column].to_numpy(float)[:end]
     if not np.all(np.isfinite(vals) & (vals > 0)) or end < 2:
         return float("nan")
-    return trapezoid(vals, steps) / (steps[-1] - steps[0])
+    if weight == "steps":
+        return trapezoid(vals, steps) / (steps[-1] - steps[0])
+    if batch_size is None:
+        if "batch_size" not in s.columns or s["batch_size"].nunique() != 1:
+            raise ValueError("weight='progress' needs batch_size= or one value in the "
+                             "scales' batch_size column")
+        batch_size = float(s["batch_size"].iloc[0])
+    if not batch_size > 0:
+        raise ValueError(f"batch_size must be > 0, got {batch_size}")
+    bn = s[noise_column].to_numpy(float)[:end]
+    if not np.all(np.isfinite(bn) & (bn > 0)):
+        return float("nan")
+    w = 1.0 / (1.0 + bn / float(batch_size))
+    return trapezoid(vals * w, steps) / trapezoid(w, steps)
+
+
+def start_value(scales: pd.DataFrame, column: str) -> tuple[float, int]:
+    """``column`` at the first measured step where it is positive-finite, and that step.
+
+    The start value of Table 1 is measured at step 0 (no interpolation between
+    checkpoints); only where it is undefined there (e.g. B_noise with GᵀHG ≤ 0) is
+    the next checkpoint used. ``(nan, -1)`` when no checkpoint has a defined value.
+    """
+    s = scales.sort_values("step")
+    v = s[column].to_numpy(float)
+    ok = np.flatnonzero(np.isfinite(v) & (v > 0))
+    if not ok.size:
+        return float("nan"), -1
+    return float(v[ok[0]]), int(s["step"].to_numpy()[ok[0]])

@@ -4,7 +4,11 @@ Stages: ``sweep`` (train this shard's runs, write ``OUT/sweeps/TASK[.shard-i-of-
 with an ``executor``, all shards of the sweep through it, see ``distribute``)
 and ``analyze`` (read the complete sweep of each task back through ``load_sweep``,
 measure the noise scales and the one-step experiment on reference runs, fit
-B_crit and write the report); ``all`` does both. ``OUT/manifest.json`` records the
+B_crit and write the report); ``all`` does both. ``report`` redoes only what
+depends on the targets (targets, B_crit fits, Table-1 summary, claims, report) from
+the sweeps and the measured tables an earlier ``analyze`` left in ``OUT/results``: no
+training and no Hessian-vector products, so no GPU
+(`empirical_batch.harness.report.reanalyze`). ``OUT/manifest.json`` records the
 configuration, the library and torch versions, the device and wall times.
 """
 
@@ -25,7 +29,7 @@ from .config import HarnessConfig
 from .sweep import SPLITS, run_sweep, sweep_path, write_sweep
 from .trainer import group_members
 
-STAGES = ("all", "sweep", "analyze")
+STAGES = ("all", "sweep", "analyze", "report")
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -165,6 +169,12 @@ def run_harness(
         t0 = time.perf_counter()
         run.files += analyze(config, out, device=dev, progress=progress, timings=run.wall_s)
         run.wall_s["analyze"] = round(time.perf_counter() - t0, 2)
+    if stage == "report":
+        from .report import report
+
+        t0 = time.perf_counter()
+        run.files += report(config, out)
+        run.wall_s["report"] = round(time.perf_counter() - t0, 2)
     run.wall_s["total"] = round(time.perf_counter() - t_all, 2)
     _write_manifest(run, config, command)
     return run
