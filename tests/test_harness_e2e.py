@@ -49,6 +49,9 @@ def test_tiny_end_to_end(tmp_path, capsys):
     assert set(claims["claim"]) == set("abcde")
     assert claims["verdict"].isin(["holds", "does not hold", "undecided", "not tested"]).all()
     assert "Claims of the paper" in report
+    branched = pd.read_csv(out / "results" / "branched.csv")  # tiny: teacher_student only
+    assert list(branched["task"]) == ["teacher_student"]
+    assert (branched["b_branched_low"] >= 16).all() and "branched training" in report
     # the report stage redoes the target-dependent analysis from the CSVs alone: the same
     # targets and B_crit (the measured noise scales come back from 6-digit CSVs)
     assert main(["harness", "--config", "tiny", "--stage", "report", "--out", str(out),
@@ -58,6 +61,7 @@ def test_tiny_end_to_end(tmp_path, capsys):
                                   crit[["task", "optimizer", "target", "b_crit"]])
     np.testing.assert_allclose(again["b_simple"], crit["b_simple"], rtol=1e-4)
     assert json.loads((out / "manifest.report.json").read_text())["stage"] == "report"
+    pd.testing.assert_frame_equal(pd.read_csv(out / "results" / "branched.csv"), branched)
 
 
 def test_report_stage_needs_an_analysis(tmp_path):

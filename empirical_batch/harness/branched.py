@@ -27,7 +27,6 @@ Only SGD is branched: the snapshots hold the model's weights, not an optimizer s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -35,32 +34,11 @@ import torch
 
 from ..branched import branched_critical_batch
 from . import library
+from .config import BranchSpec
 from .noise import ReferenceRun, evenly_spaced
 from .tasks.base import Task
 
 __all__ = ["BranchSpec", "run_branched"]
-
-
-@dataclass(frozen=True)
-class BranchSpec:
-    """Branched training at ``n_checkpoints`` snapshots of the SGD reference run (step 0
-    excluded): factors ``k`` of the reference batch, ``steps_at_base`` steps of the
-    ``k = 1`` branch (every branch trains on as many examples), ``seeds`` paired seeds,
-    the mean of the last ``tail`` fraction of each branch's training losses compared."""
-
-    factors: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-    steps_at_base: int = 256
-    n_checkpoints: int = 3
-    seeds: tuple[int, ...] = (0, 1, 2, 3)
-    tail: float = 0.25
-    level: float = 0.95
-
-    def __post_init__(self) -> None:
-        if self.steps_at_base < self.factors[-1]:
-            raise ValueError(f"steps_at_base={self.steps_at_base} gives the largest branch "
-                             f"(x{self.factors[-1]}) no step")
-        if self.n_checkpoints < 1:
-            raise ValueError("n_checkpoints must be >= 1")
 
 
 def _train_steps(task: Task):

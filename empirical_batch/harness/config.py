@@ -94,12 +94,36 @@ class OneStepSpec:
 
 
 @dataclass(frozen=True)
+class BranchSpec:
+    """Branched training at ``n_checkpoints`` snapshots of the SGD reference run (step 0
+    excluded): factors ``k`` of the reference batch, ``steps_at_base`` steps of the
+    ``k = 1`` branch (every branch trains on as many examples), ``seeds`` paired seeds,
+    the mean of the last ``tail`` fraction of each branch's training losses compared."""
+
+    factors: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    steps_at_base: int = 256
+    n_checkpoints: int = 3
+    seeds: tuple[int, ...] = (0, 1, 2, 3)
+    tail: float = 0.25
+    level: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.steps_at_base < self.factors[-1]:
+            raise ValueError(f"steps_at_base={self.steps_at_base} gives the largest branch "
+                             f"(x{self.factors[-1]}) no step")
+        if self.n_checkpoints < 1:
+            raise ValueError("n_checkpoints must be >= 1")
+
+
+@dataclass(frozen=True)
 class TaskPlan:
     task: str
     sweep: SweepSpec
     noise: NoiseSpec
     one_step: OneStepSpec
     options: dict = field(default_factory=dict)
+    #: branched training at checkpoints of the SGD reference run (`harness.branched`)
+    branched: BranchSpec | None = None
 
     def make_task(self):
         return make_task(self.task, **self.options)
@@ -123,7 +147,14 @@ class HarnessConfig:
         raise KeyError(f"config {self.name!r} has no task {task!r}; it has {self.tasks}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The configuration as plain data (the manifests compare it). A plan without
+        branched training leaves that key out, so that results written before the stage
+        existed still compare equal."""
+        data = asdict(self)
+        for plan in data["plans"]:
+            if plan.get("branched") is None:
+                plan.pop("branched", None)
+        return data
 
 
 # --------------------------------------------------------------------------- presets
@@ -141,7 +172,9 @@ def _tiny() -> HarnessConfig:
             TaskPlan("teacher_student",
                      SweepSpec(bs, {"sgd": pow2(-5, -1, 2), "adam": pow2(-9, -5, 2)}, (0,),
                                budget),
-                     noise, one, {"hidden": 16, "eval_size": 512, "objective_size": 512}),
+                     noise, one, {"hidden": 16, "eval_size": 512, "objective_size": 512},
+                     BranchSpec(factors=(1, 2, 4), steps_at_base=8, n_checkpoints=1,
+                                seeds=(0, 1))),
             TaskPlan("digits",
                      SweepSpec(bs, {"sgd": pow2(-4, 0, 2), "adam": pow2(-9, -5, 2)}, (0,),
                                budget),
@@ -167,7 +200,8 @@ def _cpu() -> HarnessConfig:
         (
             TaskPlan("teacher_student",
                      SweepSpec(bs, {"sgd": pow2(-9, -1), "adam": pow2(-12, -4)}, (0, 1), budget),
-                     NoiseSpec(batch_size=8, n_examples=512, n_checkpoints=10), one, {}),
+                     NoiseSpec(batch_size=8, n_examples=512, n_checkpoints=10), one, {},
+                     BranchSpec(steps_at_base=256, n_checkpoints=4, seeds=tuple(range(6)))),
             TaskPlan("digits",
                      SweepSpec(bs, {"sgd": pow2(-7, 1), "adam": pow2(-11, -5)}, (0, 1), budget),
                      NoiseSpec(batch_size=8, n_examples=512, n_checkpoints=10), one, {}),
@@ -198,7 +232,8 @@ def _full() -> HarnessConfig:
             TaskPlan("teacher_student",
                      SweepSpec(bs, {"sgd": pow2(-10, 0), "adam": pow2(-13, -3)}, (0, 1, 2),
                                budget),
-                     NoiseSpec(batch_size=16, n_examples=4096, n_checkpoints=16), one, {}),
+                     NoiseSpec(batch_size=16, n_examples=4096, n_checkpoints=16), one, {},
+                     BranchSpec(steps_at_base=512, n_checkpoints=6, seeds=tuple(range(8)))),
             TaskPlan("digits",
                      SweepSpec(bs, {"sgd": pow2(-8, 2), "adam": pow2(-12, -4)}, (0, 1, 2),
                                budget),

@@ -45,6 +45,8 @@ For each task and optimizer:
    runs). The reported interval (``*_lo``/``*_hi``) is the hull of the two; each
    method's ends are listed too.
 5. One-step experiment on the SGD reference run (`empirical_batch.harness.one_step`).
+6. Where the plan asks for it, the critical batch measured directly by branched training
+   at checkpoints of the SGD reference run (`empirical_batch.harness.branched`).
 6. The claims table (`empirical_batch.harness.claims`), from the tables above.
 
 Everything lands in ``OUT/results/*.csv``, ``OUT/figures/*.png`` and ``OUT/report.md``.
@@ -63,6 +65,7 @@ import pandas as pd
 
 from .._io import atomic_path, atomic_write_text
 from . import library
+from .branched import run_branched
 from .claims import claims_table
 from .config import HarnessConfig
 from .noise import averaged_scale, run_reference, scales_at_losses, start_value
@@ -176,6 +179,8 @@ class AnalysisResults:
     one_step_summary: pd.DataFrame
     curves: dict
     claims: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: branched critical batch next to B_crit and the noise scales (`harness.branched`)
+    branched: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @dataclass
@@ -231,6 +236,7 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
     out = Path(out)
     timings = {} if timings is None else timings
     crit_rows, table1, noise_tabs, steps_tabs, os_tabs, os_sums, refs = [], [], [], [], [], [], []
+    branched_tabs: list[pd.DataFrame] = []
     curves: dict = {}
     subs: dict = {}
     bar = None
@@ -265,6 +271,10 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
                 os_tabs.append(res.table)
                 os_sums += res.summary["checkpoints"]
                 timings[f"one_step/{plan.task}"] = round(time.perf_counter() - t0, 2)
+                if plan.branched is not None:
+                    t0 = time.perf_counter()
+                    branched_tabs.append(run_branched(task, plan.branched, ref, sub))
+                    timings[f"branched/{plan.task}"] = round(time.perf_counter() - t0, 2)
             if bar is not None:
                 bar.update(1)
     if bar is not None:
@@ -277,6 +287,8 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
         steps=pd.concat(steps_tabs, ignore_index=True), refs=pd.DataFrame(refs),
         one_step=one, one_step_summary=one_sum, curves=curves,
         claims=claims_table(crit, t1, one),
+        branched=pd.concat(branched_tabs, ignore_index=True) if branched_tabs else
+        pd.DataFrame(),
     )
 
 
@@ -296,6 +308,9 @@ def reanalyze(config: HarnessConfig, out: str | Path) -> AnalysisResults:
         raise FileNotFoundError(f"{res} lacks {missing}: run the analyze stage first (it "
                                 "measures the noise scales and the one-step experiment)")
     read = {k: pd.read_csv(res / RESULT_FILES[k]) for k in need}
+    branched_file = res / RESULT_FILES["branched"]  # measured, kept as it is
+    read["branched"] = pd.read_csv(branched_file) if branched_file.is_file() else \
+        pd.DataFrame()
     tasks = set(config.tasks)
     read = {k: (v[v["task"].isin(tasks)].reset_index(drop=True) if "task" in v else v)
             for k, v in read.items()}
@@ -323,7 +338,7 @@ def reanalyze(config: HarnessConfig, out: str | Path) -> AnalysisResults:
         crit=crit, table1=t1, noise=read["noise"],
         steps=pd.concat(steps_tabs, ignore_index=True), refs=read["refs"],
         one_step=read["one_step"], one_step_summary=read["one_step_summary"], curves=curves,
-        claims=claims_table(crit, t1, read["one_step"]),
+        claims=claims_table(crit, t1, read["one_step"]), branched=read["branched"],
     )
 
 
@@ -332,6 +347,7 @@ RESULT_FILES = {
     "noise": "noise_along_reference.csv", "steps": "steps_to_target.csv",
     "refs": "reference_runs.csv", "one_step": "one_step.csv",
     "one_step_summary": "one_step_summary.csv", "claims": "claims.csv",
+    "branched": "branched.csv",
 }
 
 
@@ -341,6 +357,8 @@ def write_results(results: AnalysisResults, out: str | Path) -> list[Path]:
     res_dir.mkdir(parents=True, exist_ok=True)
     files = []
     for attr, name in RESULT_FILES.items():
+        if attr == "branched" and results.branched.empty:
+            continue  # no plan asked for branched training
         path = res_dir / name
         with atomic_path(path) as tmp:
             getattr(results, attr).to_csv(tmp, index=False, float_format="%.6g")
@@ -368,7 +386,8 @@ def write_all(results: AnalysisResults, config: HarnessConfig, out: str | Path) 
     report = Path(out) / "report.md"
     atomic_write_text(report, render_markdown(
         config.name, results.crit, results.table1, results.one_step,
-        results.one_step_summary, results.noise, claims=results.claims))
+        results.one_step_summary, results.noise, claims=results.claims,
+        branched=results.branched))
     files.append(report)
     return files
 
@@ -496,7 +515,8 @@ def _md(frame: pd.DataFrame, cols: dict) -> str:
     return head + body
 
 
-def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None) -> str:
+def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
+                    branched=None) -> str:
     """The report as Markdown tables (the docs page quotes these)."""
     parts = [f"# Harness report (`{name}` configuration)\n"]
     if claims is not None and len(claims):
@@ -553,6 +573,21 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None) -> str
         "b_crit_loss_exponent_hi": "hi", "b_crit_loss_exponent_lo_boot": "lo (boot)",
         "b_crit_loss_exponent_hi_boot": "hi (boot)", "b_crit_loss_exponent_lo_ols": "lo (OLS)",
         "b_crit_loss_exponent_hi_ols": "hi (OLS)", "n_boot_growth_valid": "draws"}))
+    if branched is not None and len(branched):
+        parts.append("\n## The critical batch measured directly (branched training)\n")
+        parts.append("At checkpoints of the SGD reference run, branches at k·B with the rate "
+                     "k·η train on the same examples (paired seeds); a branch keeps up while "
+                     "its loss decrease is at least half the reference branch's (the 2×-"
+                     "examples point that defines B_crit). The bracket [low, high) is the "
+                     "largest batch that keeps up and the next one; B_crit is fitted from "
+                     "the sweep at the checkpoint's loss; rules in "
+                     "`empirical_batch/harness/branched.py`.\n")
+        parts.append(_md(branched, {
+            "task": "task", "step": "step", "eval_loss": "loss", "base_batch": "B",
+            "learning_rate": "η", "b_branched_low": "branched low",
+            "b_branched_high": "branched high", "branched_status": "status",
+            "b_crit": "B_crit (sweep)", "b_crit_lo": "lo", "b_crit_hi": "hi",
+            "b_crit_status": "fit status", "b_simple": "B_simple", "b_noise": "B_noise"}))
     if len(os_sum):
         parts.append("\n## One-step experiment: fitted constants per checkpoint\n")
         parts.append(_md(os_sum, {
