@@ -92,7 +92,7 @@ class ShardJob:
     runs: int = field(default=0, compare=False)  # for messages only
 
     def __call__(self) -> ShardResult:
-        from .pipeline import _sync, resolve_device
+        from .pipeline import resolve_device, sync_device
 
         t0 = time.perf_counter()
         dev = resolve_device(self.device)
@@ -103,7 +103,7 @@ class ShardJob:
         task = self.task_cls(**self.options).to(dev, self.dtype)
         frame = run_sweep(task, self.spec, shard=self.shard, split="groups",
                           batched=self.batched, max_group=self.max_group)
-        _sync(dev)
+        sync_device(dev)
         name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
         return ShardResult(frame, platform.node(), f"{dev} ({name})",
                            round(time.perf_counter() - t0, 3))

@@ -160,7 +160,7 @@ def run_harness(
                 task = plan.make_task().to(dev)
                 frame = run_sweep(task, plan.sweep, shard=shard, split=split,
                                   progress=progress)
-                _sync(dev)
+                sync_device(dev)
             run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
             run.files.append(write_sweep(frame, sweep_path(out, plan.task, shard)))
     if stage in ("all", "analyze"):
@@ -226,7 +226,8 @@ def _describe(executor: Executor) -> str:
     return type(executor).__name__  # the command line in the manifest has the --executor text
 
 
-def _sync(dev: torch.device) -> None:
+def sync_device(dev: torch.device) -> None:
+    """Wait for the device's queued work (CUDA), so that a wall time is the work's."""
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
 

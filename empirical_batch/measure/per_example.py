@@ -55,7 +55,7 @@ from ._common import (
 __all__ = ["check_no_batchnorm", "per_example_sq_norms"]
 
 
-def _work(t: torch.Tensor) -> torch.Tensor:
+def work_tensor(t: torch.Tensor) -> torch.Tensor:
     """Detached, in the dtype of the per-layer products (float32 for fp16/bf16)."""
     t = t.detach()
     return t if t.dtype in FULL_DTYPES else t.float()
@@ -96,7 +96,7 @@ def _linear_weight_sq(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     return _rowsq(torch.bmm(d.transpose(1, 2), a))
 
 
-def _kind(m: nn.Module) -> str | None:
+def layer_kind(m: nn.Module) -> str | None:
     """Which fast path computes this layer's per-example norms, if any.
 
     ``nn.Linear`` and subclasses that keep its ``forward``; Hugging Face's ``Conv1D``
@@ -119,10 +119,10 @@ def _kind(m: nn.Module) -> str | None:
 
 
 def _is_fast(m: nn.Module) -> bool:
-    return _kind(m) is not None
+    return layer_kind(m) is not None
 
 
-def _functional_owners(model: nn.Module) -> set[int]:
+def functional_layers(model: nn.Module) -> set[int]:
     """Ids of layers whose weights their parent uses without calling them (the
     ``out_proj`` of ``nn.MultiheadAttention``): their forward hooks never fire."""
     return {id(sub) for m in model.modules() if isinstance(m, nn.MultiheadAttention)
@@ -143,7 +143,7 @@ def check_no_batchnorm(model: nn.Module) -> None:
             "BatchNorm by GroupNorm/LayerNorm")
 
 
-def _tied(model: nn.Module) -> dict[int, list[str]]:
+def tied_parameters(model: nn.Module) -> dict[int, list[str]]:
     """Parameters registered under more than one name: id → names."""
     names: dict[int, list[str]] = {}
     for n, p in model.named_parameters(remove_duplicate=False):
@@ -152,10 +152,10 @@ def _tied(model: nn.Module) -> dict[int, list[str]]:
 
 
 def _fast_modules(model: nn.Module, chosen_ids: set[int]):
-    """Fast-path modules (see `_kind`) whose parameters are all chosen and belong to no
+    """Fast-path modules (see `layer_kind`) whose parameters are all chosen and belong to no
     other module (tied weights go to ``torch.func``), and their parameter ids."""
-    tied = _tied(model)
-    skip = _functional_owners(model)
+    tied = tied_parameters(model)
+    skip = functional_layers(model)
     mods, covered = [], set()
     for m in model.modules():
         if _is_fast(m) and id(m) not in skip:
@@ -166,7 +166,7 @@ def _fast_modules(model: nn.Module, chosen_ids: set[int]):
     return mods, covered
 
 
-def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
+def module_sq_norms(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
     """Per-example Σ|grad|² of one module's parameters, without the B² factor.
 
     ``inputs``/``grads``: the module's input and output gradient for each call in
@@ -176,11 +176,11 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
     bsz = inputs[0].shape[0]
 
     def seq(ts):
-        ts = [_work(t).reshape(bsz, -1, t.shape[-1]) for t in ts]
+        ts = [work_tensor(t).reshape(bsz, -1, t.shape[-1]) for t in ts]
         return ts[0] if len(ts) == 1 else torch.cat(ts, 1)  # cat of one would copy
 
     d = seq(grads)
-    kind = _kind(m)
+    kind = layer_kind(m)
     if kind == "embedding":
         # grad_i[v] = Σ_{t: x_t = v} δ_t  =>  |grad_i|² = Σ_{t,s} [x_t = x_s] δ_t·δ_s
         idx = inputs[0].reshape(bsz, -1) if len(inputs) == 1 else \
@@ -201,7 +201,7 @@ def _module_sq(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
             out = _linear_weight_sq(a, d)
     elif wgrad:
         # LayerNorm: out = x̂ ⊙ w + b  =>  grad_w = Σ_t δ_t ⊙ x̂_t, grad_b = Σ_t δ_t
-        xhat = seq([F.layer_norm(_work(x), m.normalized_shape, eps=m.eps)  # type: ignore[arg-type]
+        xhat = seq([F.layer_norm(work_tensor(x), m.normalized_shape, eps=m.eps)  # type: ignore[arg-type]
                     for x in inputs])
         out = _rowsq((d * xhat.to(d.dtype)).sum(1))
     if bgrad:
@@ -312,7 +312,7 @@ def _fast_path(model, mods, loss_fn, inputs, targets):
         if any(a.shape[0] != bsz for a in ins):
             broadcast.append(m)
         elif ins:
-            parts.append(_module_sq(m, ins, ds))
+            parts.append(module_sq_norms(m, ins, ds))
     return parts, broadcast
 
 
@@ -328,10 +328,10 @@ def _vmap_sq(model, loss_fn, inputs, targets, chosen) -> list[torch.Tensor]:
         return loss_fn(out, y.unsqueeze(0))
 
     g = vmap(grad(one), in_dims=(None, 0, 0))(diff, inputs, targets)
-    return [_rowsq(_work(v)) for v in g.values()]
+    return [_rowsq(work_tensor(v)) for v in g.values()]
 
 
-def _inside_torch_func() -> bool:
+def inside_torch_func() -> bool:
     """True inside a ``torch.func`` transform (vmap, grad, jvp): not a training pass.
 
     ``hessian_noise_scale`` and ``per_example_sq_norms`` call the model through

@@ -48,13 +48,13 @@ from torch import nn
 from ..estimators import GNSEstimator
 from ._common import EstimatorMixin, norm, resolve_scale, select_params, stack_scalars
 from .per_example import (
-    _functional_owners,
-    _inside_torch_func,
-    _kind,
-    _module_sq,
-    _tied,
-    _work,
     check_no_batchnorm,
+    functional_layers,
+    inside_torch_func,
+    layer_kind,
+    module_sq_norms,
+    tied_parameters,
+    work_tensor,
 )
 
 __all__ = ["Coverage", "CoverageWarning", "PerExampleNoiseScale"]
@@ -93,7 +93,7 @@ def _select(model: nn.Module, params):
         if params != "layernorm":
             raise ValueError(f"params must be None, 'layernorm' or parameters/names, got "
                              f"{params!r}")
-        params = [p for m in model.modules() if _kind(m) == "layernorm"
+        params = [p for m in model.modules() if layer_kind(m) == "layernorm"
                   for p in m.parameters(recurse=False) if p.requires_grad]
         if not params:
             raise ValueError("params='layernorm': the model has no trainable nn.LayerNorm")
@@ -153,13 +153,13 @@ class PerExampleNoiseScale(EstimatorMixin):
         every = select_params(model, None)
         chosen = every if params is None else _select(model, params)
         ids = {id(p) for _, p in chosen}
-        tied = _tied(model)
-        functional = _functional_owners(model)
+        tied = tied_parameters(model)
+        functional = functional_layers(model)
         mods: list[tuple[str, nn.Module]] = []
         covered: set[int] = set()
         for name, m in model.named_modules():
             pids = {id(p) for p in m.parameters(recurse=False) if p.requires_grad}
-            if _kind(m) and id(m) not in functional and pids and pids <= ids:
+            if layer_kind(m) and id(m) not in functional and pids and pids <= ids:
                 mods.append((name or type(m).__name__, m))
                 covered |= pids
         self._pairs = self._tie_pairs(mods, covered & tied.keys(), tied)
@@ -226,15 +226,15 @@ class PerExampleNoiseScale(EstimatorMixin):
         for pid in shared:
             users = [(n, m) for n, m in mods
                      if any(id(p) == pid for p in m.parameters(recurse=False))]
-            kinds = sorted(_kind(m) or "" for _, m in users)
+            kinds = sorted(layer_kind(m) or "" for _, m in users)
             if kinds != ["embedding", "linear"] or any(
                     type(m).__name__ == "Conv1D" for _, m in users):
                 raise ValueError(
                     f"parameter {tied[pid][0]!r} is shared by {[n for n, _ in users]}: only "
                     "an nn.Embedding tied to an nn.Linear output layer is supported; pass "
                     "params= without it")
-            emb = next(u for u in users if _kind(u[1]) == "embedding")
-            lin = next(u for u in users if _kind(u[1]) == "linear")
+            emb = next(u for u in users if layer_kind(u[1]) == "embedding")
+            lin = next(u for u in users if layer_kind(u[1]) == "linear")
             if lin[1].weight is not emb[1].weight:
                 raise ValueError(f"parameter {tied[pid][0]!r}: only weight tying is supported")
             pairs[pid] = (emb, lin)
@@ -246,7 +246,7 @@ class PerExampleNoiseScale(EstimatorMixin):
             self._big[id(param)] = norm(param.grad.detach())
 
     def _fwd(self, m, inp, out):
-        if not out.requires_grad or not torch.is_grad_enabled() or _inside_torch_func():
+        if not out.requires_grad or not torch.is_grad_enabled() or inside_torch_func():
             return
         group = self._module_group[id(m)]
         if group in self._broadcast:
@@ -259,7 +259,7 @@ class PerExampleNoiseScale(EstimatorMixin):
             self._tie_idx[pid] = a  # the tokens, for the cross term
 
         def on_grad(d):
-            self._parts.append((group, _module_sq(m, [a], [d])))
+            self._parts.append((group, module_sq_norms(m, [a], [d])))
             if pair is not None:
                 self._tie_term(m, pair, pid, a, d)
 
@@ -274,7 +274,7 @@ class PerExampleNoiseScale(EstimatorMixin):
                 return
             bsz = idx.shape[0]
             x = idx.reshape(bsz, -1)
-            dd, aa = _work(d).reshape(bsz, -1, d.shape[-1]), _work(a).reshape(bsz, -1,
+            dd, aa = work_tensor(d).reshape(bsz, -1, d.shape[-1]), work_tensor(a).reshape(bsz, -1,
                                                                                 a.shape[-1])
             gathered = torch.gather(dd, 2, x.unsqueeze(1).expand(-1, dd.shape[1], -1))
             self._tie_m[pid] = torch.bmm(gathered.transpose(1, 2), aa.to(dd.dtype))
@@ -284,7 +284,7 @@ class PerExampleNoiseScale(EstimatorMixin):
             self._tie_missing = True
             return
         bsz = a.shape[0]
-        de = _work(d).reshape(bsz, -1, d.shape[-1]).to(mt.dtype)
+        de = work_tensor(d).reshape(bsz, -1, d.shape[-1]).to(mt.dtype)
         if isinstance(emb.padding_idx, int):
             de = de * torch.ne(a.reshape(bsz, -1), emb.padding_idx).unsqueeze(-1)
         self._parts.append((emb_name, 2 * (mt * de).sum((1, 2))))
