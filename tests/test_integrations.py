@@ -135,6 +135,36 @@ def test_hf_trainer_callback_matches_the_exact_steps(tmp_path, bf16):
     again.collector.remove()
 
 
+def test_hf_trainer_without_accumulation_uses_per_example_norms(tmp_path):
+    """gradient_accumulation_steps=1: the per-example collector, exact per step, with the
+    Trainer's clipping active."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from empirical_batch.integrations.hf import install
+
+    model = Recorder()
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=MICRO,
+        gradient_accumulation_steps=1, num_train_epochs=1, max_grad_norm=0.1,
+        learning_rate=0.05, optim="sgd", lr_scheduler_type="constant", logging_steps=1,
+        report_to=[], save_strategy="no", use_cpu=True, seed=0, disable_tqdm=True)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_dataset())
+    cb = install(trainer, beta=0.9)
+    trainer.train()
+    assert type(cb.collector).__name__ == "PerExampleNoiseScale"
+    small, big = [], []
+    for x, y, w, c in model.seen:
+        r = x @ w + c - y.ravel()
+        g = np.concatenate([r[:, None] * x, r[:, None]], axis=1)
+        small.append(np.mean(np.sum(g**2, 1)))
+        big.append(np.sum(g.mean(0) ** 2))
+    assert len(small) == N_DATA // MICRO and np.sqrt(big).min() > 0.1
+    hist = cb.collector.estimator.history()
+    np.testing.assert_allclose(hist["sq_norm_small"], small, rtol=1e-5)
+    np.testing.assert_allclose(hist["sq_norm_big"], big, rtol=1e-5)
+    assert hist["b_small"][0] == 1 and hist["b_big"][0] == MICRO
+
+
 def test_hf_callback_refuses_what_it_cannot_measure(tmp_path):
     transformers = pytest.importorskip("transformers")
     from empirical_batch.integrations.hf import NoiseScaleCallback
