@@ -1,7 +1,9 @@
 """Overhead of the noise-scale collectors on a training step (CPU; CUDA if available).
 
-For a small MLP and a small transformer, times a plain training step against the same
-step with each collector and prints the overhead as % of the plain step:
+For a small MLP, a small transformer and a GPT-2-small-sized decoder (``gpt2``: 12
+layers, width 768, 12 heads, vocabulary 50257 tied to the output layer, 124M parameters;
+sequence 1024 by default, bf16 autocast with ``--bf16``), times a plain training step
+against the same step with each collector and prints the overhead as % of the plain step:
 
 - micro-batch: ``GradientNoiseScale`` on a k-micro-batch accumulation step
   (baseline: the same accumulation step without it);
@@ -9,7 +11,16 @@ step with each collector and prints the overhead as % of the plain step:
   (baseline: the plain single-batch step);
 - per-example (extra pass): ``per_example_sq_norms`` called once per step;
 - DDP hook: ``DDPNoiseScaleHook`` on a 2-rank gloo DDP step (baseline: DDP with its
-  default all-reduce), CPU only, timed on rank 0.
+  default all-reduce), CPU only, timed on rank 0; beside it a plain re-implementation of
+  the k-diffusion-style hook (squared norm of each bucket before and after the
+  all-reduce, summed on the device; no checks), as the reference cost.
+
+For ``gpt2`` the rows are the production settings: the collectors with ``sync_every=100``
+(one device-to-host transfer per 100 steps) next to ``sync_every=1``; the LayerNorm-only
+proxy (``PerExampleNoiseScale(params="layernorm")``, Gray et al. 2024) next to a plain
+nanoGNS-style re-implementation (hooks on the LayerNorm layers, per-example
+``|Σ_t δ ⊙ x̂|²`` and ``|Σ_t δ|²`` summed on the device; no checks); and the full
+per-example collector. The extra-pass row is left out for it (a second backward pass).
 
 Variants are interleaved (A B C A B C ...) and the median per-step time is reported,
 which keeps the comparison fair on a shared, noisy machine. ``--timer cpu`` times the
@@ -23,6 +34,8 @@ Usage::
     python benchmarks/bench_measure.py --device cuda --reps 15
     python benchmarks/bench_measure.py --quick    # smoke run
     python benchmarks/bench_measure.py --timer cpu --no-ddp   # CPU time, shared machine
+    python benchmarks/bench_measure.py --device cuda --models gpt2 --bf16 \
+        --gpt2-batch 8 --reps 15 --no-ddp                     # the realistic model (GPU)
 """
 
 from __future__ import annotations
@@ -73,16 +86,67 @@ class Block(nn.Module):
 
 
 class TinyTransformer(nn.Module):
-    def __init__(self, vocab=256, d=128, heads=4, layers=2, seq=64):
+    """A decoder; ``tied=True`` shares the token embedding with the output layer and
+    uses a position embedding layer (GPT-2's layout)."""
+
+    def __init__(self, vocab=256, d=128, heads=4, layers=2, seq=64, tied=False):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
-        self.pos = nn.Parameter(torch.zeros(seq, d))
+        self.tied = tied
+        if tied:
+            self.pos_emb = nn.Embedding(seq, d)
+        else:
+            self.pos = nn.Parameter(torch.zeros(seq, d))
         self.blocks = nn.Sequential(*[Block(d, heads) for _ in range(layers)])
         self.ln = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab)
+        self.head = nn.Linear(d, vocab, bias=not tied)
+        if tied:
+            self.head.weight = self.emb.weight
 
     def forward(self, tok):
-        return self.head(self.ln(self.blocks(self.emb(tok) + self.pos)))
+        if self.tied:
+            pos = torch.arange(tok.shape[1], device=tok.device).expand_as(tok)
+            h = self.emb(tok) + self.pos_emb(pos)
+        else:
+            h = self.emb(tok) + self.pos
+        return self.head(self.ln(self.blocks(h)))
+
+
+class LayerNormReference:
+    """nanoGNS-style LayerNorm-only per-example norms, written plainly as the reference
+    cost: a forward hook keeps x̂, a tensor hook adds |Σ_t δ⊙x̂|² + |Σ_t δ|² per example
+    to a device accumulator; the two-batch sums are read every ``sync_every`` steps."""
+
+    def __init__(self, model, sync_every=100):
+        self.small = self.acc = None
+        self.steps, self.sync_every = 0, sync_every
+        self.params = [p for m in model.modules() if isinstance(m, nn.LayerNorm)
+                       for p in m.parameters()]
+        for m in model.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.register_forward_hook(self._fwd)
+
+    def _fwd(self, m, inp, out):
+        xhat = F.layer_norm(inp[0].detach().float(), m.normalized_shape, eps=m.eps)
+
+        def on_grad(d):
+            d = d.float()
+            b = d.shape[0]
+            sq = (d * xhat).sum(1).square().sum(-1) + d.sum(1).square().sum(-1)
+            sq = sq.sum() * b  # Σ_i |g_i|² × B (mean-loss gradients are g_i / B)
+            self.small = sq if self.small is None else self.small + sq
+
+        out.register_hook(on_grad)
+
+    def step(self):
+        big = torch.stack(torch._foreach_norm([p.grad for p in self.params])).square().sum()
+        pair = torch.stack([self.small, big])  # both stay on the device
+        self.small = None
+        self.acc = pair if self.acc is None else self.acc + pair
+        self.steps += 1
+        if self.steps % self.sync_every == 0:
+            self.acc.tolist()
+            self.acc = None
 
 
 def lm_loss(logits, tok):
@@ -90,9 +154,13 @@ def lm_loss(logits, tok):
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tok[:, 1:].reshape(-1))
 
 
-def make(name, batch, device, d_model=128):
+def make(name, batch, device, d_model=128, seq=1024):
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
+    if name == "gpt2":  # GPT-2 small: 124M parameters
+        model = TinyTransformer(vocab=50257, d=768, heads=12, layers=12, seq=seq, tied=True)
+        tok = torch.randint(0, 50257, (batch, seq), generator=g)
+        return model.to(device), tok.to(device), tok.to(device), lm_loss
     if name == "mlp":
         model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                               nn.Linear(512, 10))
@@ -125,19 +193,25 @@ def interleaved(fns: dict, reps: int, steps: int, device, clock=time.perf_counte
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def single_process(name, batch, reps, steps, device, d_model=128, clock=time.perf_counter):
-    base, x, y, loss_fn = make(name, batch, device, d_model)
+def single_process(name, batch, reps, steps, device, d_model=128, clock=time.perf_counter,
+                   bf16=False, seq=1024):
+    base, x, y, loss_fn = make(name, batch, device, d_model, seq)
     mb = batch // K
     variants = {}
+    realistic = name == "gpt2"
+
+    def fwd_loss(model, xs, ys):
+        with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+            return loss_fn(model(xs), ys)
 
     def train_step(model, opt, collector=None, accumulate=False, extra=False):
         def step():
             if accumulate:
                 for j in range(K):
                     sl = slice(j * mb, (j + 1) * mb)
-                    (loss_fn(model(x[sl]), y[sl]) / K).backward()
+                    (fwd_loss(model, x[sl], y[sl]) / K).backward()
             else:
-                loss_fn(model(x), y).backward()
+                fwd_loss(model, x, y).backward()
             if collector is not None:
                 collector.step()
             if extra:
@@ -150,28 +224,69 @@ def single_process(name, batch, reps, steps, device, d_model=128, clock=time.per
         m = copy.deepcopy(base)
         return m, torch.optim.SGD(m.parameters(), lr=1e-4)
 
-    m, o = fresh()
-    variants["plain, k=4 accumulation"] = train_step(m, o, accumulate=True)
-    m, o = fresh()
-    variants["micro-batch (GradientNoiseScale)"] = train_step(
-        m, o, GradientNoiseScale(m, micro_batch_size=mb, accumulation_steps=K), accumulate=True)
-    m, o = fresh()
-    variants["plain, 1 batch"] = train_step(m, o)
-    m, o = fresh()
-    variants["per-example in step (PerExampleNoiseScale)"] = train_step(
-        m, o, PerExampleNoiseScale(m))
-    m, o = fresh()
-    variants["per-example extra pass (per_example_sq_norms)"] = train_step(m, o, extra=True)
+    sync = 100 if realistic else 1
+    pairs = []  # (variant, its baseline)
+
+    def add(key, ref, make_collector=None, **kw):
+        m, o = fresh()
+        variants[key] = train_step(m, o, make_collector(m) if make_collector else None, **kw)
+        if ref is not None:
+            pairs.append((key, ref))
+
+    add("plain, k=4 accumulation", None, accumulate=True)
+    add("micro-batch (GradientNoiseScale)", "plain, k=4 accumulation",
+        lambda m: GradientNoiseScale(m, micro_batch_size=mb, accumulation_steps=K),
+        accumulate=True)
+    if realistic:
+        add(f"micro-batch, sync_every={sync}", "plain, k=4 accumulation",
+            lambda m: GradientNoiseScale(m, micro_batch_size=mb, accumulation_steps=K,
+                                         sync_every=sync, max_history=1000),
+            accumulate=True)
+    add("plain, 1 batch", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # coverage warnings: the benchmark models are known
+        if realistic:
+            add(f"LayerNorm-only per-example, sync_every={sync}", "plain, 1 batch",
+                lambda m: PerExampleNoiseScale(m, params="layernorm", sync_every=sync,
+                                               max_history=1000))
+            add("LayerNorm-only, nanoGNS-style reference", "plain, 1 batch",
+                lambda m: LayerNormReference(m, sync))
+        add("per-example in step (PerExampleNoiseScale)" if not realistic else
+            f"per-example in step, sync_every={sync}", "plain, 1 batch",
+            lambda m: PerExampleNoiseScale(m, sync_every=sync, max_history=1000))
+    if not realistic:
+        add("per-example extra pass (per_example_sq_norms)", "plain, 1 batch", extra=True)
     t = interleaved(variants, reps, steps, device, clock)
-    rows = []
-    for key, ref in [("micro-batch (GradientNoiseScale)", "plain, k=4 accumulation"),
-                     ("per-example in step (PerExampleNoiseScale)", "plain, 1 batch"),
-                     ("per-example extra pass (per_example_sq_norms)", "plain, 1 batch")]:
-        rows.append((name, key, t[ref], t[key]))
-    return rows
+    return [(name, key, t[ref], t[key]) for key, ref in pairs]
 
 
 # ------------------------------------------------------------------- DDP
+class ReferenceDDPHook:
+    """k-diffusion-style DDP communication hook, written plainly: the squared norm of each
+    bucket before the all-reduce (local) and after it (global), summed on the device."""
+
+    def __init__(self):
+        self.local = self.total = None
+
+    @staticmethod
+    def hook(state, bucket):
+        import torch.distributed as dist
+
+        buf = bucket.buffer()
+        sq = buf.square().sum()
+        state.local = sq if state.local is None else state.local + sq
+        buf.div_(dist.get_world_size())
+        fut = dist.all_reduce(buf, async_op=True).get_future()
+
+        def done(fut):
+            out = fut.value()[0]
+            sq = out.square().sum()
+            state.total = sq if state.total is None else state.total + sq
+            return out
+
+        return fut.then(done)
+
+
 def _ddp_worker(rank, port, name, batch, reps, steps, threads, out, d_model=128):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -182,10 +297,16 @@ def _ddp_worker(rank, port, name, batch, reps, steps, threads, out, d_model=128)
     try:
         base, x, y, loss_fn = make(name, batch, torch.device("cpu"), d_model)
         fns = {}
-        for key, hooked in (("DDP plain", False), ("DDP + DDPNoiseScaleHook", True)):
+        for key, hooked in (("DDP plain", False), ("DDP + DDPNoiseScaleHook", True),
+                            ("DDP + k-diffusion-style reference", "reference")):
             m = DDP(copy.deepcopy(base))
             opt = torch.optim.SGD(m.parameters(), lr=1e-4)
-            hook = DDPNoiseScaleHook(m, local_batch_size=batch) if hooked else None
+            hook = None
+            if hooked == "reference":
+                ref = ReferenceDDPHook()
+                m.register_comm_hook(ref, ReferenceDDPHook.hook)
+            elif hooked:
+                hook = DDPNoiseScaleHook(m, local_batch_size=batch)
 
             def step(m=m, opt=opt, hook=hook):
                 loss_fn(m(x), y).backward()
@@ -214,7 +335,9 @@ def ddp(name, batch, reps, steps, threads, d_model=128):
         mp.spawn(_ddp_worker, args=(port, name, batch, reps, steps, threads, out, d_model),
                  nprocs=2)
         t = torch.load(out)
-    return [(name, "DDP hook (2 ranks, gloo)", t["DDP plain"], t["DDP + DDPNoiseScaleHook"])]
+    return [(name, "DDP hook (2 ranks, gloo)", t["DDP plain"], t["DDP + DDPNoiseScaleHook"]),
+            (name, "DDP, k-diffusion-style reference hook", t["DDP plain"],
+             t["DDP + k-diffusion-style reference"])]
 
 
 def main(argv=None):
@@ -228,6 +351,10 @@ def main(argv=None):
     p.add_argument("--mlp-batch", type=int, default=256, help=f"examples per step (k={K})")
     p.add_argument("--transformer-batch", type=int, default=16)
     p.add_argument("--d-model", type=int, default=128, help="transformer width")
+    p.add_argument("--gpt2-batch", type=int, default=8,
+                   help=f"gpt2: sequences per step (k={K} micro-batches when accumulating)")
+    p.add_argument("--gpt2-seq", type=int, default=1024, help="gpt2: sequence length")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (mixed precision)")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--timer", choices=("wall", "cpu"), default="wall",
                    help="wall-clock time, or this process's CPU time (CPU device only)")
@@ -239,17 +366,24 @@ def main(argv=None):
         a.reps, a.steps = 2, 1
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
-    batches = {"mlp": a.mlp_batch, "transformer": a.transformer_batch}
-    batches = {m: batches[m] for m in a.models.split(",")}
+    batches = {"mlp": a.mlp_batch, "transformer": a.transformer_batch, "gpt2": a.gpt2_batch}
+    names = a.models.split(",")
+    unknown = sorted(set(names) - set(batches))
+    if unknown:
+        p.error(f"--models: unknown {unknown}; choose from {sorted(batches)}")
+    batches = {m: batches[m] for m in names}
     rows = []
     for name, batch in batches.items():
-        rows += single_process(name, batch, a.reps, a.steps, device, a.d_model, clock)
-        if not a.no_ddp and device.type == "cpu":
+        rows += single_process(name, batch, a.reps, a.steps, device, a.d_model, clock,
+                               bf16=a.bf16, seq=a.gpt2_seq)
+        if not a.no_ddp and device.type == "cpu" and name != "gpt2":
             rows += ddp(name, batch, a.reps, a.steps, a.threads, a.d_model)
-    sizes = ", ".join(f"{m}={b}" + (f"x64 tokens d={a.d_model}" if m == "transformer" else "")
-                      for m, b in batches.items())
+    extra = {"transformer": f"x64 tokens d={a.d_model}",
+             "gpt2": f"x{a.gpt2_seq} tokens (124M parameters)"}
+    sizes = ", ".join(f"{m}={b}{extra.get(m, '')}" for m, b in batches.items())
     print(f"device={device} torch={torch.__version__} threads={a.threads} reps={a.reps} "
-          f"steps/rep={a.steps} batch: {sizes}, k={K}, timer={a.timer}")
+          f"steps/rep={a.steps} batch: {sizes}, k={K}, timer={a.timer}, "
+          f"bf16 autocast={a.bf16}")
     print("| model | collector | plain step (ms) | with collector (ms) | overhead |")
     print("| --- | --- | ---: | ---: | ---: |")
     for model, key, ref, t in rows:
