@@ -154,6 +154,14 @@ def _tiny() -> HarnessConfig:
                                  n_examples=32, n_boot=50),
                      {"context": 8, "d_model": 8, "corpus_chars": 8_000, "eval_windows": 16,
                       "objective_windows": 32}),
+            TaskPlan("text_lm",
+                     SweepSpec(bs, {"sgd": pow2(-2, 2, 2), "adam": pow2(-8, -4, 2)}, (0,),
+                               StepBudget(examples=96, min_steps=12, max_steps=24, n_log=6)),
+                     NoiseSpec(batch_size=16, n_examples=16, n_checkpoints=4),
+                     OneStepSpec(batch_sizes=(1, 4, 16), n_batches=4, n_eps=8, n_checkpoints=2,
+                                 n_examples=32, n_boot=50),
+                     {"context": 8, "d_model": 8, "n_heads": 2, "n_layers": 1,
+                      "max_chars": 20_000, "eval_windows": 16, "objective_windows": 32}),
         ),
     )
 
@@ -179,6 +187,18 @@ def _cpu() -> HarnessConfig:
                                  n_examples=128),
                      {"context": 16, "d_model": 16, "eval_windows": 128,
                       "objective_windows": 256}),
+            # Tiny Shakespeare, 30,721 parameters; about 9 minutes of sweeps on one CPU
+            # thread (rates chosen from pilot runs at B = 32: best Adam 2^-5, SGD 2^0)
+            TaskPlan("text_lm",
+                     SweepSpec(tuple(2**k for k in range(0, 9)),
+                               {"sgd": pow2(-3, 2), "adam": pow2(-9, -4)}, (0,),
+                               StepBudget(examples=8192, min_steps=128, max_steps=2048,
+                                          n_log=24)),
+                     NoiseSpec(batch_size=8, n_examples=128, n_checkpoints=8),
+                     OneStepSpec(batch_sizes=(1, 4, 16, 64, 256), n_batches=32, n_eps=16,
+                                 n_examples=128),
+                     {"context": 32, "d_model": 32, "n_heads": 2, "n_layers": 2,
+                      "eval_windows": 256, "objective_windows": 256}),
         ),
     )
 
@@ -213,6 +233,20 @@ def _full() -> HarnessConfig:
                                  n_eps=28, n_checkpoints=4, n_examples=1024),
                      {"context": 32, "n_layers": 2, "eval_windows": 512,
                       "objective_windows": 1024}),
+            # Tiny Shakespeare, 31,745 parameters, B = 2 … 4096 windows of 64 characters.
+            # Not yet run on a GPU; estimated 8-12 min on one H100 (sweep: 25,600 vmapped
+            # steps at the ~12 ms each that the `sequence` sweep took there, plus 1.4e15
+            # matmul FLOPs at 5-11 TFLOP/s; analysis 1-3 min). See docs/validation.md.
+            TaskPlan("text_lm",
+                     SweepSpec(tuple(2**k for k in range(1, 13)),
+                               {"sgd": pow2(-4, 1), "adam": pow2(-9, -4)}, (0, 1),
+                               StepBudget(examples=2**15, min_steps=512, max_steps=2**11,
+                                          n_log=32)),
+                     NoiseSpec(batch_size=32, n_examples=512, n_checkpoints=12),
+                     OneStepSpec(batch_sizes=tuple(2**k for k in range(0, 11)), n_batches=64,
+                                 n_eps=16, n_checkpoints=3, n_examples=512),
+                     {"context": 64, "d_model": 32, "n_heads": 2, "n_layers": 2,
+                      "eval_windows": 512, "objective_windows": 512}),
         ),
     )
 

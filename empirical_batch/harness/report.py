@@ -23,7 +23,7 @@ Everything lands in ``OUT/results/*.csv``, ``OUT/figures/*.png`` and ``OUT/repor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ import pandas as pd
 
 from .._io import atomic_path, atomic_write_text
 from . import library
+from .b_crit_law import law_table, render_law
 from .config import HarnessConfig
 from .noise import averaged_scale, run_reference, scales_at_losses
 from .one_step import run_one_step
@@ -87,6 +88,7 @@ class AnalysisResults:
     one_step: pd.DataFrame
     one_step_summary: pd.DataFrame
     curves: dict
+    law: pd.DataFrame = field(default_factory=pd.DataFrame)  # B_crit(L) fits (b_crit_law)
 
 
 def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", progress=False,
@@ -157,6 +159,7 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
         steps=pd.concat(steps_tabs, ignore_index=True), refs=pd.DataFrame(refs),
         one_step=pd.concat(os_tabs, ignore_index=True) if os_tabs else pd.DataFrame(),
         one_step_summary=pd.DataFrame(os_sums), curves=curves,
+        law=law_table(config, curves),
     )
 
 
@@ -164,7 +167,7 @@ RESULT_FILES = {
     "crit": "b_crit_vs_noise.csv", "table1": "table1.csv",
     "noise": "noise_along_reference.csv", "steps": "steps_to_target.csv",
     "refs": "reference_runs.csv", "one_step": "one_step.csv",
-    "one_step_summary": "one_step_summary.csv",
+    "one_step_summary": "one_step_summary.csv", "law": "b_crit_law.csv",
 }
 
 
@@ -203,7 +206,8 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
     files += draw_figures(r, config, out)
     report = Path(out) / "report.md"
     atomic_write_text(report, render_markdown(config.name, r.crit, r.table1, r.one_step,
-                                              r.one_step_summary, r.noise))
+                                              r.one_step_summary, r.noise)
+                      + "\n" + render_law(r.law))
     files.append(report)
     return files
 
