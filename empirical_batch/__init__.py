@@ -61,6 +61,8 @@ _EXPORTS: dict[str, str] = {
     "StepsTable": "fit",
     "fit_power_law": "fit",
     "PowerLaw": "fit",
+    "fit_b_crit_law": "fit",
+    "BCritLaw": "fit",
     "fit_lr_scaling": "fit",
     "LRScalingFit": "fit",
     # critical-batch-size vocabulary and hyperparameter transfer (the function itself is

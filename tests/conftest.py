@@ -52,3 +52,20 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def text_corpus(tmp_path, monkeypatch) -> Path:
+    """A text file for the ``text_lm`` task: Tiny Shakespeare from the published data when
+    it is there, else a stand-in of grammar text (plumbing tests only), pointed to by
+    ``EMPIRICAL_BATCH_TEXT`` so that presets which use the default corpus find it."""
+    real = SHARED_DATA / "tinyshakespeare" / "input.txt"
+    if real.is_file():
+        path = real
+    else:
+        from empirical_batch.harness.tasks.sequence import grammar_text
+
+        path = tmp_path / "stand_in.txt"
+        path.write_text(grammar_text(60_000, 0))
+    monkeypatch.setenv("EMPIRICAL_BATCH_TEXT", str(path))
+    return path

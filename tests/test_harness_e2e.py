@@ -17,18 +17,18 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.slow
-def test_tiny_end_to_end(tmp_path, capsys):
+def test_tiny_end_to_end(tmp_path, capsys, text_corpus):
     out = tmp_path / "h"
     assert main(["harness", "--config", "tiny", "--out", str(out), "--no-progress"]) == 0
-    for task in ("teacher_student", "digits", "sequence"):
+    for task in ("teacher_student", "digits", "sequence", "text_lm"):
         sweep = load_sweep(out / "sweeps" / f"{task}.csv")
         assert set(sweep.to_frame()["optimizer"]) == {"sgd", "adam"}
         for fig in ("tradeoff", "b_crit_vs_loss", "one_step"):
             assert (out / "figures" / f"{task}_{fig}.png").stat().st_size > 0
     crit = pd.read_csv(out / "results" / "b_crit_vs_noise.csv")
-    assert set(crit["task"]) == {"teacher_student", "digits", "sequence"}
+    assert set(crit["task"]) == {"teacher_student", "digits", "sequence", "text_lm"}
     fitted = crit.dropna(subset=["b_crit"])
-    assert len(fitted) >= 6  # the plumbing fits something for every task/optimizer
+    assert len(fitted) >= 8  # the plumbing fits something for every task/optimizer
     assert (fitted["b_crit_lo"] <= fitted["b_crit"]).all()
     # a target that is not fitted says why
     assert crit.loc[crit["b_crit"].isna(), "note"].fillna("").astype(str).str.len().gt(0).all()
@@ -78,7 +78,7 @@ def test_analyze_needs_a_sweep(tmp_path):
 
 
 @pytest.mark.gpu
-def test_tiny_end_to_end_on_cuda(tmp_path):
+def test_tiny_end_to_end_on_cuda(tmp_path, text_corpus):
     """The whole pipeline on CUDA (plumbing: on the GPU the data come from the device's
     generator, so the numbers differ from the CPU run and are not asserted)."""
     out = tmp_path / "h"
@@ -86,7 +86,7 @@ def test_tiny_end_to_end_on_cuda(tmp_path):
                  "--no-progress"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["device"].startswith("cuda") and manifest["device_name"]
-    for task in ("teacher_student", "digits", "sequence"):
+    for task in ("teacher_student", "digits", "sequence", "text_lm"):
         assert len(load_sweep(out / "sweeps" / f"{task}.csv").to_frame()) > 0
         assert (out / "figures" / f"{task}_one_step.png").stat().st_size > 0
     refs = pd.read_csv(out / "results" / "reference_runs.csv")
@@ -95,4 +95,4 @@ def test_tiny_end_to_end_on_cuda(tmp_path):
     noise = pd.read_csv(out / "results" / "noise_along_reference.csv")
     assert np.isfinite(noise[["b_simple", "b_simple_collector", "g2"]]).all().all()
     one = pd.read_csv(out / "results" / "one_step.csv")
-    assert set(one["task"]) == {"teacher_student", "digits", "sequence"}
+    assert set(one["task"]) == {"teacher_student", "digits", "sequence", "text_lm"}

@@ -22,8 +22,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("name", list(TASKS))
-def test_interface_and_determinism(name):
-    task = make_task(name, **OPTS[name]).to("cpu")
+def test_interface_and_determinism(name, tmp_path):
+    opts = OPTS.get(name)
+    if name == "text_lm":  # any text file will do here (tests/test_harness_text_lm.py)
+        (tmp_path / "t.txt").write_text(grammar_text(3000, 1))
+        opts = {"path": str(tmp_path / "t.txt"), "context": 8, "d_model": 8, "n_heads": 2,
+                "n_layers": 1, "eval_windows": 8, "objective_windows": 8}
+    task = make_task(name, **opts).to("cpu")
     model = task.init_model(1)
     x, y = task.sample(task.generator(5, 4), 4)
     x2, y2 = task.sample(task.generator(5, 4), 4)
@@ -62,7 +67,8 @@ def test_grammar_is_deterministic_and_agrees():
     ("teacher_student", {"label_noise": -0.1}, "'label_noise' must be a finite number >= 0"),
     ("sequence", {"d_model": 10, "n_heads": 3}, "must be divisible by 'n_heads'"),
     ("sequence", {"corpus_chars": 50}, "'corpus_chars' \\(50\\) is too small"),
-    ("mnist", {}, "unknown task 'mnist'; available tasks: teacher_student, digits, sequence"),
+    ("mnist", {}, "unknown task 'mnist'; available tasks: teacher_student, digits, sequence, "
+                  "text_lm"),
 ])
 def test_config_errors_are_clear(name, opts, match):
     with pytest.raises(TaskConfigError, match=match):
@@ -82,7 +88,7 @@ def test_cli_reports_bad_shard(tmp_path, capsys):
     assert "--shard" in capsys.readouterr().err
 
 
-def test_presets_have_the_required_grids():
+def test_presets_have_the_required_grids(text_corpus):
     full = get_config("full")
     for plan in full.plans:
         sizes = plan.sweep.batch_sizes
@@ -133,7 +139,7 @@ def test_plan_summary_counts_by_hand():
     assert s.loc["sequence", "vmapped_steps"] == 2 * (24 + 12 + 12)
 
 
-def test_plan_summary_with_a_bench_scale():
+def test_plan_summary_with_a_bench_scale(text_corpus):
     from empirical_batch.harness.config import plan_summary, scale_budget
 
     s = plan_summary(get_config("tiny", ["teacher_student"]), scale=0.5).set_index("task")

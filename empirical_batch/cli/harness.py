@@ -30,7 +30,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--config", default="tiny", choices=("tiny", "cpu", "full"),
                    help="preset: tiny (CI, < 2 min on a CPU), cpu (a few minutes), full (GPU)")
     p.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
-                   help="restrict to these tasks (teacher_student, digits, sequence)")
+                   help="restrict to these tasks (teacher_student, digits, sequence, text_lm)")
     p.add_argument("--shard", default=None, metavar="i/n",
                    help="run only shard i of n of the sweep (implies --stage sweep)")
     p.add_argument("--shard-by", default="runs", choices=("runs", "groups"),

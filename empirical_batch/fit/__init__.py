@@ -5,8 +5,8 @@ Pipeline: a `Sweep` →
 hyper-parameters per batch size) → `fit_tradeoff` (the hyperbola
 $S(B) = S_{min}(1 + B_{crit}/B)$, eq. 2.11–2.12, with a bootstrap
 interval) → `critical_batch_curve` ($B_{crit}$ as a function of the
-target) → `fit_power_law` (e.g. Kaplan et al. 2020,
-$B_{crit}(L) = B_*/L^{1/\alpha_B}$). `fit_lr_scaling` fits the
+target) → `fit_power_law`, or `fit_b_crit_law` for Kaplan et al. 2020's
+$B_{crit}(L) = B_*/L^{1/\alpha_B}$ with an interval on $\alpha_B$. `fit_lr_scaling` fits the
 learning-rate law $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ (App. C, E).
 
 How the tradeoff is fitted
@@ -21,6 +21,7 @@ by parabolic interpolation (bootstrap draws) or a bounded scalar minimisation
 (point estimate). No optimizer runs per bootstrap draw.
 """
 
+from .b_crit_law import KAPLAN_2020, BCritLaw, fit_b_crit_law
 from .curve import CriticalBatchCurve, critical_batch_curve
 from .lr_scaling import LRRecommendation, LRScalingFit, fit_lr_scaling
 from .power_law import PowerLaw, fit_power_law
@@ -28,6 +29,8 @@ from .steps import StepsTable, steps_to_target
 from .tradeoff_fit import FitWarning, NotEnoughBatchSizes, TradeoffFit, fit_tradeoff
 
 __all__ = [
+    "KAPLAN_2020",
+    "BCritLaw",
     "CriticalBatchCurve",
     "FitWarning",
     "LRRecommendation",
@@ -37,6 +40,7 @@ __all__ = [
     "StepsTable",
     "TradeoffFit",
     "critical_batch_curve",
+    "fit_b_crit_law",
     "fit_lr_scaling",
     "fit_power_law",
     "fit_tradeoff",

@@ -187,6 +187,14 @@ def _tiny() -> HarnessConfig:
                                  n_examples=32, n_boot=50),
                      {"context": 8, "d_model": 8, "corpus_chars": 8_000, "eval_windows": 16,
                       "objective_windows": 32}),
+            TaskPlan("text_lm",
+                     SweepSpec(bs, {"sgd": pow2(-2, 2, 2), "adam": pow2(-8, -4, 2)}, (0,),
+                               StepBudget(examples=96, min_steps=12, max_steps=24, n_log=6)),
+                     NoiseSpec(batch_size=16, n_examples=16, n_checkpoints=4),
+                     OneStepSpec(batch_sizes=(1, 4, 16), n_batches=4, n_eps=8, n_checkpoints=2,
+                                 n_examples=32, n_boot=50),
+                     {"context": 8, "d_model": 8, "n_heads": 2, "n_layers": 1,
+                      "max_chars": 20_000, "eval_windows": 16, "objective_windows": 32}),
         ),
     )
 
@@ -213,6 +221,19 @@ def _cpu() -> HarnessConfig:
                                  n_examples=128),
                      {"context": 16, "d_model": 16, "eval_windows": 128,
                       "objective_windows": 256}),
+            # Tiny Shakespeare, 30,721 parameters; 299 s (sweep) + 341 s (analysis) of CPU
+            # time on one thread (data/harness-text-lm); rates chosen from pilot runs at
+            # B = 32 (best Adam 2^-5, SGD 2^0)
+            TaskPlan("text_lm",
+                     SweepSpec(tuple(2**k for k in range(0, 9)),
+                               {"sgd": pow2(-3, 2), "adam": pow2(-9, -4)}, (0,),
+                               StepBudget(examples=8192, min_steps=128, max_steps=2048,
+                                          n_log=24)),
+                     NoiseSpec(batch_size=8, n_examples=128, n_checkpoints=8),
+                     OneStepSpec(batch_sizes=(1, 4, 16, 64, 256), n_batches=32, n_eps=16,
+                                 n_examples=128),
+                     {"context": 32, "d_model": 32, "n_heads": 2, "n_layers": 2,
+                      "eval_windows": 256, "objective_windows": 256}),
         ),
     )
 
@@ -248,6 +269,22 @@ def _full() -> HarnessConfig:
                                  n_eps=28, n_checkpoints=4, n_examples=1024),
                      {"context": 32, "n_layers": 2, "eval_windows": 512,
                       "objective_windows": 1024}),
+            # Tiny Shakespeare, 31,745 parameters, B = 2 … 4096 windows of 64 characters.
+            # Not yet run on a GPU. Estimated for one H100 (data/harness-text-lm/README.md):
+            # sweep 6.5-10 min (25,600 vmapped steps at the ~12 ms each of the committed
+            # `sequence` sweep, plus 1.5e15 matmul FLOPs at 5-20 TFLOP/s), analysis 2-5 min.
+            # Rates from CPU pilots of this model: best Adam 2^-8 at B = 2 (2048 steps) and
+            # 2^-6 at B = 64 (512 steps); best SGD 2^-1 and 2^0, with 2^1 diverging at both
+            TaskPlan("text_lm",
+                     SweepSpec(tuple(2**k for k in range(1, 13)),
+                               {"sgd": pow2(-4, 1), "adam": pow2(-9, -3)}, (0, 1),
+                               StepBudget(examples=2**15, min_steps=512, max_steps=2**11,
+                                          n_log=32)),
+                     NoiseSpec(batch_size=32, n_examples=512, n_checkpoints=12),
+                     OneStepSpec(batch_sizes=tuple(2**k for k in range(0, 11)), n_batches=64,
+                                 n_eps=16, n_checkpoints=3, n_examples=512),
+                     {"context": 64, "d_model": 32, "n_heads": 2, "n_layers": 2,
+                      "eval_windows": 512, "objective_windows": 512}),
         ),
     )
 

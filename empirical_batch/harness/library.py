@@ -93,6 +93,20 @@ def power_law(x, y):
     return fit_power_law(x, y)
 
 
+def b_crit_law(curve):
+    """``fit_b_crit_law`` on a ``CriticalBatchCurve`` (its identified targets)."""
+    from empirical_batch import fit_b_crit_law
+
+    return fit_b_crit_law(curve, level=FIT_OPTIONS["ci"])
+
+
+def kaplan_alpha_b() -> float:
+    """Kaplan et al. 2020's α_B (``KAPLAN_2020``, as in ``data/kaplan2020_constants.csv``)."""
+    from empirical_batch.fit import KAPLAN_2020
+
+    return KAPLAN_2020["alpha_b"]
+
+
 def saved_bytes_per_example(model, loss_fn, inputs, targets) -> int:
     """Bytes autograd saves for the backward per example (a forward of 2 minus one of 1).
 

@@ -249,5 +249,6 @@ def _write_manifest(run: HarnessRun, config: HarnessConfig, command: str | None)
         "torch_threads": torch.get_num_threads(),
         **run.to_dict(),
         "harness_config": config.to_dict(),
+        "tasks": {p.task: p.make_task().describe() for p in config.plans},  # corpus sha256
     }
     atomic_write_text(run.out / name, json.dumps(info, indent=1, default=str) + "\n")

@@ -65,6 +65,7 @@ import pandas as pd
 
 from .._io import atomic_path, atomic_write_text
 from . import library
+from .b_crit_law import law_table, render_law
 from .branched import run_branched
 from .claims import claims_table
 from .config import HarnessConfig
@@ -181,6 +182,8 @@ class AnalysisResults:
     claims: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: branched critical batch next to B_crit and the noise scales (`harness.branched`)
     branched: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: B_crit(L) = B*/L^(1/α_B) per task and optimizer (`harness.b_crit_law`)
+    law: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @dataclass
@@ -288,7 +291,7 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
         one_step=one, one_step_summary=one_sum, curves=curves,
         claims=claims_table(crit, t1, one),
         branched=pd.concat(branched_tabs, ignore_index=True) if branched_tabs else
-        pd.DataFrame(),
+        pd.DataFrame(), law=law_table(config, curves),
     )
 
 
@@ -339,6 +342,7 @@ def reanalyze(config: HarnessConfig, out: str | Path) -> AnalysisResults:
         steps=pd.concat(steps_tabs, ignore_index=True), refs=read["refs"],
         one_step=read["one_step"], one_step_summary=read["one_step_summary"], curves=curves,
         claims=claims_table(crit, t1, read["one_step"]), branched=read["branched"],
+        law=law_table(config, curves),
     )
 
 
@@ -347,7 +351,7 @@ RESULT_FILES = {
     "noise": "noise_along_reference.csv", "steps": "steps_to_target.csv",
     "refs": "reference_runs.csv", "one_step": "one_step.csv",
     "one_step_summary": "one_step_summary.csv", "claims": "claims.csv",
-    "branched": "branched.csv",
+    "branched": "branched.csv", "law": "b_crit_law.csv",
 }
 
 
@@ -387,7 +391,7 @@ def write_all(results: AnalysisResults, config: HarnessConfig, out: str | Path) 
     atomic_write_text(report, render_markdown(
         config.name, results.crit, results.table1, results.one_step,
         results.one_step_summary, results.noise, claims=results.claims,
-        branched=results.branched))
+        branched=results.branched) + "\n" + render_law(results.law))
     files.append(report)
     return files
 

@@ -17,10 +17,13 @@ from .base import Task, TaskConfigError
 from .digits import Digits
 from .sequence import Sequence
 from .teacher_student import TeacherStudent
+from .text_lm import TextLM
 
-TASKS: dict[str, type[Task]] = {t.name: t for t in (TeacherStudent, Digits, Sequence)}
+TASKS: dict[str, type[Task]] = {
+    t.name: t for t in (TeacherStudent, Digits, Sequence, TextLM)
+}
 
-__all__ = ["TASKS", "Digits", "Sequence", "Task", "TaskConfigError", "TeacherStudent",
+__all__ = ["TASKS", "Digits", "Sequence", "Task", "TaskConfigError", "TeacherStudent", "TextLM",
            "check_task_name", "make_task", "register_task"]
 
 

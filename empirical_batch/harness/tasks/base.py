@@ -79,6 +79,8 @@ class Task(ABC):
     Options: ClassVar[type]
     #: what one element of a batch is ("example", "sequence of 32 tokens", ...)
     unit: ClassVar[str] = "example"
+    #: a language model (the report compares its B_crit(L) with Kaplan et al. 2020's α_B)
+    language_model: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         fields = {f.name for f in dataclasses.fields(self.Options)}

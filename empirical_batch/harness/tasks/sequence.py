@@ -75,7 +75,9 @@ class SequenceOptions:
     grammar_seed: int = 0
 
 
-class _Block(nn.Module):
+class CausalBlock(nn.Module):
+    """Pre-LayerNorm transformer block: causal multi-head self-attention, then a GELU MLP."""
+
     def __init__(self, d: int, heads: int) -> None:
         super().__init__()
         self.heads = heads
@@ -98,12 +100,15 @@ class _Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
-class _Transformer(nn.Module):
+class CharTransformer(nn.Module):
+    """Decoder-only transformer: token + learned position embeddings, ``layers`` causal
+    blocks, a final LayerNorm and a linear head giving next-token logits."""
+
     def __init__(self, vocab: int, context: int, d: int, heads: int, layers: int) -> None:
         super().__init__()
         self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Parameter(0.02 * torch.randn(context, d))
-        self.blocks = nn.ModuleList(_Block(d, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(CausalBlock(d, heads) for _ in range(layers))
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab)
 
@@ -120,6 +125,7 @@ class Sequence(Task):
     name = "sequence"
     Options = SequenceOptions
     unit = "window of `context` characters"
+    language_model = True
 
     @classmethod
     def validate(cls, o) -> None:
@@ -160,7 +166,7 @@ class Sequence(Task):
     def make_model(self) -> nn.Module:
         o = self.options
         self._require_ready()
-        return _Transformer(len(self.vocab), o.context, o.d_model, o.n_heads, o.n_layers)
+        return CharTransformer(len(self.vocab), o.context, o.d_model, o.n_heads, o.n_layers)
 
     def loss_fn(self, outputs, targets):
         return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))

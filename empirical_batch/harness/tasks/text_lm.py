@@ -1,0 +1,218 @@
+"""Character-level language modelling on a real plain-text file (default: Tiny Shakespeare).
+
+The analogue, at laptop-to-one-GPU scale, of the paper's Billion Word row (McCandlish
+et al. 2018, Table 1) and of Kaplan et al. (2020, "Scaling Laws for Neural Language
+Models", §5.1), whose critical batch follows $B_{crit}(L) = B_*/L^{1/\\alpha_B}$.
+
+The corpus is any UTF-8 text file. Which one, in order:
+
+1. the option ``path``;
+2. the environment variable ``EMPIRICAL_BATCH_TEXT``;
+3. ``tinyshakespeare/input.txt`` under ``EMPIRICAL_BATCH_SHARED_DATA`` when that is set,
+   else under ``../shared/data`` beside the checkout (the project's published data).
+
+A file that is not there is a `TaskConfigError` at construction (before any training),
+naming the path and how to point elsewhere. The vocabulary is the sorted set of the
+characters of the text used; the split is by position and fixed: the first
+``1 - eval_fraction`` of the characters train, the rest evaluate. Training batches are
+windows of ``context + 1`` characters at uniformly random offsets of the training part
+(with replacement); the model (a decoder-only causal transformer,
+`~empirical_batch.harness.tasks.sequence.CharTransformer`) predicts each next
+character and the loss is the mean cross-entropy per character (nats). One batch
+element is one window: a batch of B holds B × ``context`` predicted characters. The
+evaluation set is ``eval_windows`` evenly spaced windows of the evaluation part; the
+objective data (for the noise scales) ``objective_windows`` windows of the training
+part at offsets fixed by ``seed``.
+
+`TextLM.describe` (written into the harness manifest and report) names the file and its
+sha256; the option ``sha256`` makes a run refuse any other file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import string
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .base import Task, TaskConfigError, fraction, integer, positive_int
+from .sequence import CharTransformer
+
+#: environment variable naming the text file (when the option ``path`` is empty)
+TEXT_ENV = "EMPIRICAL_BATCH_TEXT"
+#: the default corpus, relative to the published-data folder
+DEFAULT_CORPUS = Path("tinyshakespeare") / "input.txt"
+
+
+def default_text_path() -> Path:
+    """``EMPIRICAL_BATCH_TEXT``, else Tiny Shakespeare in the published-data folder
+    (``EMPIRICAL_BATCH_SHARED_DATA``, else ``../shared/data`` beside the checkout)."""
+    env = os.environ.get(TEXT_ENV)
+    if env:
+        return Path(env).expanduser()
+    shared = os.environ.get("EMPIRICAL_BATCH_SHARED_DATA")
+    root = (Path(shared).expanduser() if shared
+            else Path(__file__).resolve().parents[3].parent / "shared" / "data")
+    return root / DEFAULT_CORPUS
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of the file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class TextLMOptions:
+    #: the text file; "" = ``EMPIRICAL_BATCH_TEXT`` or the default corpus (module docstring)
+    path: str = ""
+    context: int = 64
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    eval_fraction: float = 0.1
+    eval_windows: int = 256
+    objective_windows: int = 512
+    #: use only the first ``max_chars`` characters (0 = the whole file)
+    max_chars: int = 0
+    #: when non-empty, the file's sha256 must equal it
+    sha256: str = ""
+    #: offsets of the objective windows
+    seed: int = 0
+
+
+class TextLM(Task):
+    """Character-level causal language model on a text file; options: `TextLMOptions`."""
+
+    name = "text_lm"
+    Options = TextLMOptions
+    unit = "window of `context` characters"
+    language_model = True
+
+    @classmethod
+    def validate(cls, o) -> None:
+        for key in ("context", "d_model", "n_heads", "n_layers", "eval_windows",
+                    "objective_windows"):
+            positive_int(cls.name, key, getattr(o, key))
+        integer(cls.name, "max_chars", o.max_chars)
+        integer(cls.name, "seed", o.seed)
+        fraction(cls.name, "eval_fraction", o.eval_fraction)
+        if o.max_chars < 0:
+            raise TaskConfigError(f"task {cls.name!r}: option 'max_chars' must be >= 0 "
+                                  f"(0 = the whole file), got {o.max_chars}")
+        if o.d_model % o.n_heads:
+            raise TaskConfigError(
+                f"task {cls.name!r}: option 'd_model' ({o.d_model}) must be divisible by "
+                f"'n_heads' ({o.n_heads})"
+            )
+        if not isinstance(o.path, str):
+            raise TaskConfigError(f"task {cls.name!r}: option 'path' must be a string, "
+                                  f"got {o.path!r}")
+        if not isinstance(o.sha256, str) or (
+            o.sha256 and (len(o.sha256) != 64 or set(o.sha256.lower()) - set(string.hexdigits))
+        ):
+            raise TaskConfigError(f"task {cls.name!r}: option 'sha256' must be '' or 64 hex "
+                                  f"digits, got {o.sha256!r}")
+        path = cls.resolve_path(o)
+        if not path.is_file():
+            how = ("option 'path'" if o.path else
+                   f"environment variable {TEXT_ENV}" if os.environ.get(TEXT_ENV) else
+                   f"the default corpus; set {TEXT_ENV} or the option 'path' to a text file")
+            raise TaskConfigError(f"task {cls.name!r}: text file {path} not found ({how})")
+
+    @staticmethod
+    def resolve_path(o) -> Path:
+        """The text file the options name (see the module docstring)."""
+        return Path(o.path).expanduser() if o.path else default_text_path()
+
+    # -- the corpus ---------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self.resolve_path(self.options)
+
+    @cached_property
+    def sha256(self) -> str:
+        """sha256 of the whole file (checked against the option ``sha256`` when given)."""
+        digest = file_sha256(self.path)
+        want = self.options.sha256.lower()
+        if want and digest != want:
+            raise TaskConfigError(f"task {self.name!r}: {self.path} has sha256 {digest}, "
+                                  f"not the {want} that option 'sha256' asks for")
+        return digest
+
+    @cached_property
+    def text(self) -> str:
+        """The characters used (the first ``max_chars`` when it is set)."""
+        self.sha256  # noqa: B018 - verify the file before using it
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise TaskConfigError(f"task {self.name!r}: {self.path} is not UTF-8 text "
+                                  f"({exc.reason} at byte {exc.start})") from None
+        if self.options.max_chars:
+            text = text[: self.options.max_chars]
+        o = self.options
+        need = 2 * (o.context + 1)
+        if len(text) * o.eval_fraction < need or len(text) * (1 - o.eval_fraction) < need:
+            raise TaskConfigError(
+                f"task {self.name!r}: {self.path} gives {len(text)} characters: too few for "
+                f"two windows of context+1 = {o.context + 1} in each of the training and "
+                f"evaluation parts (eval_fraction {o.eval_fraction})")
+        return text
+
+    def describe(self) -> dict:
+        """The options, plus the file (name, path, sha256, characters used, vocabulary)."""
+        return {**super().describe(), "text_file": self.path.name,
+                "text_path": str(self.path), "text_sha256": self.sha256,
+                "text_chars": len(self.text), "vocab_size": len(set(self.text))}
+
+    # -- Task ---------------------------------------------------------------------
+    def _build(self) -> None:
+        o = self.options
+        text = self.text
+        self.vocab = sorted(set(text))
+        lookup = {c: i for i, c in enumerate(self.vocab)}
+        ids = torch.tensor([lookup[c] for c in text], dtype=torch.long, device=self.device)
+        cut = int(len(ids) * (1 - o.eval_fraction))
+        self._train_ids, self._eval_ids = ids[:cut], ids[cut:]
+        t = o.context
+        starts = torch.linspace(0, len(self._eval_ids) - t - 1, o.eval_windows,
+                                device=self.device).round().long()
+        self._eval = self._cut(self._eval_ids, starts)
+        fixed = torch.Generator(device=self.device).manual_seed(o.seed)
+        self._objective = self._windows(self._train_ids, fixed, o.objective_windows)
+
+    def _cut(self, ids, start):
+        chunk = ids[start[:, None] + torch.arange(self.options.context + 1, device=self.device)]
+        return chunk[:, :-1], chunk[:, 1:]
+
+    def _windows(self, ids, gen, n):
+        start = torch.randint(len(ids) - self.options.context, (n,), generator=gen,
+                              device=self.device)
+        return self._cut(ids, start)
+
+    def make_model(self) -> nn.Module:
+        o = self.options
+        self._require_ready()
+        return CharTransformer(len(self.vocab), o.context, o.d_model, o.n_heads, o.n_layers)
+
+    def loss_fn(self, outputs, targets):
+        return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
+
+    def _sample(self, generator, batch_size):
+        return self._windows(self._train_ids, generator, batch_size)
+
+    def _eval_data(self):
+        return self._eval
+
+    def _objective_data(self):
+        return self._objective
