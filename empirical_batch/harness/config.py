@@ -233,7 +233,9 @@ def _cpu() -> HarnessConfig:
                      OneStepSpec(batch_sizes=(1, 4, 16, 64, 256), n_batches=32, n_eps=16,
                                  n_examples=128),
                      {"context": 32, "d_model": 32, "n_heads": 2, "n_layers": 2,
-                      "eval_windows": 256, "objective_windows": 256}),
+                      "eval_windows": 256, "objective_windows": 256},
+                     BranchSpec(factors=(1, 2, 4, 8, 16, 32), steps_at_base=128,
+                                n_checkpoints=3, seeds=(0, 1, 2, 3))),
         ),
     )
 
@@ -284,7 +286,8 @@ def _full() -> HarnessConfig:
                      OneStepSpec(batch_sizes=tuple(2**k for k in range(0, 11)), n_batches=64,
                                  n_eps=16, n_checkpoints=3, n_examples=512),
                      {"context": 64, "d_model": 32, "n_heads": 2, "n_layers": 2,
-                      "eval_windows": 512, "objective_windows": 512}),
+                      "eval_windows": 512, "objective_windows": 512},
+                     BranchSpec(steps_at_base=256, n_checkpoints=4, seeds=tuple(range(6)))),
         ),
     )
 
