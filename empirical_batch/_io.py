@@ -15,13 +15,19 @@ from typing import IO
 
 __all__ = ["atomic_path", "atomic_write", "atomic_write_text"]
 
+# the process's umask, read once at import (reading it means setting it); a new file gets
+# the permissions a plain open() would give it (mkstemp's are 0600)
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
 
     For writers that want a file name (``DataFrame.to_csv``, ``Figure.savefig``).
-    The temporary file keeps ``path``'s suffix so that format detection works.
+    The temporary file keeps ``path``'s suffix so that format detection works. The
+    result has ``path``'s permissions if it existed, else those ``open()`` would give.
     On an exception the temporary file is removed and ``path`` is untouched.
     """
     target = Path(path)
@@ -33,6 +39,11 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        try:  # an existing file keeps its permissions, a new one gets the umask's
+            mode = target.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~_UMASK
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -33,3 +33,21 @@ def test_atomic_path_keeps_suffix_and_refuses_directory(tmp_path):
     with pytest.raises(ValueError, match="mode"):
         with atomic_write(tmp_path / "b", "a"):
             pass
+
+
+def test_permissions_are_those_of_a_plain_write(tmp_path):
+    """mkstemp makes 0600 files: a new file must get the umask's permissions, an existing
+    one keep its own."""
+    import stat
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    new = atomic_write_text(tmp_path / "new.txt", "y")
+    assert stat.S_IMODE(new.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
+    old = tmp_path / "old.txt"
+    old.write_text("a")
+    old.chmod(0o640)
+    atomic_write_text(old, "b")
+    assert stat.S_IMODE(old.stat().st_mode) == 0o640 and old.read_text() == "b"
