@@ -28,7 +28,9 @@ B_{crit} \in [k^\ast B,\; k_{next} B).
 $$
 
 If every factor keeps up only the lower bound is known; if the first factor above 1
-already falls behind, $B_{crit} \in [B, k_2 B)$. Seeds must pair: ``train_steps``
+already falls behind, $B_{crit} \in [B, k_2 B)$. A branch whose loss becomes non-finite
+(it diverged with the scaled rate) falls behind and is flagged (``diverged``); a
+diverged reference branch is an error. Seeds must pair: ``train_steps``
 should draw its batches from ``seed`` so that the $k$ branches of one seed share their
 data order as far as possible, which removes most of the seed-to-seed variance from
 $d_k$.
@@ -94,6 +96,8 @@ class BranchedCriticalBatch:
     tolerance: float
     b_crit_low: float
     b_crit_high: float
+    #: a seed of this factor diverged (a non-finite loss): it falls behind
+    diverged: tuple[bool, ...] = field(repr=False, default=())
 
     @property
     def status(self) -> str:
@@ -112,6 +116,7 @@ class BranchedCriticalBatch:
                 "difference": self.mean_difference,
                 "p_value": self.p_value,
                 "keeps_up": self.keeps_up,
+                "diverged": self.diverged or (False,) * len(self.factors),
             }
         )
 
@@ -149,11 +154,12 @@ def _lr_factor(rule: str | Callable[[float], float]) -> Callable[[float], float]
 
 
 def _smoothed(losses: Sequence[float], tail: float, where: str) -> float:
+    """Mean of the last ``tail`` of the losses; NaN when the branch diverged."""
     arr = np.asarray(losses, dtype=float)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"train_steps returned no losses for {where}")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"train_steps returned a non-finite loss for {where}")
+        return math.nan
     n = max(1, math.ceil(tail * arr.size))
     return float(arr[-n:].mean())
 
@@ -263,15 +269,23 @@ def branched_critical_batch(
                 raise TypeError("train_steps must return a (state, losses) pair")
             losses[i, j] = _smoothed(out[1], tail, f"factor {k}, seed {s}")
 
+    bad = np.isnan(losses)
+    if bad[0].any():
+        raise ValueError(
+            f"the reference branch (factor 1) diverged (a non-finite loss) for seed(s) "
+            f"{[s for s, b in zip(seeds, bad[0], strict=True) if b]}: lower lr")
+    diverged = np.asarray(bad.any(axis=1), dtype=bool)  # a diverged seed: cannot keep up
     diffs = losses[1:] - losses[0]
-    mean = diffs.mean(axis=1)
-    sd = diffs.std(axis=1, ddof=1)
     n = len(seeds)
     with np.errstate(divide="ignore", invalid="ignore"):
+        mean = diffs.mean(axis=1)
+        sd = diffs.std(axis=1, ddof=1)
         t = (mean - tolerance) / (sd / math.sqrt(n))
         # identical differences across seeds: only the sign of mean - tolerance counts
         t = np.where(sd == 0, np.sign(mean - tolerance) * np.inf, t)
     p = stats.t.sf(np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf), df=n - 1)
+    p = np.where(diverged[1:], 0.0, p)
+    mean = np.where(diverged[1:], np.inf, mean)
     behind = p < 1.0 - level
     keeps = [True] + [not b for b in behind]
 
@@ -290,6 +304,7 @@ def branched_critical_batch(
         mean_difference=(0.0, *map(float, mean)),
         p_value=(1.0, *map(float, p)),
         keeps_up=tuple(bool(x) for x in keeps),
+        diverged=tuple(bool(x) for x in diverged),
         level=float(level),
         tolerance=float(tolerance),
         b_crit_low=low,

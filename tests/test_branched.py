@@ -144,3 +144,19 @@ def test_bad_options_are_refused(kwargs, exc, word):
 def test_bad_train_steps_output_is_named(steps, word):
     with pytest.raises((ValueError, TypeError), match=word):
         branched_critical_batch(steps, None, 8, examples=64, lr=0.1, factors=(1, 2), seeds=(0, 1))
+
+
+def test_a_diverged_branch_falls_behind_and_a_diverged_reference_is_an_error():
+    def steps(state, batch_size, lr, n_steps, seed=0):
+        if batch_size >= 32:  # the scaled rate is too large from 4x on
+            return state, [1.0] + [float("inf")] * (n_steps - 1)
+        return state, [1.0 - 1e-3 * seed] * n_steps
+
+    res = branched_critical_batch(steps, None, 8, examples=256, lr=0.1, factors=(1, 2, 4, 8),
+                                  seeds=(0, 1, 2), lr_rule="linear")
+    assert (res.b_crit_low, res.b_crit_high) == (16.0, 32.0)
+    assert res.diverged == (False, False, True, True)
+    assert list(res.to_frame()["diverged"]) == [False, False, True, True]
+    with pytest.raises(ValueError, match=r"reference branch \(factor 1\) diverged"):
+        branched_critical_batch(lambda s, b, lr, n: (s, [float("nan")] * n), None, 8,
+                                examples=64, lr=0.1, factors=(1, 2), seeds=(0, 1))

@@ -55,10 +55,14 @@ def _train_steps(task: Task):
         for _ in range(n_steps):
             x, y = task.sample(gen, batch_size)
             loss = task.loss_fn(model(x), y)
+            value = float(loss.detach())
+            if not math.isfinite(value):  # diverged: the branch falls behind
+                losses += [math.nan] * (n_steps - len(losses))
+                break
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            losses.append(float(loss.detach()))
+            losses.append(value)
         return model.state_dict(), losses
 
     return train_steps
@@ -103,6 +107,8 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.D
             "examples": examples, "tolerance": tolerance,
             "b_branched_low": res.b_crit_low, "b_branched_high": res.b_crit_high,
             "branched_status": res.status,
+            "diverged_from": next((k * base for k, d in zip(res.factors, res.diverged,
+                                                            strict=True) if d), np.nan),
             "b_crit": fit.get("b_crit", np.nan), "b_crit_lo": fit.get("b_crit_lo", np.nan),
             "b_crit_hi": fit.get("b_crit_hi", np.nan),
             "b_crit_status": fit.get("status", "unknown"),

@@ -590,6 +590,7 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
             "task": "task", "step": "step", "eval_loss": "loss", "base_batch": "B",
             "learning_rate": "η", "b_branched_low": "branched low",
             "b_branched_high": "branched high", "branched_status": "status",
+            "diverged_from": "diverged from",
             "b_crit": "B_crit (sweep)", "b_crit_lo": "lo", "b_crit_hi": "hi",
             "b_crit_status": "fit status", "b_simple": "B_simple", "b_noise": "B_noise"}))
     if len(os_sum):
