@@ -47,12 +47,19 @@ def test_branched_rows_bracket_and_compare(reference):
                                      "unknown", "not fitted"}
     # the checkpoints are the reference run's snapshots, losses falling
     assert table["eval_loss"].is_monotonic_decreasing
+    assert (table["optimizer"] == "sgd").all()
 
 
-def test_branched_refuses_adam_and_bad_specs(reference):
-    task, plan, frame, sweep, _ = reference
+def test_branched_adam_from_its_optimizer_state_and_bad_specs(reference):
+    task, plan, frame, _, _ = reference
     with pytest.raises(ValueError, match="no step"):
         BranchSpec(factors=(1, 2, 64), steps_at_base=16)
+    from empirical_batch import load_sweep
+
     adam = run_reference(task, plan, frame, "adam")
-    with pytest.raises(ValueError, match="SGD reference run only"):
-        run_branched(task, BranchSpec(factors=(1, 2), steps_at_base=4), adam, sweep)
+    assert set(adam.optimizer_snapshots) == set(adam.snapshots)
+    assert all(o["state"] for s, o in adam.optimizer_snapshots.items() if s > 0)
+    sweep = library.select(load_sweep(frame, metric_name="eval_loss"), optimizer="adam")
+    table = run_branched(task, BranchSpec(factors=(1, 2, 4), steps_at_base=8,
+                                          n_checkpoints=1, seeds=(0, 1)), adam, sweep)
+    assert list(table["optimizer"]) == ["adam"] and len(table) == 1

@@ -50,7 +50,8 @@ def test_tiny_end_to_end(tmp_path, capsys, text_corpus):
     assert claims["verdict"].isin(["holds", "does not hold", "undecided", "not tested"]).all()
     assert "Claims of the paper" in report
     branched = pd.read_csv(out / "results" / "branched.csv")  # tiny: teacher_student only
-    assert list(branched["task"]) == ["teacher_student"]
+    assert list(branched["task"]) == ["teacher_student"] * 2
+    assert list(branched["optimizer"]) == ["sgd", "adam"]
     assert (branched["b_branched_low"] >= 16).all() and "branched training" in report
     # the report stage redoes the target-dependent analysis from the CSVs alone: the same
     # targets and B_crit (the measured noise scales come back from 6-digit CSVs)

@@ -1,9 +1,11 @@
 r"""The critical batch measured directly, next to the fitted one and the noise scales.
 
-At ``BranchSpec.n_checkpoints`` snapshots of the SGD reference run (batch $B$,
-learning rate $\eta$; `empirical_batch.harness.noise`), the harness branches the run
-with `empirical_batch.branched_critical_batch` (Merrill et al. 2025, arXiv 2505.23971):
-branches at $kB$ with the rate $k\eta$ (SGD's linear rule) train on the same
+At ``BranchSpec.n_checkpoints`` snapshots of each reference run (batch $B$, learning
+rate $\eta$, weights and optimizer state; `empirical_batch.harness.noise`), the harness
+branches the run with `empirical_batch.branched_critical_batch` (Merrill et al. 2025,
+arXiv 2505.23971): branches at $kB$ with the rate $k\eta$ (SGD's linear rule) or
+$\sqrt k\,\eta$ (Adam's square-root rule, Malladi et al. 2022), continuing from the
+checkpoint's optimizer state, train on the same
 $\Delta = $ ``steps_at_base`` $\times B$ examples, with paired seeds, and the bracket
 $[k^\ast B, k_{next}B)$ of the largest batch that keeps up is compared with
 
@@ -19,13 +21,12 @@ so the tolerance is $\tau = \tfrac12(L_0 - \bar L_1)$ with $L_0$ the loss at the
 checkpoint and $\bar L_1$ the smoothed loss of the $k = 1$ branch (seed 0, run once
 first). Against the model's per-example progress $1/(B + B_{noise})$ this bracket sits
 near $2B + B_{noise}$; the comparison, not an assumed agreement, is what the report shows.
-
-Only SGD is branched: the snapshots hold the model's weights, not an optimizer state
-(Adam's moments would have to be restarted, which changes what is measured).
+A branch that diverges with its scaled rate falls behind (``diverged_from``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -37,21 +38,38 @@ from . import library
 from .config import BranchSpec
 from .noise import ReferenceRun, evenly_spaced
 from .tasks.base import Task
+from .trainer import ADAM_BETAS, ADAM_EPS
 
 __all__ = ["BranchSpec", "run_branched"]
 
+#: learning-rate rule of each optimizer's branches: k for SGD (Goyal et al. 2017),
+#: sqrt(k) for Adam (Malladi et al. 2022)
+_RULES = {"sgd": "linear", "adam": "sqrt"}
 
-def _train_steps(task: Task):
-    """``train_steps(state, batch_size, lr, n_steps, seed)`` for one task: SGD from the
-    weights ``state``, batches drawn from the task with a generator of ``seed`` (so the
-    branches of one seed share their data order), the training loss of every step."""
+
+def _train_steps(task: Task, optimizer: str):
+    """``train_steps(state, batch_size, lr, n_steps, seed)`` for one task: from
+    ``state = (weights, optimizer state)``, SGD or Adam (the trainer's settings) at rate
+    ``lr``, batches drawn from the task with a generator of ``seed`` (so the branches of
+    one seed share their data order), the training loss of every step (NaN from the step
+    where it stops being finite)."""
 
     def train_steps(state, batch_size, lr, n_steps, seed=0):
+        weights, opt_state = state
         model = task.init_model(0)
-        model.load_state_dict(state)
-        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        model.load_state_dict(weights)
+        opt: torch.optim.Optimizer
+        if optimizer == "sgd":
+            opt = torch.optim.SGD(model.parameters(), lr=lr)
+        else:
+            opt = torch.optim.Adam(model.parameters(), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS,
+                                   foreach=False)
+        if opt_state:
+            opt.load_state_dict(opt_state)
+            for group in opt.param_groups:
+                group["lr"] = lr
         gen = task.generator(10_000 + seed, batch_size)
-        losses = []
+        losses: list[float] = []
         for _ in range(n_steps):
             x, y = task.sample(gen, batch_size)
             loss = task.loss_fn(model(x), y)
@@ -63,34 +81,48 @@ def _train_steps(task: Task):
             loss.backward()
             opt.step()
             losses.append(value)
-        return model.state_dict(), losses
+        return (model.state_dict(), opt.state_dict()), losses
 
     return train_steps
 
 
+def _fit_at(sweep, loss: float) -> dict:
+    """B_crit fitted from the sweep at ``loss``; not fitted (and said why) when some run
+    starts at or below that loss, which would reach it in zero steps."""
+    frame = sweep.to_frame()
+    start_min = float(frame.loc[frame["step"] == 0, "metric"].min())
+    if not loss < start_min:
+        return {"b_crit": np.nan, "b_crit_lo": np.nan, "b_crit_hi": np.nan,
+                "status": "not fitted",
+                "note": f"some run starts at {start_min:.4g} <= this loss"}
+    return library.b_crit_curve(sweep, np.array([loss])).frame.iloc[0].to_dict()
+
+
 def _copy(state):
-    return {k: v.clone() for k, v in state.items()}
+    weights, opt_state = state
+    return {k: v.clone() for k, v in weights.items()}, copy.deepcopy(opt_state)
 
 
 def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.DataFrame:
     """One row per checkpoint: the branched bracket, the fitted $B_{crit}$ at the
     checkpoint's loss and the noise scales there (see the module notes).
 
-    ``ref`` is the SGD reference run (its snapshots and noise-scale table); ``sweep``
-    the task's SGD sweep (a `Sweep`).
+    ``ref`` is a reference run (its snapshots and noise-scale table); ``sweep`` the
+    task's sweep of the same optimizer (a `Sweep`).
     """
-    if ref.member.optimizer != "sgd":
-        raise ValueError("branched training is run on the SGD reference run only")
+    opt = ref.member.optimizer
+    if opt not in _RULES:
+        raise ValueError(f"no learning-rate rule for optimizer {opt!r}; known: {list(_RULES)}")
     steps = [s for s in sorted(ref.snapshots) if s > 0]
     if not steps:
         raise ValueError("the reference run has no snapshot after step 0")
-    train_steps = _train_steps(task)
+    train_steps = _train_steps(task, opt)
     base, lr = ref.member.batch_size, ref.member.learning_rate
     examples = spec.steps_at_base * base
     scales = ref.scales.set_index("step")
     rows = []
     for step in evenly_spaced(steps, spec.n_checkpoints):
-        state = ref.snapshots[step]
+        state = (ref.snapshots[step], ref.optimizer_snapshots.get(step, {}))
         start = float(scales.loc[step, "eval_loss"])
         _, ref_losses = train_steps(_copy(state), base, lr, spec.steps_at_base, seed=0)
         n_tail = max(1, math.ceil(spec.tail * len(ref_losses)))
@@ -98,11 +130,11 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.D
         tolerance = 0.5 * decrease if decrease > 0 else 0.0
         res = branched_critical_batch(
             train_steps, state, base, examples=examples, lr=lr, factors=spec.factors,
-            lr_rule="linear", seeds=spec.seeds, tail=spec.tail, level=spec.level,
+            lr_rule=_RULES[opt], seeds=spec.seeds, tail=spec.tail, level=spec.level,
             tolerance=tolerance, copy_state=_copy)
-        fit = library.b_crit_curve(sweep, np.array([start])).frame.iloc[0]
+        fit = _fit_at(sweep, start)
         rows.append({
-            "task": task.name, "optimizer": "sgd", "step": int(step),
+            "task": task.name, "optimizer": opt, "step": int(step),
             "eval_loss": start, "base_batch": base, "learning_rate": lr,
             "examples": examples, "tolerance": tolerance,
             "b_branched_low": res.b_crit_low, "b_branched_high": res.b_crit_high,

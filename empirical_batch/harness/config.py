@@ -95,7 +95,7 @@ class OneStepSpec:
 
 @dataclass(frozen=True)
 class BranchSpec:
-    """Branched training at ``n_checkpoints`` snapshots of the SGD reference run (step 0
+    """Branched training at ``n_checkpoints`` snapshots of each reference run (step 0
     excluded): factors ``k`` of the reference batch, ``steps_at_base`` steps of the
     ``k = 1`` branch (every branch trains on as many examples), ``seeds`` paired seeds,
     the mean of the last ``tail`` fraction of each branch's training losses compared."""
@@ -122,7 +122,7 @@ class TaskPlan:
     noise: NoiseSpec
     one_step: OneStepSpec
     options: dict = field(default_factory=dict)
-    #: branched training at checkpoints of the SGD reference run (`harness.branched`)
+    #: branched training at checkpoints of the reference runs (`harness.branched`)
     branched: BranchSpec | None = None
 
     def make_task(self):

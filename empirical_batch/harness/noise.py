@@ -38,7 +38,7 @@ paper's Table 1 does the same); the preconditioned ones are not measured here.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -61,6 +61,8 @@ class ReferenceRun:
     snapshots: dict
     #: max |eval loss of the retrained run − the sweep's| over logged steps
     replay_error: float
+    #: the optimizer's ``state_dict`` at the same steps (for branched training)
+    optimizer_snapshots: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {**self.member.to_dict(), "run": self.member.run, "steps": self.steps,
@@ -117,17 +119,19 @@ def run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame, optimiz
     steps = plan.sweep.budget.steps(member.batch_size)
     logged = log_steps(steps, plan.sweep.budget.n_log)
     measured = set(int(s) for s in evenly_spaced(logged, spec.n_checkpoints))
-    rows, snaps = [], {}
+    rows, snaps, opt_snaps = [], {}, {}
 
-    def callback(step, model, loss):
+    def callback(step, model, loss, opt):
         if step not in measured:
             return
         rec = {"step": step, "examples": step * member.batch_size, "eval_loss": loss}
         rec.update(measure_scales(task, model, spec.n_examples))
         rows.append(rec)
         snaps[step] = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+        opt_snaps[step] = copy.deepcopy(opt.state_dict())
 
-    curve = pd.DataFrame(train_plain(task, member, steps, logged, callback=callback))
+    curve = pd.DataFrame(train_plain(task, member, steps, logged, callback=callback,
+                                     with_optimizer=True))
     swept = sweep_frame[sweep_frame.run == member.run].set_index("step")["metric"]
     replay = curve.set_index("step")["metric"]
     both = pd.concat([replay, swept], axis=1, keys=["replay", "sweep"]).dropna()
@@ -139,7 +143,7 @@ def run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame, optimiz
     scales.insert(3, "learning_rate", member.learning_rate)
     scales["eps_max"] = scales["g2"] / scales["ghg"]
     scales["dl_max"] = 0.5 * scales["g2"] ** 2 / scales["ghg"]
-    return ReferenceRun(member, steps, scales, snaps, replay_error)
+    return ReferenceRun(member, steps, scales, snaps, replay_error, opt_snaps)
 
 
 def scales_at_losses(scales: pd.DataFrame, losses,

@@ -46,7 +46,7 @@ For each task and optimizer:
    method's ends are listed too.
 5. One-step experiment on the SGD reference run (`empirical_batch.harness.one_step`).
 6. Where the plan asks for it, the critical batch measured directly by branched training
-   at checkpoints of the SGD reference run (`empirical_batch.harness.branched`).
+   at checkpoints of the reference runs (`empirical_batch.harness.branched`).
 6. The claims table (`empirical_batch.harness.claims`), from the tables above.
 
 Everything lands in ``OUT/results/*.csv``, ``OUT/figures/*.png`` and ``OUT/report.md``.
@@ -274,10 +274,10 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
                 os_tabs.append(res.table)
                 os_sums += res.summary["checkpoints"]
                 timings[f"one_step/{plan.task}"] = round(time.perf_counter() - t0, 2)
-                if plan.branched is not None:
-                    t0 = time.perf_counter()
-                    branched_tabs.append(run_branched(task, plan.branched, ref, sub))
-                    timings[f"branched/{plan.task}"] = round(time.perf_counter() - t0, 2)
+            if plan.branched is not None:
+                t0 = time.perf_counter()
+                branched_tabs.append(run_branched(task, plan.branched, ref, sub))
+                timings[f"branched/{plan.task}/{opt}"] = round(time.perf_counter() - t0, 2)
             if bar is not None:
                 bar.update(1)
     if bar is not None:
@@ -579,15 +579,17 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
         "b_crit_loss_exponent_hi_ols": "hi (OLS)", "n_boot_growth_valid": "draws"}))
     if branched is not None and len(branched):
         parts.append("\n## The critical batch measured directly (branched training)\n")
-        parts.append("At checkpoints of the SGD reference run, branches at k·B with the rate "
-                     "k·η train on the same examples (paired seeds); a branch keeps up while "
+        parts.append("At checkpoints of each reference run, branches at k·B with the rate "
+                     "k·η (SGD) or √k·η (Adam), from the checkpoint's weights and optimizer "
+                     "state, train on the same examples (paired seeds); a branch keeps up while "
                      "its loss decrease is at least half the reference branch's (the 2×-"
                      "examples point that defines B_crit). The bracket [low, high) is the "
                      "largest batch that keeps up and the next one; B_crit is fitted from "
                      "the sweep at the checkpoint's loss; rules in "
                      "`empirical_batch/harness/branched.py`.\n")
         parts.append(_md(branched, {
-            "task": "task", "step": "step", "eval_loss": "loss", "base_batch": "B",
+            "task": "task", "optimizer": "opt", "step": "step", "eval_loss": "loss",
+            "base_batch": "B",
             "learning_rate": "η", "b_branched_low": "branched low",
             "b_branched_high": "branched high", "branched_status": "status",
             "diverged_from": "diverged from",

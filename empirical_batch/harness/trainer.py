@@ -107,12 +107,14 @@ def train_plain(
     steps: int,
     logged: Iterable[int],
     *,
-    callback: Callable[[int, torch.nn.Module, float], None] | None = None,
+    callback: Callable[..., None] | None = None,
+    with_optimizer: bool = False,
 ) -> list[dict]:
     """Train one run with ``torch.optim`` (the reference implementation).
 
-    ``callback(step, model, eval_loss)`` is called at each logged step (the model is
-    live: copy what you keep).
+    ``callback(step, model, eval_loss)`` is called at each logged step, and
+    ``callback(step, model, eval_loss, optimizer)`` with ``with_optimizer=True`` (both
+    are live: copy what you keep).
     """
     logged = set(int(s) for s in logged)
     model = task.init_model(member.seed)
@@ -133,7 +135,10 @@ def train_plain(
                 loss = float(task.loss_fn(model(x_ev), y_ev))
             rows.append(_row(task, member, step, loss))
             if callback is not None:
-                callback(step, model, loss)
+                if with_optimizer:
+                    callback(step, model, loss, opt)
+                else:
+                    callback(step, model, loss)
         if step == steps:
             break
         x, y = task.sample(gen, member.batch_size)
