@@ -22,11 +22,15 @@
 #   bench_harness  python benchmarks/bench_harness.py --config full --scale 0.1 --device cuda
 #   bench_simulate python benchmarks/bench_simulate.py
 #   bench_measure  python benchmarks/bench_measure.py --device cuda --reps 15
+#   bench_measure_gpt2  python benchmarks/bench_measure.py --device cuda --models gpt2 --bf16
+#                  --gpt2-batch 32 --reps 15 --no-ddp   (the 124M model; docs/measure.md)
+# The text_lm task reads ../shared/data/tinyshakespeare/input.txt beside the checkout, or
+# the file named by EMPIRICAL_BATCH_TEXT.
 # A failing step does not stop the later ones (except the preflight checks); the script
 # exits 1 if any step failed, and the summary names them.
 set -euo pipefail
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 
 SMOKE="${CPU_SMOKE:-0}"
 OUT=""
@@ -61,6 +65,7 @@ if [[ "$SMOKE" == 1 ]]; then
     BENCH_HARNESS_ARGS=(--config tiny --tasks teacher_student --scale 0.25 --device cpu)
     BENCH_SIMULATE_ARGS=(--dims 200 --mc-steps 5)
     BENCH_MEASURE_ARGS=(--device cpu --quick --no-ddp --models mlp)
+    BENCH_GPT2_ARGS=(--device cpu --quick --no-ddp --models gpt2 --gpt2-seq 16 --gpt2-batch 4)
     PYTEST_ARGS=(-m gpu -q tests/test_harness_trainer.py)
     mkdir -p "$OUT/docs"
     cp docs/validation.md "$OUT/docs/validation.md"
@@ -72,11 +77,12 @@ else
     BENCH_HARNESS_ARGS=(--config full --scale 0.1 --device cuda)
     BENCH_SIMULATE_ARGS=()
     BENCH_MEASURE_ARGS=(--device cuda --reps 15)
+    BENCH_GPT2_ARGS=(--device cuda --models gpt2 --bf16 --gpt2-batch 32 --reps 15 --no-ddp)
     PYTEST_ARGS=(-m gpu -q)
     DOCS_ARGS=(--section full)
 fi
 
-ALL_STEPS="env pytest_gpu harness docs_page bench_harness bench_simulate bench_measure"
+ALL_STEPS="env pytest_gpu harness docs_page bench_harness bench_simulate bench_measure bench_measure_gpt2"
 STEPS="${STEPS:-$ALL_STEPS}"
 for s in $STEPS; do
     case " $ALL_STEPS " in *" $s "*) ;; *) echo "run_gpu.sh: unknown step $s in STEPS (steps: $ALL_STEPS)" >&2; exit 2 ;; esac
@@ -221,6 +227,8 @@ want bench_simulate && run_step bench_simulate "$PYTHON" benchmarks/bench_simula
     ${BENCH_SIMULATE_ARGS[@]+"${BENCH_SIMULATE_ARGS[@]}"}
 want bench_measure && run_step bench_measure "$PYTHON" benchmarks/bench_measure.py \
     ${BENCH_MEASURE_ARGS[@]+"${BENCH_MEASURE_ARGS[@]}"}
+want bench_measure_gpt2 && run_step bench_measure_gpt2 "$PYTHON" benchmarks/bench_measure.py \
+    ${BENCH_GPT2_ARGS[@]+"${BENCH_GPT2_ARGS[@]}"}
 if [[ "$SMOKE" == 0 ]] && command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi > "$LOGS/nvidia-smi-end.txt" 2>&1 || true
 fi

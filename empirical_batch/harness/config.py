@@ -221,9 +221,9 @@ def _cpu() -> HarnessConfig:
                                  n_examples=128),
                      {"context": 16, "d_model": 16, "eval_windows": 128,
                       "objective_windows": 256}),
-            # Tiny Shakespeare, 30,721 parameters; 299 s (sweep) + 341 s (analysis) of CPU
-            # time on one thread (data/harness-text-lm); rates chosen from pilot runs at
-            # B = 32 (best Adam 2^-5, SGD 2^0)
+            # Tiny Shakespeare, 30,721 parameters; 170 s of sweep (two processes) and 414 s
+            # of analysis on a 2-core CPU (data/harness/manifest*.json); rates chosen from
+            # pilot runs at B = 32 (best Adam 2^-5, SGD 2^0)
             TaskPlan("text_lm",
                      SweepSpec(tuple(2**k for k in range(0, 9)),
                                {"sgd": pow2(-3, 2), "adam": pow2(-9, -4)}, (0,),
@@ -272,7 +272,7 @@ def _full() -> HarnessConfig:
                      {"context": 32, "n_layers": 2, "eval_windows": 512,
                       "objective_windows": 1024}),
             # Tiny Shakespeare, 31,745 parameters, B = 2 … 4096 windows of 64 characters.
-            # Not yet run on a GPU. Estimated for one H100 (data/harness-text-lm/README.md):
+            # Not yet run on a GPU. Estimated for one H100 (an estimate, not a measurement):
             # sweep 6.5-10 min (25,600 vmapped steps at the ~12 ms each of the committed
             # `sequence` sweep, plus 1.5e15 matmul FLOPs at 5-20 TFLOP/s), analysis 2-5 min.
             # Rates from CPU pilots of this model: best Adam 2^-8 at B = 2 (2048 steps) and
