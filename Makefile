@@ -29,7 +29,9 @@ typecheck: $(STAMP)
 
 test: lint typecheck $(STAMP)
 	rm -rf $(NB_DONE)
-	EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS=$(NB_DONE) $(PY) -m pytest -n 2
+	# tests that start process groups or clusters (DDP, FSDP, Dask, Ray) share an
+	# xdist_group and run one at a time: run side by side, gloo workers aborted now and then
+	EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS=$(NB_DONE) $(PY) -m pytest -n 2 --dist loadgroup
 	EMPIRICAL_BATCH_EXECUTED_NOTEBOOKS=$(NB_DONE) $(MAKE) docs
 	# the built site in headless Chromium (skips, saying why, where Chromium is absent)
 	EMPIRICAL_BATCH_SITE=$(abspath $(VENV))/site $(PY) -m pytest -q -p no:cacheprovider tests/test_docs_browser.py

@@ -46,4 +46,5 @@ def _worker(rank, port, out_path):
             torch.save({"frame": hook.estimator.history(), "skipped": hook.skipped,
                         "b_simple": hook.b_simple}, out_path)
     finally:
+        dist.barrier()  # every rank's collectives done before the group goes away
         dist.destroy_process_group()

@@ -53,4 +53,5 @@ def worker(rank, port, out_path, micro):
             torch.save({"frame": gns.estimator.history(), "b_simple": gns.b_simple,
                         "repr": repr(gns)}, out_path)
     finally:
+        dist.barrier()  # every rank's collectives done before the group goes away
         dist.destroy_process_group()

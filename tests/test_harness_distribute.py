@@ -148,6 +148,7 @@ def test_thread_pool_equals_sequential(tiny):
                                       check_exact=True)
 
 
+@pytest.mark.xdist_group("processes")  # one at a time: see Makefile (--dist loadgroup)
 def test_process_pool_equals_sequential(tiny):
     plan, whole = tiny
     log: list[dict] = []
@@ -158,6 +159,7 @@ def test_process_pool_equals_sequential(tiny):
     assert sum(e["runs"] for e in log) == len(plan.sweep.members())
 
 
+@pytest.mark.xdist_group("processes")  # one at a time: see Makefile (--dist loadgroup)
 @pytest.mark.slow  # starting two Dask worker processes: ~8 s on 2 shared cores
 def test_dask_cluster_equals_sequential(tiny):
     distributed = pytest.importorskip("distributed")
@@ -169,6 +171,7 @@ def test_dask_cluster_equals_sequential(tiny):
     pd.testing.assert_frame_equal(got, whole, check_exact=True)
 
 
+@pytest.mark.xdist_group("processes")  # one at a time: see Makefile (--dist loadgroup)
 @pytest.mark.slow  # starting a local Ray cluster: ~10 s on 2 shared cores
 def test_ray_cluster_equals_sequential(tiny):
     ray = pytest.importorskip("ray")
@@ -206,6 +209,7 @@ def test_parse_executor_rejects(text, match):
         parse_executor(text)
 
 
+@pytest.mark.xdist_group("processes")  # one at a time: see Makefile (--dist loadgroup)
 def test_cli_executor_writes_the_sequential_sweep(tmp_path):
     from empirical_batch.cli import main
 

@@ -13,6 +13,7 @@ from tests.ddp_worker import STEPS, WORLD, B, _indices, _worker  # noqa: E402
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("processes")  # one at a time: see Makefile (--dist loadgroup)
 def test_ddp_hook_matches_single_process(tmp_path):
     out = tmp_path / "ddp.pt"
     mp.spawn(_worker, args=(orc.free_port(), str(out)), nprocs=WORLD, join=True)

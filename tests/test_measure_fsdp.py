@@ -15,6 +15,7 @@ from tests.fsdp_worker import STEPS, WORLD, B, indices, worker  # noqa: E402
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("processes")  # one at a time: see Makefile (--dist loadgroup)
 @pytest.mark.parametrize("micro", [1, 2])
 def test_fsdp_matches_single_process(tmp_path, micro):
     out = tmp_path / "fsdp.pt"
