@@ -131,7 +131,13 @@ def _source_has_math(root: Path, page: str) -> bool:
         src = repo / (name + ".ipynb")
     else:
         src = repo / "docs" / (name + ".md")
-    return src.is_file() and bool(re.search(r"\$[^$\s]", src.read_text(encoding="utf-8")))
+    if not src.is_file():
+        return False
+    text = src.read_text(encoding="utf-8")
+    # code is not math: fenced blocks and inline code may hold shell variables ($VAR)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return bool(re.search(r"\$[^$\s]", text))
 
 
 def _exists(root: Path, url: str) -> bool:
