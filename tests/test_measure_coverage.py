@@ -176,6 +176,8 @@ def test_explicit_params_outside_fast_layers_and_bad_options():
         PerExampleNoiseScale(raw, params=["w", "lin.weight", "lin.bias"])
     with pytest.raises(ValueError, match="params must be"):
         PerExampleNoiseScale(raw, params="attention")
+    with pytest.raises(ValueError, match="min_coverage"):
+        PerExampleNoiseScale(raw, min_coverage=1.5)
     with pytest.raises(ValueError, match=r"no trainable nn\.LayerNorm"):
         PerExampleNoiseScale(raw, params="layernorm")
     col = PerExampleNoiseScale(raw, min_coverage=0.0)

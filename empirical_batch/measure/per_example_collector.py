@@ -149,6 +149,8 @@ class PerExampleNoiseScale(EstimatorMixin):
                  per_module: bool = False, sync_every: int = 1):
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if not (isinstance(min_coverage, int | float) and 0.0 <= min_coverage <= 1.0):
+            raise ValueError(f"min_coverage must be a fraction in [0, 1], got {min_coverage!r}")
         check_no_batchnorm(model)
         every = select_params(model, None)
         chosen = every if params is None else _select(model, params)
