@@ -119,13 +119,60 @@ class CharTransformer(nn.Module):
         return self.head(self.ln(x))
 
 
-class Sequence(Task):
+class CharLM(Task):
+    """What the character-level language-model tasks share (`Sequence`, and
+    `empirical_batch.harness.tasks.text_lm.TextLM`): a text split by position, windows of
+    ``context + 1`` characters (inputs and next-character targets), a `CharTransformer`
+    and the mean cross-entropy per character. Subclasses build the text and the fixed
+    evaluation and objective windows in ``_build`` with `_encode`, `_cut` and `_windows`.
+    Options must have ``context``, ``d_model``, ``n_heads``, ``n_layers`` and
+    ``eval_fraction``."""
+
+    unit = "window of `context` characters"
+    language_model = True
+
+    def _encode(self, text: str, vocab: list[str]) -> None:
+        """``self.vocab``, and the training and evaluation parts of ``text`` as ids."""
+        self.vocab = vocab
+        lookup = {c: i for i, c in enumerate(vocab)}
+        ids = torch.tensor([lookup[c] for c in text], dtype=torch.long, device=self.device)
+        cut = int(len(ids) * (1 - self.options.eval_fraction))
+        self._train_ids, self._eval_ids = ids[:cut], ids[cut:]
+
+    def _cut(self, ids, start):
+        """The windows of ``ids`` starting at ``start``: (inputs, next characters)."""
+        chunk = ids[start[:, None] + torch.arange(self.options.context + 1, device=self.device)]
+        return chunk[:, :-1], chunk[:, 1:]
+
+    def _windows(self, ids, gen, n):
+        """``n`` windows of ``ids`` at uniformly random offsets (with replacement)."""
+        start = torch.randint(len(ids) - self.options.context, (n,), generator=gen,
+                              device=self.device)
+        return self._cut(ids, start)
+
+    def make_model(self) -> nn.Module:
+        o = self.options
+        self._require_ready()
+        return CharTransformer(len(self.vocab), o.context, o.d_model, o.n_heads, o.n_layers)
+
+    def loss_fn(self, outputs, targets):
+        return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
+
+    def _sample(self, generator, batch_size):
+        return self._windows(self._train_ids, generator, batch_size)
+
+    def _eval_data(self):
+        return self._eval
+
+    def _objective_data(self):
+        return self._objective
+
+
+class Sequence(CharLM):
     """Character-level language modelling on grammar text; options: `SequenceOptions`."""
 
     name = "sequence"
     Options = SequenceOptions
-    unit = "window of `context` characters"
-    language_model = True
 
     @classmethod
     def validate(cls, o) -> None:
@@ -147,35 +194,8 @@ class Sequence(Task):
     def _build(self) -> None:
         o = self.options
         text = grammar_text(o.corpus_chars, o.grammar_seed)[: o.corpus_chars]
-        self.vocab = sorted(set(" .").union(*(set(w) for ws in _WORDS.values() for w in ws)))
-        lookup = {c: i for i, c in enumerate(self.vocab)}
-        ids = torch.tensor([lookup[c] for c in text], dtype=torch.long, device=self.device)
-        cut = int(len(ids) * (1 - o.eval_fraction))
-        self._train_ids, self._eval_ids = ids[:cut], ids[cut:]
+        self._encode(text, sorted(set(" .").union(*(set(w) for ws in _WORDS.values()
+                                                    for w in ws))))
         fixed = torch.Generator(device=self.device).manual_seed(o.grammar_seed + 1)
         self._eval = self._windows(self._eval_ids, fixed, o.eval_windows)
         self._objective = self._windows(self._train_ids, fixed, o.objective_windows)
-
-    def _windows(self, ids, gen, n):
-        t = self.options.context
-        start = torch.randint(len(ids) - t, (n,), generator=gen, device=self.device)
-        offsets = start[:, None] + torch.arange(t + 1, device=self.device)
-        chunk = ids[offsets]
-        return chunk[:, :-1], chunk[:, 1:]
-
-    def make_model(self) -> nn.Module:
-        o = self.options
-        self._require_ready()
-        return CharTransformer(len(self.vocab), o.context, o.d_model, o.n_heads, o.n_layers)
-
-    def loss_fn(self, outputs, targets):
-        return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
-
-    def _sample(self, generator, batch_size):
-        return self._windows(self._train_ids, generator, batch_size)
-
-    def _eval_data(self):
-        return self._eval
-
-    def _objective_data(self):
-        return self._objective

@@ -38,11 +38,9 @@ from functools import cached_property
 from pathlib import Path
 
 import torch
-from torch import nn
-from torch.nn import functional as F
 
-from .base import Task, TaskConfigError, fraction, integer, positive_int
-from .sequence import CharTransformer
+from .base import TaskConfigError, fraction, integer, positive_int
+from .sequence import CharLM
 
 #: environment variable naming the text file (when the option ``path`` is empty)
 TEXT_ENV = "EMPIRICAL_BATCH_TEXT"
@@ -90,13 +88,11 @@ class TextLMOptions:
     seed: int = 0
 
 
-class TextLM(Task):
+class TextLM(CharLM):
     """Character-level causal language model on a text file; options: `TextLMOptions`."""
 
     name = "text_lm"
     Options = TextLMOptions
-    unit = "window of `context` characters"
-    language_model = True
 
     @classmethod
     def validate(cls, o) -> None:
@@ -179,40 +175,10 @@ class TextLM(Task):
     def _build(self) -> None:
         o = self.options
         text = self.text
-        self.vocab = sorted(set(text))
-        lookup = {c: i for i, c in enumerate(self.vocab)}
-        ids = torch.tensor([lookup[c] for c in text], dtype=torch.long, device=self.device)
-        cut = int(len(ids) * (1 - o.eval_fraction))
-        self._train_ids, self._eval_ids = ids[:cut], ids[cut:]
+        self._encode(text, sorted(set(text)))
         t = o.context
         starts = torch.linspace(0, len(self._eval_ids) - t - 1, o.eval_windows,
                                 device=self.device).round().long()
         self._eval = self._cut(self._eval_ids, starts)
         fixed = torch.Generator(device=self.device).manual_seed(o.seed)
         self._objective = self._windows(self._train_ids, fixed, o.objective_windows)
-
-    def _cut(self, ids, start):
-        chunk = ids[start[:, None] + torch.arange(self.options.context + 1, device=self.device)]
-        return chunk[:, :-1], chunk[:, 1:]
-
-    def _windows(self, ids, gen, n):
-        start = torch.randint(len(ids) - self.options.context, (n,), generator=gen,
-                              device=self.device)
-        return self._cut(ids, start)
-
-    def make_model(self) -> nn.Module:
-        o = self.options
-        self._require_ready()
-        return CharTransformer(len(self.vocab), o.context, o.d_model, o.n_heads, o.n_layers)
-
-    def loss_fn(self, outputs, targets):
-        return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
-
-    def _sample(self, generator, batch_size):
-        return self._windows(self._train_ids, generator, batch_size)
-
-    def _eval_data(self):
-        return self._eval
-
-    def _objective_data(self):
-        return self._objective
