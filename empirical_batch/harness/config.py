@@ -166,6 +166,12 @@ def _tiny() -> HarnessConfig:
     one = OneStepSpec(batch_sizes=(1, 4, 16, 64), n_batches=8, n_eps=10, n_checkpoints=2,
                       n_examples=128, n_boot=50)
     noise = NoiseSpec(batch_size=16, n_examples=64, n_checkpoints=5)
+    # the two character language models: the same small sweep, noise and one-step plans
+    lm = (SweepSpec(bs, {"sgd": pow2(-2, 2, 2), "adam": pow2(-8, -4, 2)}, (0,),
+                    StepBudget(examples=96, min_steps=12, max_steps=24, n_log=6)),
+          NoiseSpec(batch_size=16, n_examples=16, n_checkpoints=4),
+          OneStepSpec(batch_sizes=(1, 4, 16), n_batches=4, n_eps=8, n_checkpoints=2,
+                      n_examples=32, n_boot=50))
     return HarnessConfig(
         "tiny",
         (
@@ -179,22 +185,11 @@ def _tiny() -> HarnessConfig:
                      SweepSpec(bs, {"sgd": pow2(-4, 0, 2), "adam": pow2(-9, -5, 2)}, (0,),
                                budget),
                      noise, one, {"hidden": 16}),
-            TaskPlan("sequence",
-                     SweepSpec(bs, {"sgd": pow2(-2, 2, 2), "adam": pow2(-8, -4, 2)}, (0,),
-                               StepBudget(examples=96, min_steps=12, max_steps=24, n_log=6)),
-                     NoiseSpec(batch_size=16, n_examples=16, n_checkpoints=4),
-                     OneStepSpec(batch_sizes=(1, 4, 16), n_batches=4, n_eps=8, n_checkpoints=2,
-                                 n_examples=32, n_boot=50),
-                     {"context": 8, "d_model": 8, "corpus_chars": 8_000, "eval_windows": 16,
-                      "objective_windows": 32}),
-            TaskPlan("text_lm",
-                     SweepSpec(bs, {"sgd": pow2(-2, 2, 2), "adam": pow2(-8, -4, 2)}, (0,),
-                               StepBudget(examples=96, min_steps=12, max_steps=24, n_log=6)),
-                     NoiseSpec(batch_size=16, n_examples=16, n_checkpoints=4),
-                     OneStepSpec(batch_sizes=(1, 4, 16), n_batches=4, n_eps=8, n_checkpoints=2,
-                                 n_examples=32, n_boot=50),
-                     {"context": 8, "d_model": 8, "n_heads": 2, "n_layers": 1,
-                      "max_chars": 20_000, "eval_windows": 16, "objective_windows": 32}),
+            TaskPlan("sequence", *lm, {"context": 8, "d_model": 8, "corpus_chars": 8_000,
+                                       "eval_windows": 16, "objective_windows": 32}),
+            TaskPlan("text_lm", *lm, {"context": 8, "d_model": 8, "n_heads": 2, "n_layers": 1,
+                                      "max_chars": 20_000, "eval_windows": 16,
+                                      "objective_windows": 32}),
         ),
     )
 
