@@ -25,6 +25,7 @@ import pandas as pd
 
 from . import library
 from .config import HarnessConfig
+from .markdown import fmt
 
 COLUMNS = ["task", "optimizer", "n_targets", "loss_min", "loss_max", "b_crit_at_loss_max",
            "b_crit_at_loss_min", "span", "ends_separated", "alpha_b", "alpha_b_lo",
@@ -74,15 +75,10 @@ def law_table(config: HarnessConfig, curves: dict) -> pd.DataFrame:
 
 
 def _f(x, digits=3) -> str:
-    if isinstance(x, str):
-        return x or "–"
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    if isinstance(x, bool | np.bool_):
-        return "yes" if x else "no"
+    """`fmt`, with an empty string and ±inf written out (interval ends)."""
     if isinstance(x, float) and math.isinf(x):
         return "∞" if x > 0 else "−∞"
-    return f"{x:.{digits}g}"
+    return fmt(x, digits) or "–"
 
 
 def render_law(frame: pd.DataFrame) -> str:

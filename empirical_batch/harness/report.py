@@ -69,6 +69,7 @@ from .b_crit_law import law_table, render_law
 from .branched import run_branched
 from .claims import claims_table
 from .config import HarnessConfig
+from .markdown import md_table
 from .noise import averaged_scale, run_reference, scales_at_losses, start_value
 from .one_step import run_one_step
 from .sweep import sweep_files
@@ -501,24 +502,6 @@ def _table1_row(task: str, opt: str, curve, scales: pd.DataFrame, frame: pd.Data
     return row
 
 
-def _fmt(x, digits=3):
-    if isinstance(x, str):
-        return x
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "–"
-    if isinstance(x, bool | np.bool_):
-        return "yes" if x else "no"
-    return f"{x:.{digits}g}"
-
-
-def _md(frame: pd.DataFrame, cols: dict) -> str:
-    cols = {c: name for c, name in cols.items() if c in frame.columns}
-    head = "| " + " | ".join(cols.values()) + " |\n|" + "---|" * len(cols) + "\n"
-    body = "".join("| " + " | ".join(_fmt(r[c]).replace("|", "\\|") for c in cols) + " |\n"
-                   for _, r in frame.iterrows())
-    return head + body
-
-
 def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
                     branched=None) -> str:
     """The report as Markdown tables (the docs page quotes these)."""
@@ -530,7 +513,7 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
                      "(b) growth with the per-target interval, (c) the smaller binomial tail "
                      "probability of the misses, (d) B_crit ratio Adam/SGD, (e) targets where "
                      "B_noise / B_simple is closer, of hi compared.\n")
-        parts.append(_md(claims, {
+        parts.append(md_table(claims, {
             "task": "task", "optimizer": "opt", "claim": "claim", "statement": "statement",
             "verdict": "verdict", "value": "value", "lo": "lo", "hi": "hi",
             "evidence": "numbers behind it"}))
@@ -538,7 +521,7 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
     parts.append("Targets: the hardest is 2 % above the best loss that at least K batch sizes "
                  "reach (K = max(5, half of them)); rule in "
                  "`empirical_batch/harness/report.py`.\n")
-    parts.append(_md(crit, {
+    parts.append(md_table(crit, {
         "task": "task", "optimizer": "opt", "target": "target loss", "b_crit": "B_crit",
         "b_crit_lo": "lo", "b_crit_hi": "hi", "n_batch_sizes": "n_B",
         "b_simple": "B_simple", "b_noise": "B_noise",
@@ -550,7 +533,7 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
                  "progress ds = dt/(1 + B_noise/B) (App. D); the step-weighted mean beside it. "
                  "Common target: the easiest of the task's optimizers' hardest targets, where "
                  "the optimizers are compared.\n")
-    parts.append(_md(t1, {
+    parts.append(md_table(t1, {
         "task": "task", "optimizer": "opt", "b_crit_start": "B_crit start",
         "b_crit_averaged": "B_crit averaged", "b_crit_averaged_lo": "lo",
         "b_crit_averaged_hi": "hi", "n_batch_sizes_averaged": "n_B",
@@ -567,7 +550,7 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
                  "scatter that seeds do not explain), for the growth the two per-target 95 % "
                  "intervals combined (joint ≥ 90 %), for k the regression interval (keeps the "
                  "scatter, ignores the shared runs).\n")
-    parts.append(_md(t1, {
+    parts.append(md_table(t1, {
         "task": "task", "optimizer": "opt", "b_crit_growth": "growth",
         "b_crit_growth_lo": "lo", "b_crit_growth_hi": "hi",
         "b_crit_growth_lo_pertarget": "lo (per-target)",
@@ -587,7 +570,7 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
                      "largest batch that keeps up and the next one; B_crit is fitted from "
                      "the sweep at the checkpoint's loss; rules in "
                      "`empirical_batch/harness/branched.py`.\n")
-        parts.append(_md(branched, {
+        parts.append(md_table(branched, {
             "task": "task", "optimizer": "opt", "step": "step", "eval_loss": "loss",
             "base_batch": "B",
             "learning_rate": "η", "b_branched_low": "branched low",
@@ -597,13 +580,13 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
             "b_crit_status": "fit status", "b_simple": "B_simple", "b_noise": "B_noise"}))
     if len(os_sum):
         parts.append("\n## One-step experiment: fitted constants per checkpoint\n")
-        parts.append(_md(os_sum, {
+        parts.append(md_table(os_sum, {
             "task": "task", "step": "step", "loss": "loss", "b_noise_fit": "B_noise fit",
             "b_noise_fit_lo": "lo", "b_noise_fit_hi": "hi", "b_noise_hvp": "B_noise HVP",
             "eps_max_fit": "ε_max fit", "eps_max_hvp": "ε_max HVP", "g2_fit": "|G|² fit",
             "g2_hvp": "|G|² HVP"}))
         parts.append("\n## One-step experiment: measured vs predicted per batch size\n")
-        parts.append(_md(os_table, {
+        parts.append(md_table(os_table, {
             "task": "task", "step": "step", "batch_size": "B", "eps_opt": "ε_opt meas.",
             "eps_opt_lo": "lo", "eps_opt_hi": "hi", "eps_opt_pred_fit": "pred. (fit)",
             "eps_opt_pred_hvp": "pred. (HVP)", "dl_opt": "ΔL_opt meas.", "dl_opt_lo": "lo",
