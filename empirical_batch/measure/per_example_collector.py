@@ -345,13 +345,19 @@ class PerExampleNoiseScale(EstimatorMixin):
         rows = [stack_scalars([v for _, v in parts], dev).to(acc).sum(0).mean()]
         rows.append(stack_scalars(covered_big, dev).to(acc).square().sum())
         rows.append(stack_scalars(list(big.values()), dev).to(acc).square().sum())
-        for g in groups:
-            mine = [v for n, v in parts if n == g]
-            rows.append(stack_scalars(mine, dev).to(acc).sum(0).mean() if mine else
-                        torch.zeros((), dtype=acc, device=dev))
-            gb = [v for i, v in big.items() if self._group.get(i) == g]
-            rows.append(stack_scalars(gb, dev).to(acc).square().sum() if gb else
-                        torch.zeros((), dtype=acc, device=dev))
+        if groups:  # one pass over the parts and the norms, grouped by layer
+            small_by: dict[str, list] = {}
+            big_by: dict[str, list] = {}
+            for n, v in parts:
+                small_by.setdefault(n, []).append(v)
+            for i, v in big.items():
+                if i in self._group:
+                    big_by.setdefault(self._group[i], []).append(v)
+            zero = torch.zeros((), dtype=acc, device=dev)
+            for g in groups:
+                mine, gb = small_by.get(g), big_by.get(g)
+                rows.append(stack_scalars(mine, dev).to(acc).sum(0).mean() if mine else zero)
+                rows.append(stack_scalars(gb, dev).to(acc).square().sum() if gb else zero)
         b2 = bsz * bsz
 
         def finish(vals):
