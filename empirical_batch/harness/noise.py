@@ -45,6 +45,7 @@ import pandas as pd
 import torch
 
 from .._numeric import trapezoid
+from ..theory import dl_opt
 from . import library
 from .config import TaskPlan
 from .tasks.base import Task
@@ -224,7 +225,7 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
     bn = s[noise_column].to_numpy(float)[:end]
     if not np.all(np.isfinite(bn) & (bn > 0)):
         return float("nan")
-    w = 1.0 / (1.0 + bn / float(batch_size))
+    w = dl_opt(float(batch_size), 1.0, bn)  # ds/dt = ΔL_opt/ΔL_max (eq. 2.7)
     return trapezoid(vals * w, steps) / trapezoid(w, steps)
 
 
