@@ -106,3 +106,26 @@ def test_power_law_bad_input():
         fit_power_law([1, 2, 3], [1, 2, 3, 4])
     with pytest.raises(ValueError, match="distinct"):
         fit_power_law([2, 2, 2], [1, 2, 3])
+
+
+def test_a_target_met_at_step_0_is_reported_not_a_crash():
+    """A run that starts at or below a target needs zero steps: the target is reported
+    (errors="report") or raised as TargetAtStart, like too few batch sizes; before, it
+    raised a bare ValueError from fit_tradeoff even under errors="report"."""
+    from empirical_batch.fit import TargetAtStart, fit_tradeoff
+
+    sw = _kaplan_sweep()
+    rows = []
+    for b in (BATCH[0], BATCH[1]):  # two batch sizes also log a step-0 point at loss 2.0
+        rows.append(pd.DataFrame({"run": f"b{b}-s0", "batch_size": b, "learning_rate": 0.1,
+                                  "step": [0.0], "loss": [2.0]}))
+    sw = pd.concat([sw, *rows], ignore_index=True)
+    curve = critical_batch_curve(sw, [2.5, LEVELS[0]], n_boot=10, errors="report")
+    row = curve.frame.iloc[0]
+    assert row["status"] == "not fitted" and np.isnan(row["b_crit"])
+    assert "step 0" in row["note"]
+    assert curve.frame.iloc[1]["status"] != "not fitted"  # the other target is fitted
+    with pytest.raises(TargetAtStart, match=r"target 2\.5: .*step 0"):
+        critical_batch_curve(sw, [2.5], n_boot=10)
+    with pytest.raises(TargetAtStart):
+        fit_tradeoff(pd.DataFrame({"batch_size": [1, 2, 3], "steps": [3, 0, 1]}))

@@ -26,7 +26,13 @@ from .curve import CriticalBatchCurve, critical_batch_curve
 from .lr_scaling import LRRecommendation, LRScalingFit, fit_lr_scaling
 from .power_law import PowerLaw, fit_power_law
 from .steps import StepsTable, steps_to_target
-from .tradeoff_fit import FitWarning, NotEnoughBatchSizes, TradeoffFit, fit_tradeoff
+from .tradeoff_fit import (
+    FitWarning,
+    NotEnoughBatchSizes,
+    TargetAtStart,
+    TradeoffFit,
+    fit_tradeoff,
+)
 
 __all__ = [
     "KAPLAN_2020",
@@ -38,6 +44,7 @@ __all__ = [
     "NotEnoughBatchSizes",
     "PowerLaw",
     "StepsTable",
+    "TargetAtStart",
     "TradeoffFit",
     "critical_batch_curve",
     "fit_b_crit_law",

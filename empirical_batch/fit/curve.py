@@ -10,7 +10,7 @@ import pandas as pd
 
 from .._validate import as_array, check_level
 from .steps import FrameView, as_sweep, check_combine, prepare, steps_table
-from .tradeoff_fit import NotEnoughBatchSizes, TradeoffFit, fit_tradeoff
+from .tradeoff_fit import NotEnoughBatchSizes, TargetAtStart, TradeoffFit, fit_tradeoff
 
 __all__ = ["CriticalBatchCurve", "critical_batch_curve"]
 
@@ -91,9 +91,11 @@ def critical_batch_curve(
     targets : array_like
         Metric values to reach (finite).
     errors : {"raise", "report"}
-        What to do with a target that fewer than 3 batch sizes reach: raise, or
-        keep the row with NaN estimates and the reason in the ``note`` column. Only
-        that failure is reported; a bad option raises at once either way.
+        What to do with a target that fewer than 3 batch sizes reach
+        (`NotEnoughBatchSizes`) or that some batch size meets at step 0
+        (`TargetAtStart`): raise, or keep the row with NaN estimates and the reason in
+        the ``note`` column. Only those failures are reported; a bad option raises at
+        once either way.
     progress : bool
         Show a tqdm progress bar over targets.
     combine, config, level, n_boot, seed, interval, bounded
@@ -128,9 +130,9 @@ def critical_batch_curve(
         try:
             fit = fit_tradeoff(table, level=lvl, n_boot=n_boot, seed=rng, combine=combine,
                                interval=interval, bounded=bounded)
-        except NotEnoughBatchSizes as exc:
+        except (NotEnoughBatchSizes, TargetAtStart) as exc:
             if errors == "raise":
-                raise NotEnoughBatchSizes(f"target {t:g}: {exc}") from None
+                raise type(exc)(f"target {t:g}: {exc}") from None
             rows.append({"target": float(t), "s_min": np.nan, "e_min": np.nan,
                          "b_crit": np.nan, "b_crit_lo": np.nan, "b_crit_hi": np.nan,
                          "n_batch_sizes": int(table.reached.sum()), "log_rmse": np.nan,

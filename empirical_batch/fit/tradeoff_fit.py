@@ -29,6 +29,11 @@ class NotEnoughBatchSizes(ValueError):
     """Fewer than 3 batch sizes reached the target: the hyperbola cannot be fitted."""
 
 
+class TargetAtStart(ValueError):
+    """Some batch size needs zero steps: the target is not below its starting metric
+    (it is met at the first logged point, step 0), so no tradeoff can be read off it."""
+
+
 @dataclass(frozen=True, repr=False)
 class TradeoffFit:
     r"""A fitted tradeoff $S(B) = S_{min}(1 + B_{crit}/B)$ with bootstrap intervals.
@@ -292,6 +297,11 @@ def fit_tradeoff(
         frame = frame.loc[mask]
     b, groups = seed_groups(frame)
     for bi, g in zip(b, groups, strict=True):
+        if np.all(np.isfinite(g)) and np.all(g >= 0) and np.any(g == 0):
+            raise TargetAtStart(
+                f"steps at batch_size={bi:g} are {g.tolist()}: the target is met at the "
+                "first logged point (step 0), so it is not below that run's starting "
+                "metric; choose a target every batch size has to train for")
         if not np.all(np.isfinite(g)) or np.any(g <= 0):
             raise ValueError(
                 f"steps at batch_size={bi:g} must be finite and > 0, got {g.tolist()}; "

@@ -86,18 +86,6 @@ def _train_steps(task: Task, optimizer: str):
     return train_steps
 
 
-def _fit_at(sweep, loss: float) -> dict:
-    """B_crit fitted from the sweep at ``loss``; not fitted (and said why) when some run
-    starts at or below that loss, which would reach it in zero steps."""
-    frame = sweep.to_frame()
-    start_min = float(frame.loc[frame["step"] == 0, "metric"].min())
-    if not loss < start_min:
-        return {"b_crit": np.nan, "b_crit_lo": np.nan, "b_crit_hi": np.nan,
-                "status": "not fitted",
-                "note": f"some run starts at {start_min:.4g} <= this loss"}
-    return library.b_crit_curve(sweep, np.array([loss])).frame.iloc[0].to_dict()
-
-
 def _copy(state):
     weights, opt_state = state
     return {k: v.clone() for k, v in weights.items()}, copy.deepcopy(opt_state)
@@ -132,7 +120,7 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.D
             train_steps, state, base, examples=examples, lr=lr, factors=spec.factors,
             lr_rule=_RULES[opt], seeds=spec.seeds, tail=spec.tail, level=spec.level,
             tolerance=tolerance, copy_state=_copy)
-        fit = _fit_at(sweep, start)
+        fit = library.b_crit_curve(sweep, np.array([start])).frame.iloc[0]
         rows.append({
             "task": task.name, "optimizer": opt, "step": int(step),
             "eval_loss": start, "base_batch": base, "learning_rate": lr,
@@ -141,9 +129,8 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.D
             "branched_status": res.status,
             "diverged_from": next((k * base for k, d in zip(res.factors, res.diverged,
                                                             strict=True) if d), np.nan),
-            "b_crit": fit.get("b_crit", np.nan), "b_crit_lo": fit.get("b_crit_lo", np.nan),
-            "b_crit_hi": fit.get("b_crit_hi", np.nan),
-            "b_crit_status": fit.get("status", "unknown"),
+            "b_crit": fit["b_crit"], "b_crit_lo": fit["b_crit_lo"],
+            "b_crit_hi": fit["b_crit_hi"], "b_crit_status": fit["status"],
             "b_simple": float(scales.loc[step, "b_simple_collector"]),
             "b_noise": float(scales.loc[step, "b_noise_pop"]),
         })
