@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from .errors import InputError
+
 __all__ = ["atomic_path", "atomic_write", "atomic_write_text"]
 
 # the process's umask, read once at import (reading it means setting it); a new file gets
@@ -57,7 +59,7 @@ def atomic_write(
 ) -> Iterator[IO]:
     """Open a temporary file beside ``path`` for writing; rename it on success."""
     if "r" in mode or "a" in mode or "+" in mode:
-        raise ValueError(f"atomic_write writes a whole new file; mode {mode!r} is not allowed")
+        raise InputError(f"atomic_write writes a whole new file; mode {mode!r} is not allowed")
     with atomic_path(path) as tmp, open(tmp, mode, **open_kwargs) as fh:
         yield fh
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import InputError
+
 __all__ = ["log_steps", "trapezoid"]
 
 
@@ -29,6 +31,6 @@ def log_steps(max_steps: int, n_points: int = 50) -> np.ndarray:
     """
     for name, v in (("max_steps", max_steps), ("n_points", n_points)):
         if isinstance(v, bool) or int(v) != v or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            raise InputError(f"{name} must be an integer >= 1, got {v!r}")
     pts = np.unique(np.round(np.geomspace(1, int(max_steps), int(n_points))).astype(np.int64))
     return np.concatenate([[0], pts])

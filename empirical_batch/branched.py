@@ -63,6 +63,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .errors import InputError
+
 __all__ = ["BranchedCriticalBatch", "branched_critical_batch"]
 
 TrainSteps = Callable[..., tuple[Any, Sequence[float]]]
@@ -149,7 +151,7 @@ def _lr_factor(rule: str | Callable[[float], float]) -> Callable[[float], float]
     if callable(rule):
         return rule
     if rule not in _LR_RULES:
-        raise ValueError(f"lr_rule must be one of {sorted(_LR_RULES)} or a callable, got {rule!r}")
+        raise InputError(f"lr_rule must be one of {sorted(_LR_RULES)} or a callable, got {rule!r}")
     return _LR_RULES[rule]
 
 
@@ -157,7 +159,7 @@ def _smoothed(losses: Sequence[float], tail: float, where: str) -> float:
     """Mean of the last ``tail`` of the losses; NaN when the branch diverged."""
     arr = np.asarray(losses, dtype=float)
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"train_steps returned no losses for {where}")
+        raise InputError(f"train_steps returned no losses for {where}")
     if not np.all(np.isfinite(arr)):
         return math.nan
     n = max(1, math.ceil(tail * arr.size))
@@ -231,32 +233,32 @@ def branched_critical_batch(
     (128.0, 256.0)
     """
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     ks = [int(k) for k in factors]
     if len(ks) < 2 or ks[0] != 1 or any(b <= a for a, b in itertools.pairwise(ks)):
-        raise ValueError(
+        raise InputError(
             f"factors must be increasing integers starting at 1, got {list(factors)!r}"
         )
     if not isinstance(examples, (int, np.integer)) or examples < ks[-1] * batch_size:
-        raise ValueError(
+        raise InputError(
             f"examples={examples!r} is fewer than one step at the largest branch "
             f"({ks[-1]} x {batch_size}); give at least {ks[-1] * batch_size}"
         )
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+        raise InputError(f"lr must be a positive finite number, got {lr!r}")
     seeds = tuple(int(s) for s in seeds)
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must hold at least two distinct seeds, got {seeds!r}")
+        raise InputError(f"seeds must hold at least two distinct seeds, got {seeds!r}")
     if not 0.0 < tail <= 1.0:
-        raise ValueError(f"tail must be in (0, 1], got {tail!r}")
+        raise InputError(f"tail must be in (0, 1], got {tail!r}")
     if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise InputError(f"level must be in (0, 1), got {level!r}")
     if not (math.isfinite(tolerance) and tolerance >= 0):
-        raise ValueError(f"tolerance must be finite and >= 0, got {tolerance!r}")
+        raise InputError(f"tolerance must be finite and >= 0, got {tolerance!r}")
     f = _lr_factor(lr_rule)
     lrs = tuple(float(lr * f(k)) for k in ks)
     if not all(math.isfinite(x) and x > 0 for x in lrs):
-        raise ValueError(f"lr_rule gave non-positive or non-finite learning rates {lrs!r}")
+        raise InputError(f"lr_rule gave non-positive or non-finite learning rates {lrs!r}")
     takes_seed = "seed" in inspect.signature(train_steps).parameters
 
     losses = np.empty((len(ks), len(seeds)))
@@ -266,12 +268,12 @@ def branched_critical_batch(
             kwargs = {"seed": s} if takes_seed else {}
             out = train_steps(copy_state(state), k * batch_size, rate, n_steps, **kwargs)
             if not (isinstance(out, tuple) and len(out) == 2):
-                raise TypeError("train_steps must return a (state, losses) pair")
+                raise InputError("train_steps must return a (state, losses) pair")
             losses[i, j] = _smoothed(out[1], tail, f"factor {k}, seed {s}")
 
     bad = np.isnan(losses)
     if bad[0].any():
-        raise ValueError(
+        raise InputError(
             f"the reference branch (factor 1) diverged (a non-finite loss) for seed(s) "
             f"{[s for s, b in zip(seeds, bad[0], strict=True) if b]}: lower lr")
     diverged = np.asarray(bad.any(axis=1), dtype=bool)  # a diverged seed: cannot keep up

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from ._validate import check_level
+from .errors import InputError
 from .fit.power_law import PowerLaw, fit_power_law
 
 __all__ = ["FixedBudgetFit", "fit_fixed_budget"]
@@ -127,15 +128,15 @@ class FixedBudgetFit:
 
 def _column(frame: pd.DataFrame, name: str, what: str) -> np.ndarray:
     if name not in frame.columns:
-        raise ValueError(f"{what} column {name!r} not in the table; columns are "
+        raise InputError(f"{what} column {name!r} not in the table; columns are "
                          f"{list(frame.columns)}")
     col = frame[name]
     if col.dtype == bool or not pd.api.types.is_numeric_dtype(col):
-        raise ValueError(f"{what} column {name!r} must be numeric, got dtype {col.dtype}")
+        raise InputError(f"{what} column {name!r} must be numeric, got dtype {col.dtype}")
     v = col.to_numpy(dtype=float)
     if not np.all(np.isfinite(v)):
         bad = np.flatnonzero(~np.isfinite(v))[:5].tolist()
-        raise ValueError(f"{what} column {name!r} has non-finite values at rows {bad}")
+        raise InputError(f"{what} column {name!r} has non-finite values at rows {bad}")
     return v
 
 
@@ -212,31 +213,31 @@ def fit_fixed_budget(
     with noisy losses, ``tests/test_budget.py`` checks the intervals' coverage.)
     """
     if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+        raise InputError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and tolerance >= 0):
-        raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
+        raise InputError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
     ci = check_level(level, ci)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
-        raise ValueError(f"n_boot must be a non-negative int, got {n_boot!r}")
+        raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
     c = _column(frame, budget, "budget")
     b = _column(frame, batch_size, "batch size")
     lr = _column(frame, learning_rate, "learning rate")
     if loss not in frame.columns:
-        raise ValueError(f"loss column {loss!r} not in the table; columns are "
+        raise InputError(f"loss column {loss!r} not in the table; columns are "
                          f"{list(frame.columns)}")
     y = pd.to_numeric(frame[loss], errors="coerce").to_numpy(dtype=float)
     if np.isnan(y).any():
-        raise ValueError(f"loss column {loss!r} has missing or non-numeric values "
+        raise InputError(f"loss column {loss!r} has missing or non-numeric values "
                          f"(diverged runs: use inf)")
     for name, v in ((budget, c), (batch_size, b), (learning_rate, lr)):
         if np.any(v <= 0):
-            raise ValueError(f"column {name!r} must be > 0")
+            raise InputError(f"column {name!r} must be > 0")
     rows, band = [], []
     for cb in np.unique(c):
         m = c == cb
         ym = y[m]
         if not np.isfinite(ym).any():
-            raise ValueError(f"every run at {budget}={cb:g} diverged (loss inf)")
+            raise InputError(f"every run at {budget}={cb:g} diverged (loss inf)")
         best = float(np.min(ym))
         scale = abs(best) if best != 0 else 1.0
         near = m & (y <= best + tolerance * scale)
@@ -250,7 +251,7 @@ def fit_fixed_budget(
         band.append(frame.loc[near])
     optima = pd.DataFrame(rows)
     if len(optima) < 3:
-        raise ValueError(f"fitting a power law in {budget!r} needs at least 3 budgets, got "
+        raise InputError(f"fitting a power law in {budget!r} needs at least 3 budgets, got "
                          f"{len(optima)}")
     x = optima[budget].to_numpy()
     law_b = fit_power_law(x, optima["b_opt"].to_numpy(), level=ci)

@@ -68,6 +68,7 @@ from types import MappingProxyType
 import numpy as np
 
 from ._validate import as_array, as_float, check_positive, positive_float
+from .errors import InputError
 
 __all__ = [
     "CBS_DEFINITIONS",
@@ -236,7 +237,7 @@ def b_crit_from_zhang_cbs(cbs: float, *, base_batch: float, overhead: float = 0.
     b0 = positive_float(base_batch, "base_batch")
     o = _overhead(overhead)
     if c <= (1.0 + o) * b0:
-        raise ValueError(
+        raise InputError(
             f"cbs={c!r} must exceed (1 + overhead)·base_batch = {(1 + o) * b0!r}: under the "
             "hyperbola the CBS is (1 + o)·B0 + o·B_crit"
         )
@@ -277,22 +278,22 @@ def zhang_cbs_from_sweep(batch_sizes, steps, *, base_batch: float | None = None,
     b = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
     s = check_positive(as_array(steps, "steps", ndim=1), "steps")
     if b.size != s.size or b.size < 2:
-        raise ValueError(f"batch_sizes and steps must have the same length >= 2, got "
+        raise InputError(f"batch_sizes and steps must have the same length >= 2, got "
                          f"{b.size} and {s.size}")
     if np.unique(b).size != b.size:
-        raise ValueError("batch_sizes must be distinct (combine seeds first)")
+        raise InputError("batch_sizes must be distinct (combine seeds first)")
     o = positive_float(overhead, "overhead")
     order = np.argsort(b)
     b, s = b[order], s[order]
     b0 = float(b[0]) if base_batch is None else positive_float(base_batch, "base_batch")
     if b0 not in b:
-        raise ValueError(f"base_batch={b0!r} must be one of batch_sizes {b.tolist()}")
+        raise InputError(f"base_batch={b0!r} must be one of batch_sizes {b.tolist()}")
     keep = b >= b0
     b, s = b[keep], s[keep]
     ratio = b * s / (b[0] * s[0])
     above = np.flatnonzero(ratio >= 1.0 + o)
     if above.size == 0:
-        raise ValueError(f"no batch size of the sweep reaches {1 + o:g}x the examples of "
+        raise InputError(f"no batch size of the sweep reaches {1 + o:g}x the examples of "
                          f"base_batch={b0:g} (largest ratio {ratio.max():.3g}): the CBS lies "
                          "beyond the sweep")
     i = int(above[0])
@@ -339,7 +340,7 @@ def merrill_cbs_from_b_crit(
 
 def _check_key(key, name: str) -> str:
     if key not in CBS_DEFINITIONS:
-        raise ValueError(f"{name} must be one of {sorted(CBS_DEFINITIONS)}, got {key!r}")
+        raise InputError(f"{name} must be one of {sorted(CBS_DEFINITIONS)}, got {key!r}")
     return key
 
 
@@ -356,7 +357,7 @@ def _to_b_crit(value: float, key: str, info: dict) -> float:
     if key == "li_peak":
         _need_approximate(info)
         return value
-    raise ValueError(
+    raise InputError(
         "a Merrill et al. local CBS cannot be converted to B_crit: under the hyperbola two "
         "values of B_crit give the same local CBS (measure B_crit with a sweep instead)"
     )
@@ -380,7 +381,7 @@ def _from_b_crit(bc: float, key: str, info: dict) -> float:
 def _need(info: dict, names: tuple[str, ...], key: str) -> None:
     missing = [n for n in names if info.get(n) is None]
     if missing:
-        raise ValueError(
+        raise InputError(
             f"converting the {key!r} critical batch size needs {', '.join(missing)} "
             f"(not given); see CBS_DEFINITIONS[{key!r}].assumptions"
         )
@@ -388,7 +389,7 @@ def _need(info: dict, names: tuple[str, ...], key: str) -> None:
 
 def _need_approximate(info: dict) -> None:
     if info.get("approximate") is not True:
-        raise ValueError(
+        raise InputError(
             "B_peak (Li et al. 2024) is the noise scale B_noise, which equals B_crit only "
             "approximately (McCandlish et al. 2018, B_crit ≈ B_noise averaged over training);"
             " pass approximate=True to accept that approximation"
@@ -441,10 +442,10 @@ def convert_cbs(value: float, from_def: str, to_def: str, **info) -> float:
     _check_key(to_def, "to_def")
     unknown = set(info) - _INFO_KEYS
     if unknown:
-        raise ValueError(f"unknown keyword(s) {sorted(unknown)}; expected some of "
+        raise InputError(f"unknown keyword(s) {sorted(unknown)}; expected some of "
                          f"{sorted(_INFO_KEYS)}")
     if "approximate" in info and not isinstance(info["approximate"], bool):
-        raise TypeError(f"approximate must be a bool, got {info['approximate']!r}")
+        raise InputError(f"approximate must be a bool, got {info['approximate']!r}")
     for k in ("base_batch", "overhead", "tolerance", "window", "loss_slope"):
         if info.get(k) is not None:
             positive_float(as_float(info[k], k), k)

@@ -43,6 +43,7 @@ from ._validate import (
     check_unit_interval,
     scalar_or_array,
 )
+from .errors import InputError, NotFoundError, UsageError
 
 __all__ = [
     "GNSEstimate",
@@ -59,7 +60,7 @@ def _sizes(b_small, b_big):
     bs = check_positive(b_small, "b_small")
     bb = check_positive(b_big, "b_big")
     if np.any(bs >= bb):
-        raise ValueError(
+        raise InputError(
             f"b_small must be < b_big (two different batch sizes are needed), got "
             f"b_small={_show(bs)} and b_big={_show(bb)}"
         )
@@ -124,9 +125,9 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big, *,
 
 def _dataset_size(dataset_size, b_big) -> float:
     if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size or dataset_size < 2:
-        raise ValueError(f"dataset_size must be an integer >= 2, got {dataset_size!r}")
+        raise InputError(f"dataset_size must be an integer >= 2, got {dataset_size!r}")
     if np.any(np.asarray(b_big) > dataset_size):
-        raise ValueError(f"batches of {float(np.max(b_big)):g} cannot be drawn without "
+        raise InputError(f"batches of {float(np.max(b_big)):g} cannot be drawn without "
                          f"replacement from dataset_size={dataset_size} examples")
     return float(dataset_size)
 
@@ -171,16 +172,16 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: 
     b = check_positive(batch_size, "batch_size")
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, int | np.integer):
-            raise TypeError(f"n must be an integer, got {n!r}")
+            raise InputError(f"n must be an integer, got {n!r}")
         if n < 2:
-            raise ValueError(f"n must be >= 2 micro-batches, got {n}")
+            raise InputError(f"n must be >= 2 micro-batches, got {n}")
         return gns_two_batch(sq_norms, b, sq_norm_mean, n * b, dataset_size=dataset_size)
     sq = as_array(sq_norms, "sq_norms")
     if sq.ndim == 0:
-        raise ValueError("sq_norms must have an axis of micro-batches, got a scalar")
+        raise InputError("sq_norms must have an axis of micro-batches, got a scalar")
     n = sq.shape[axis]
     if n < 2:
-        raise ValueError(f"sq_norms needs >= 2 micro-batches along axis {axis}, got {n}")
+        raise InputError(f"sq_norms needs >= 2 micro-batches along axis {axis}, got {n}")
     check_nonnegative(sq, "sq_norms")
     return gns_two_batch(np.mean(sq, axis=axis), b, sq_norm_mean, n * b,
                          dataset_size=dataset_size)
@@ -213,14 +214,14 @@ def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
     y = check_nonnegative(sq_norms, "sq_norms")
     b = check_positive(batch_sizes, "batch_sizes")
     if b.ndim != 1:
-        raise ValueError(f"batch_sizes must be 1-D, got shape {b.shape}")
+        raise InputError(f"batch_sizes must be 1-D, got shape {b.shape}")
     if y.ndim == 0 or y.shape[axis] != b.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"sq_norms must have {b.shape[0]} entries (one per batch size) along axis "
             f"{axis}, got shape {y.shape}"
         )
     if np.unique(b).size < 2:
-        raise ValueError("batch_sizes needs at least two distinct values")
+        raise InputError("batch_sizes needs at least two distinct values")
     x = 1.0 / b
     xc = x - x.mean()
     y = np.moveaxis(y, axis, -1)
@@ -258,7 +259,7 @@ def _max_history(value) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"max_history must be a positive integer or None, got {value!r}")
+        raise InputError(f"max_history must be a positive integer or None, got {value!r}")
     return value
 
 
@@ -380,18 +381,18 @@ class GNSEstimator:
             x = float(v) if (t is float or t is int) and math.isfinite(v) else as_float(v, name)
             vals[name] = x
             if x < 0 or (x == 0 and name.startswith("b_")):
-                raise ValueError(f"{name} must be {'> 0' if name[0] == 'b' else '>= 0'}, "
+                raise InputError(f"{name} must be {'> 0' if name[0] == 'b' else '>= 0'}, "
                                  f"got {x!r}")
         sq_s, bs, sq_b, bb = vals.values()
         if bs >= bb:
-            raise ValueError(f"b_small must be < b_big (two different batch sizes are "
+            raise InputError(f"b_small must be < b_big (two different batch sizes are "
                              f"needed), got b_small={bs!r} and b_big={bb!r}")
         # the same arithmetic as gns_two_batch, on Python floats
         g2 = (bb * sq_b - bs * sq_s) / (bb - bs)
         s = (sq_s - sq_b) / (1.0 / bs - 1.0 / bb)
         if self.dataset_size is not None:  # without replacement: 1/B - 1/D
             if bb > self.dataset_size:
-                raise ValueError(f"b_big={bb:g} exceeds dataset_size={self.dataset_size}")
+                raise InputError(f"b_big={bb:g} exceeds dataset_size={self.dataset_size}")
             g2 += s / self.dataset_size
         self._fold(s, g2)
         if self.keep_history:
@@ -418,7 +419,7 @@ class GNSEstimator:
     # --------------------------------------------------------------- estimates
     def _require(self):
         if self.steps == 0:
-            raise RuntimeError("GNSEstimator has no steps yet: call update() first")
+            raise UsageError("GNSEstimator has no steps yet: call update() first")
 
     @property
     def g2(self) -> float:
@@ -475,7 +476,7 @@ class GNSEstimator:
         self._require()
         level = as_float(level, "level")
         if not 0.0 < level < 1.0:
-            raise ValueError(f"level must be in (0, 1), got {level!r}")
+            raise InputError(f"level must be in (0, 1), got {level!r}")
         vss, vgg, vsg = self._var_of_means()
         if math.isnan(vss):
             return math.nan, math.nan
@@ -527,7 +528,7 @@ class GNSEstimator:
             hist = state["history"]
             self._history = self._empty_history({c: hist[c] for c in self._COLUMNS})
         except KeyError as exc:
-            raise KeyError(f"state is missing the entry {exc.args[0]!r}") from None
+            raise NotFoundError(f"state is missing the entry {exc.args[0]!r}") from None
 
     # ----------------------------------------------------------------- views
     def history(self) -> dict[str, np.ndarray]:

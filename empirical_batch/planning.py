@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ._validate import as_array, check_positive, positive_float, scalar_or_array
+from .errors import InputError
 from .tradeoff import Tradeoff
 
 __all__ = ["Hardware", "frontier", "frontier_bend", "pareto_mask", "plan"]
@@ -92,16 +93,16 @@ class Hardware:
         for name in ("max_device_batch", "max_devices"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | np.integer):
-                raise TypeError(f"{name} must be an integer, got {v!r}")
+                raise InputError(f"{name} must be an integer, got {v!r}")
             if v < 1:
-                raise ValueError(f"{name} must be >= 1, got {v!r}")
+                raise InputError(f"{name} must be >= 1, got {v!r}")
             object.__setattr__(self, name, int(v))
 
     def comm_seconds(self, devices):
         """Communication time per step on ``devices`` devices (0 for one device)."""
         n = as_array(devices, "devices")
         if np.any(n < 1):
-            raise ValueError(f"devices must be >= 1, got {n.min()!r}")
+            raise InputError(f"devices must be >= 1, got {n.min()!r}")
         comm = self.allreduce_s * (n - 1.0) / n + self.latency_s * np.ceil(np.log2(n))
         return scalar_or_array(np.where(n > 1, comm, 0.0))
 
@@ -125,9 +126,9 @@ def _powers_of_two(lo: float, hi: float) -> np.ndarray:
 def _int_list(values, name) -> np.ndarray:
     arr = as_array(values, name, ndim=1)
     if arr.size == 0:
-        raise ValueError(f"{name} must not be empty")
+        raise InputError(f"{name} must not be empty")
     if np.any(arr < 1) or np.any(arr != np.round(arr)):
-        raise ValueError(f"{name} must be positive integers, got {arr.tolist()!r}")
+        raise InputError(f"{name} must be positive integers, got {arr.tolist()!r}")
     return np.unique(arr.astype(np.int64))
 
 
@@ -142,7 +143,7 @@ def pareto_mask(time, cost) -> np.ndarray:
     t = as_array(time, "time", ndim=1)
     c = as_array(cost, "cost", ndim=1)
     if t.shape != c.shape:
-        raise ValueError(f"time and cost must have the same shape, got {t.shape}, {c.shape}")
+        raise InputError(f"time and cost must have the same shape, got {t.shape}, {c.shape}")
     order = np.lexsort((c, t))  # by time, then cost
     mask = np.zeros(t.shape, dtype=bool)
     best_cost = np.inf
@@ -212,10 +213,10 @@ def plan(
     import pandas as pd
 
     if not isinstance(tradeoff, Tradeoff):
-        raise TypeError(f"tradeoff must be a Tradeoff, got {type(tradeoff).__name__}")
+        raise InputError(f"tradeoff must be a Tradeoff, got {type(tradeoff).__name__}")
     hw = Hardware() if hardware is None else hardware
     if not isinstance(hw, Hardware):
-        raise TypeError(f"hardware must be a Hardware, got {type(hw).__name__}")
+        raise InputError(f"hardware must be a Hardware, got {type(hw).__name__}")
     capacity = hw.max_device_batch * hw.max_devices
     if batch_sizes is None:
         bs = _powers_of_two(tradeoff.b_crit / 1024, min(tradeoff.b_crit * 1024, capacity))
@@ -232,7 +233,7 @@ def plan(
     if throughput_model is None:
         ok &= b_grid <= hw.max_device_batch * n_grid
     if not np.any(ok):
-        raise ValueError(
+        raise InputError(
             "no feasible (batch_size, devices) pair: need devices <= batch_size, devices <= "
             f"max_devices={hw.max_devices} and batch_size/devices <= "
             f"max_device_batch={hw.max_device_batch}"
@@ -293,4 +294,4 @@ def frontier_bend(df):
 def _check_plan(df) -> None:
     missing = [c for c in _COLUMNS if c not in getattr(df, "columns", [])]
     if missing:
-        raise ValueError(f"df is not a plan() table: missing columns {missing}")
+        raise InputError(f"df is not a plan() table: missing columns {missing}")

@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .errors import InputError
+
 __all__ = ["COLUMN_ALIASES", "SCHEMA", "Sweep", "load_sweep"]
 
 SCHEMA = ("run", "batch_size", "learning_rate", "step", "examples", "metric")
@@ -202,7 +204,7 @@ def read_table(source) -> tuple[pd.DataFrame, str, int]:
     if isinstance(source, pd.DataFrame):
         return source.copy(), "<DataFrame>", 0
     if not isinstance(source, str | os.PathLike):
-        raise TypeError(
+        raise InputError(
             f"source must be a path, a pandas DataFrame or a Sweep, got {type(source).__name__}"
         )
     path = Path(source)
@@ -215,21 +217,21 @@ def read_table(source) -> tuple[pd.DataFrame, str, int]:
         try:
             return pd.read_parquet(path), str(path), 0
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: not a readable Parquet file ({exc})") from None
+            raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
     if suffix in (".csv", ".txt", ".tsv", ".gz"):
         sep = "\t" if ".tsv" in path.name.lower() else ","
         _check_complete(path)
         try:
             return pd.read_csv(path, sep=sep), str(path), 2  # header is line 1
         except pd.errors.EmptyDataError:
-            raise ValueError(f"{path}: the file is empty (no header, no rows)") from None
+            raise InputError(f"{path}: the file is empty (no header, no rows)") from None
         except pd.errors.ParserError as exc:
-            raise ValueError(f"{path}: malformed table ({' '.join(str(exc).split())})") \
+            raise InputError(f"{path}: malformed table ({' '.join(str(exc).split())})") \
                 from None
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                              "re-save it as UTF-8") from None
-    raise ValueError(f"{path}: unknown sweep file type {suffix!r} (expected .csv or .parquet)")
+    raise InputError(f"{path}: unknown sweep file type {suffix!r} (expected .csv or .parquet)")
 
 
 def _check_complete(path: Path) -> None:
@@ -253,10 +255,10 @@ def _check_complete(path: Path) -> None:
                 fh.seek(-1, os.SEEK_END)
                 tail = fh.read(1)
     except (EOFError, OSError, zlib.error) as exc:
-        raise ValueError(f"{path}: the compressed stream is cut short or damaged ({exc}); "
+        raise InputError(f"{path}: the compressed stream is cut short or damaged ({exc}); "
                          "the file looks truncated") from None
     if tail and tail not in (b"\n", b"\r"):
-        raise ValueError(f"{path}: the last line does not end with a newline, so its last "
+        raise InputError(f"{path}: the last line does not end with a newline, so its last "
                          "value may be cut short (a truncated file?); if the file is "
                          "complete, add a final newline")
 
@@ -285,11 +287,11 @@ def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]
     mapping: dict[str, str] = {}
     for key, src in column_map.items():
         if key not in SCHEMA:
-            raise ValueError(
+            raise InputError(
                 f"unknown schema column {key!r} in column_map; expected one of {SCHEMA}"
             )
         if src not in df.columns:
-            raise ValueError(
+            raise InputError(
                 f"{label}: column {src!r} (given for {key!r}) not found; "
                 f"columns are {list(map(str, df.columns))}"
             )
@@ -304,7 +306,7 @@ def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]
         for alias in COLUMN_ALIASES[key]:
             cands = [c for c in lowered.get(alias, []) if c not in used]
             if len(cands) > 1:
-                raise ValueError(
+                raise InputError(
                     f"{label}: several columns could be {key!r}: {cands}; pass {key}=NAME"
                 )
             if cands:
@@ -314,7 +316,7 @@ def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]
     missing = [k for k in ("run", "batch_size", "step", "metric") if k not in mapping]
     if missing:
         hints = {k: COLUMN_ALIASES[k][:4] for k in missing}
-        raise ValueError(
+        raise InputError(
             f"{label}: missing column(s) {missing}; recognised names include {hints}; "
             f"columns are {list(map(str, df.columns))}; map them with "
             + ", ".join(f"{k}=NAME" for k in missing)
@@ -330,12 +332,12 @@ def _numeric(df, col, label, offset, *, allow_nonfinite=False, allow_nan=False):
     raw = df[col]
     kind = raw.dtype.kind
     if kind in "bcmM":  # bool, complex, timedelta, datetime: not measurements
-        raise ValueError(f"{label}, column {col!r}: holds {raw.dtype} values, not numbers")
+        raise InputError(f"{label}, column {col!r}: holds {raw.dtype} values, not numbers")
     if kind == "O":
         odd = raw.map(lambda v: isinstance(v, _NOT_NUMBERS))
         if odd.any():
             idx = odd.idxmax()
-            raise ValueError(f"{_where(label, offset, idx)}, column {col!r}: not a number: "
+            raise InputError(f"{_where(label, offset, idx)}, column {col!r}: not a number: "
                              f"{raw.loc[idx]!r} ({type(raw.loc[idx]).__name__})")
     num = pd.to_numeric(raw, errors="coerce")
     bad = num.isna() & raw.notna()
@@ -343,7 +345,7 @@ def _numeric(df, col, label, offset, *, allow_nonfinite=False, allow_nan=False):
         bad = bad | raw.isna()
     if bad.any():
         idx = bad.idxmax()
-        raise ValueError(
+        raise InputError(
             f"{_where(label, offset, idx)}, column {col!r}: not a number: {raw.loc[idx]!r}"
         )
     values = num.to_numpy(dtype=float)
@@ -351,7 +353,7 @@ def _numeric(df, col, label, offset, *, allow_nonfinite=False, allow_nan=False):
         finite = np.isfinite(values) | (allow_nan & np.isnan(values))
         if not finite.all():
             idx = df.index[int(np.argmin(finite))]
-            raise ValueError(
+            raise InputError(
                 f"{_where(label, offset, idx)}, column {col!r}: must be finite, got "
                 f"{raw.loc[idx]!r}"
             )
@@ -365,7 +367,7 @@ def _bounded_column(df, mapping, key, what, label, offset, *, strict, allow_nan=
     bad = values <= 0 if strict else values < 0
     if np.any(bad):
         idx = df.index[int(np.argmax(bad))]
-        raise ValueError(
+        raise InputError(
             f"{_where(label, offset, idx)}, column {col!r}: {what} must be "
             f"{'> 0' if strict else '>= 0'}, got {df.loc[idx, col]!r}"
         )
@@ -426,27 +428,27 @@ def load_sweep(
         if higher_is_better is None:
             higher_is_better = source.higher_is_better
     if len(df) == 0:
-        raise ValueError(f"{label}: the sweep has no rows")
+        raise InputError(f"{label}: the sweep has no rows")
     mapping = _recognise(df, column_map, label)
     src_metric = mapping["metric"]
     name = metric_name or ("metric" if src_metric == "metric" else str(src_metric))
     if higher_is_better is None:
         low = name.lower()
         if any(h in low for h in _HIGHER_HINTS) and "loss" not in low and "err" not in low:
-            raise ValueError(
+            raise InputError(
                 f"{label}: metric {name!r} looks like a quantity where higher is better; "
                 "state the direction with higher_is_better=True or False"
             )
         higher_is_better = False
     if not isinstance(higher_is_better, bool | np.bool_):
-        raise TypeError(f"higher_is_better must be a bool, got {type(higher_is_better).__name__}")
+        raise InputError(f"higher_is_better must be a bool, got {type(higher_is_better).__name__}")
 
     out = pd.DataFrame(index=df.index)
     runs = df[mapping["run"]]
     empty = runs.isna() | (runs.astype(str).str.strip() == "")
     if empty.any():
         where = [_at(offset, i) for i in df.index[empty.to_numpy()][:3]]
-        raise ValueError(f"{label}, column {mapping['run']!r}: empty or missing run id at "
+        raise InputError(f"{label}, column {mapping['run']!r}: empty or missing run id at "
                          f"{', '.join(where)}" + (" ..." if empty.sum() > 3 else "")
                          + "; every row must name its run")
     out["run"] = runs.astype(str)
@@ -470,7 +472,7 @@ def load_sweep(
     if dup.any():
         rows = out.index[dup.to_numpy()][:2]
         r0 = out.loc[rows[0]]
-        raise ValueError(
+        raise InputError(
             f"{label}: duplicated (run, step) = ({r0['run']!r}, {r0['step']:g}) at "
             f"{_at(offset, rows[0])} and {_at(offset, rows[1])} "
             f"(columns {mapping['run']!r}, {mapping['step']!r})"
@@ -483,7 +485,7 @@ def load_sweep(
             rows = out.index[(out["run"] == run).to_numpy()]
             first = vals.loc[rows[0]]
             other = rows[int(np.argmax((vals.loc[rows] != first).to_numpy()))]
-            raise ValueError(
+            raise InputError(
                 f"{label}: run {run!r} has several values of {key!r} "
                 f"({vals.loc[rows].unique().tolist()}), e.g. at "
                 f"{_at(offset, rows[0])} and {_at(offset, other)}, column {mapping[key]!r}; "

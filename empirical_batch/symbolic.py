@@ -27,6 +27,8 @@ from functools import lru_cache
 
 import sympy as sp
 
+from .errors import InputError
+
 __all__ = [
     "AdaptiveDerivation",
     "PreconditionedDerivation",
@@ -82,7 +84,7 @@ def expected_step_loss(n: int = 2, *, preconditioned: bool = False):
     ``eps``, ``B``.
     """
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n!r}")
+        raise InputError(f"n must be >= 1, got {n!r}")
     eps, b = sp.symbols("epsilon B", positive=True)
     g = sp.Matrix(n, 1, lambda i, _: sp.Symbol(f"G{i}", real=True))
     h = sp.Matrix(n, n, lambda i, j: sp.Symbol(f"H{min(i, j)}{max(i, j)}", real=True))

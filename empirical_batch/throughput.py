@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from .errors import InputError
+
 __all__ = ["ThroughputModel", "fit_throughput"]
 
 COLUMNS = ("micro_batch", "devices", "accumulation", "step_seconds")
@@ -81,7 +83,7 @@ class ThroughputModel:
         device's limit $1/\beta_g$ (compute only): $m = f\alpha_g /
         ((1 - f)\beta_g)$. Below it the device idles on fixed costs."""
         if not 0 < fraction < 1:
-            raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+            raise InputError(f"fraction must be in (0, 1), got {fraction!r}")
         if self.beta_grad <= 0:
             return math.inf
         return fraction * self.alpha_grad / ((1 - fraction) * self.beta_grad)
@@ -102,21 +104,21 @@ class ThroughputModel:
 
 def _timings(frame: pd.DataFrame) -> tuple[np.ndarray, ...]:
     if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"timings must be a pandas DataFrame, got {type(frame).__name__}")
+        raise InputError(f"timings must be a pandas DataFrame, got {type(frame).__name__}")
     missing = [c for c in ("micro_batch", "step_seconds") if c not in frame.columns]
     if missing:
-        raise ValueError(f"timings need columns {list(COLUMNS)} (devices and accumulation "
+        raise InputError(f"timings need columns {list(COLUMNS)} (devices and accumulation "
                          f"default to 1); missing {missing}, got {list(frame.columns)}")
     out = []
     for c in COLUMNS:
         col = frame[c] if c in frame.columns else pd.Series(1.0, index=frame.index)
         if col.dtype == bool or not pd.api.types.is_numeric_dtype(col):
-            raise ValueError(f"timings column {c!r} must be numeric, got dtype {col.dtype}")
+            raise InputError(f"timings column {c!r} must be numeric, got dtype {col.dtype}")
         v = col.to_numpy(dtype=float)
         if not np.all(np.isfinite(v)) or np.any(v <= 0):
-            raise ValueError(f"timings column {c!r} must be finite and > 0")
+            raise InputError(f"timings column {c!r} must be finite and > 0")
         if c in ("micro_batch", "devices", "accumulation") and np.any(v != np.round(v)):
-            raise ValueError(f"timings column {c!r} must hold integers")
+            raise InputError(f"timings column {c!r} must hold integers")
         out.append(v)
     return tuple(out)
 
@@ -158,7 +160,7 @@ def fit_throughput(timings: pd.DataFrame) -> ThroughputModel:
     m, n, k, t = _timings(timings)
     notes = []
     if np.unique(m).size < 2:
-        raise ValueError("timings need at least 2 different micro_batch values to separate "
+        raise InputError("timings need at least 2 different micro_batch values to separate "
                          "the fixed and the per-example compute time")
     multi = n > 1
     fit_sync = bool(multi.any())

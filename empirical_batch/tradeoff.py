@@ -24,6 +24,7 @@ import numpy as np
 
 from ._numeric import trapezoid
 from ._validate import as_array, as_float, check_positive, positive_float, scalar_or_array
+from .errors import InputError
 
 __all__ = ["AdaptiveSchedule", "Tradeoff", "adaptive_schedule"]
 
@@ -66,7 +67,7 @@ class Tradeoff:
         """
         b = positive_float(b_crit, "b_crit")
         if (s_min is None) == (e_min is None):
-            raise ValueError("give exactly one of s_min and e_min with b_crit")
+            raise InputError("give exactly one of s_min and e_min with b_crit")
         if s_min is not None:
             return cls(s_min=s_min, e_min=b * as_float(s_min, "s_min"))
         e = as_float(e_min, "e_min")
@@ -85,7 +86,7 @@ class Tradeoff:
         import pandas as pd
 
         if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
-            raise ValueError(f"n_seeds must be a positive integer, got {n_seeds!r}")
+            raise InputError(f"n_seeds must be a positive integer, got {n_seeds!r}")
         s = positive_float(sigma, "sigma", allow_zero=True)
         gen = np.random.default_rng(rng)
         b = np.repeat(check_positive(batch_sizes, "batch_sizes").reshape(-1), n_seeds)
@@ -128,7 +129,7 @@ class Tradeoff:
         """
         s = check_positive(steps, "steps")
         if np.any(s <= self.s_min):
-            raise ValueError(
+            raise InputError(
                 f"steps must be > s_min={self.s_min:.6g} (no batch size reaches the "
                 f"target in fewer steps), got {s.min()!r}"
             )
@@ -143,7 +144,7 @@ class Tradeoff:
         """
         e = check_positive(examples, "examples")
         if np.any(e <= self.e_min):
-            raise ValueError(
+            raise InputError(
                 f"examples must be > e_min={self.e_min:.6g} (no batch size reaches the "
                 f"target with fewer examples), got {e.min()!r}"
             )
@@ -275,19 +276,19 @@ def adaptive_schedule(
     """
     grid = _as_1d(s, "s")
     if grid.shape[0] < 2:
-        raise ValueError(f"s must have at least 2 points, got {grid.shape[0]}")
+        raise InputError(f"s must have at least 2 points, got {grid.shape[0]}")
     if np.any(np.diff(grid) <= 0):
-        raise ValueError("s must be strictly increasing")
+        raise InputError("s must be strictly increasing")
     values = noise_scale(grid) if callable(noise_scale) else noise_scale
     b = _as_1d(values, "noise_scale")
     if b.shape != grid.shape:
-        raise ValueError(
+        raise InputError(
             f"noise_scale has shape {b.shape}, which does not match s of shape {grid.shape}"
         )
     if np.any(b < 0):
-        raise ValueError(f"noise_scale must be >= 0, got {b.min()!r}")
+        raise InputError(f"noise_scale must be >= 0, got {b.min()!r}")
     if not np.any(b > 0):
-        raise ValueError("noise_scale must not be zero everywhere")
+        raise InputError("noise_scale must not be zero everywhere")
     rate = positive_float(r, "r")
     root = np.sqrt(b)
     batch = np.sqrt(rate) * root

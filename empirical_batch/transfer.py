@@ -64,6 +64,7 @@ from types import MappingProxyType
 
 from . import theory
 from ._validate import as_float, positive_float
+from .errors import EmpiricalBatchWarning, InputError, NotFoundError
 
 __all__ = [
     "HPARAMS",
@@ -91,7 +92,7 @@ _STEPS = ("warmup_steps", "total_steps")
 REGIME_FRACTION = 0.1
 
 
-class RegimeWarning(UserWarning):
+class RegimeWarning(EmpiricalBatchWarning):
     """A transfer rule was applied outside the regime it was derived for."""
 
 
@@ -196,7 +197,7 @@ class TransferResult:
         for v in self.values:
             if v.name == name:
                 return v
-        raise KeyError(f"{name!r} was not transferred; have {[v.name for v in self.values]}")
+        raise NotFoundError(f"{name!r} was not transferred; have {[v.name for v in self.values]}")
 
     @property
     def new(self) -> dict:
@@ -232,15 +233,15 @@ class TransferResult:
 # ---------------------------------------------------------------- validation
 def _check_hparams(hparams, optimizer: str) -> dict:
     if not isinstance(hparams, Mapping):
-        raise TypeError(f"hparams must be a mapping (dict), got {type(hparams).__name__}")
+        raise InputError(f"hparams must be a mapping (dict), got {type(hparams).__name__}")
     if not hparams:
-        raise ValueError(f"hparams is empty; give some of {sorted(_KEYS[optimizer])}")
+        raise InputError(f"hparams is empty; give some of {sorted(_KEYS[optimizer])}")
     unknown = set(hparams) - set(HPARAMS)
     if unknown:
-        raise ValueError(f"hparams has unknown key(s) {sorted(unknown)}; known: {list(HPARAMS)}")
+        raise InputError(f"hparams has unknown key(s) {sorted(unknown)}; known: {list(HPARAMS)}")
     wrong = set(hparams) - _KEYS[optimizer]
     if wrong:
-        raise ValueError(f"hparams key(s) {sorted(wrong)} do not apply to optimizer="
+        raise InputError(f"hparams key(s) {sorted(wrong)} do not apply to optimizer="
                          f"{optimizer!r}; it takes {sorted(_KEYS[optimizer])}")
     out = {}
     for k in HPARAMS:
@@ -251,13 +252,13 @@ def _check_hparams(hparams, optimizer: str) -> dict:
             lo_ok = x >= 0 if k == "momentum" else x > 0
             if not (lo_ok and x < 1):
                 interval = "[0, 1)" if k == "momentum" else "(0, 1)"
-                raise ValueError(f"{k} must be in {interval}, got {x!r}")
+                raise InputError(f"{k} must be in {interval}, got {x!r}")
         elif k == "weight_decay":
             x = positive_float(x, k, allow_zero=True)
         elif k in _STEPS:
             x = positive_float(x, k, allow_zero=k == "warmup_steps")
             if x != int(x):
-                raise ValueError(f"{k} must be a whole number of steps, got {x!r}")
+                raise InputError(f"{k} must be a whole number of steps, got {x!r}")
         else:
             x = positive_float(x, k)
         out[k] = x
@@ -273,17 +274,17 @@ def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
         overrides = dict(rule)
         bad = set(overrides) - set(HPARAMS)
         if bad:
-            raise ValueError(f"rule has unknown hyperparameter key(s) {sorted(bad)}; "
+            raise InputError(f"rule has unknown hyperparameter key(s) {sorted(bad)}; "
                              f"known: {list(HPARAMS)}")
         lr_rule = overrides.get("lr")
     else:
-        raise TypeError(f"rule must be None, a rule name or a mapping hyperparameter -> rule "
+        raise InputError(f"rule must be None, a rule name or a mapping hyperparameter -> rule "
                         f"name, got {type(rule).__name__}")
     if lr_rule is None:
         lr_rule = ("sgd_optimal" if sgd else "surge") if b_noise is not None else (
             "linear" if sgd else "sqrt")
     if lr_rule not in (*_LR_RULES, "unchanged"):
-        raise ValueError(f"rule must be one of {list(_LR_RULES)} for the learning rate, "
+        raise InputError(f"rule must be one of {list(_LR_RULES)} for the learning rate, "
                          f"got {lr_rule!r}")
     sqrt = lr_rule == "sqrt"
     chosen = {
@@ -299,19 +300,19 @@ def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
     }
     for k, r in overrides.items():
         if k != "lr" and k not in hp:
-            raise ValueError(f"rule[{k!r}] is given but hparams has no {k!r}")
+            raise InputError(f"rule[{k!r}] is given but hparams has no {k!r}")
         if r not in TRANSFER_RULES:
-            raise ValueError(f"rule[{k!r}] must be one of {sorted(TRANSFER_RULES)}, got {r!r}")
+            raise InputError(f"rule[{k!r}] must be one of {sorted(TRANSFER_RULES)}, got {r!r}")
         if k not in TRANSFER_RULES[r].applies_to:
-            raise ValueError(f"rule[{k!r}]={r!r} does not apply to {k}; it applies to "
+            raise InputError(f"rule[{k!r}]={r!r} does not apply to {k}; it applies to "
                              f"{list(TRANSFER_RULES[r].applies_to)}")
         chosen[k] = r
     for k in ("lr", "warmup_steps", "total_steps"):
         if chosen[k] in ("sgd_optimal", "surge") and b_noise is None:
-            raise ValueError(f"rule {chosen[k]!r} for {k} needs b_noise (the gradient noise "
+            raise InputError(f"rule {chosen[k]!r} for {k} needs b_noise (the gradient noise "
                              "scale), which was not given")
         if chosen[k] == "tradeoff_steps" and tradeoff is None:
-            raise ValueError(f"rule 'tradeoff_steps' for {k} needs tradeoff (a Tradeoff or "
+            raise InputError(f"rule 'tradeoff_steps' for {k} needs tradeoff (a Tradeoff or "
                              "TradeoffFit), which was not given")
     return {k: chosen[k] for k in HPARAMS if k in hp or k == "lr"}
 
@@ -326,7 +327,7 @@ def _check_tradeoff(tradeoff):
         return tradeoff.tradeoff, (min(tradeoff.batch_sizes), max(tradeoff.batch_sizes))
     if isinstance(tradeoff, Tradeoff):
         return tradeoff, None
-    raise TypeError(f"tradeoff must be a Tradeoff or a TradeoffFit, got "
+    raise InputError(f"tradeoff must be a Tradeoff or a TradeoffFit, got "
                     f"{type(tradeoff).__name__}")
 
 
@@ -383,7 +384,7 @@ def _lr_factor(rule: str, b: float, b2: float, b_noise, optimizer: str):
 def _one_minus_beta(name: str, beta: float, k: float) -> float:
     m = k * (1.0 - beta)
     if m >= 1.0:
-        raise ValueError(
+        raise InputError(
             f"{name}: the square-root rule gives 1-{name}' = κ(1-{name}) = {m:.4g} >= 1 "
             f"(κ={k:g}), no valid {name}; use rule={{'{name}': 'half_life' or 'unchanged'}}"
         )
@@ -465,7 +466,7 @@ def transfer(
       Batch Size in LLM Pre-training. arXiv:2505.13738.
     """
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
+        raise InputError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
     b = positive_float(from_batch, "from_batch")
     b2 = positive_float(to_batch, "to_batch")
     bn = None if b_noise is None else positive_float(b_noise, "b_noise")

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
+
 # Illustrative hardware for the planner section (not a measurement): a device that
 # processes 2000 examples/s, holds 64 examples, 1 ms fixed time per step, a 5 ms
 # all-reduce in the many-device limit plus 0.2 ms per log2(n) hop, 2 per device-hour.
@@ -242,7 +244,7 @@ def write_figure(ctx: DemoContext, path: Path) -> Path:
 
     k = len(ctx.panels)
     if k == 0:
-        raise ValueError("no section drew a figure panel")
+        raise InputError("no section drew a figure panel")
     fig, axes = plt.subplots(1, k, figsize=(5.2 * k, 4.3), squeeze=False)
     for draw, ax in zip(ctx.panels, axes[0], strict=True):
         draw(ax)
@@ -276,9 +278,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
 def run(args) -> int:
     if args.n < 1:
-        raise ValueError(f"--n must be >= 1, got {args.n}")
+        raise InputError(f"--n must be >= 1, got {args.n}")
     if not 0 <= args.max_log2_batch <= 40:
-        raise ValueError(f"--max-log2-batch must be in [0, 40], got {args.max_log2_batch}")
+        raise InputError(f"--max-log2-batch must be in [0, 40], got {args.max_log2_batch}")
     ctx = DemoContext(n=args.n, noise=args.noise, s_min=args.s_min,
                       max_log2_batch=args.max_log2_batch)
     for _, section in SECTIONS:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from ..errors import InputError, UsageError
+
 __all__ = ["check_device"]
 
 
 def check_device(device: str) -> None:
     """Refuse ``cuda`` without a CUDA device (and unknown names) in one clear line."""
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
-        raise ValueError(f"--device must be auto, cpu or cuda[:i], got {device!r}")
+        raise InputError(f"--device must be auto, cpu or cuda[:i], got {device!r}")
     if device.startswith("cuda"):
         try:
             import torch
         except ImportError:  # pragma: no cover - torch is a dev dependency
-            raise RuntimeError(f"--device {device} needs torch with CUDA") from None
+            raise UsageError(f"--device {device} needs torch with CUDA") from None
         if not torch.cuda.is_available():
-            raise RuntimeError(f"--device {device}: no CUDA device is available here (use "
+            raise UsageError(f"--device {device}: no CUDA device is available here (use "
                                "--device cpu)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import InputError
+
 _EPILOG = """\
 The sweep log has one row per logged point: columns run, batch_size, learning_rate,
 step and a metric (common names such as bs, lr, _step, loss, val_loss are recognised;
@@ -82,9 +84,9 @@ def _where(frame, expr: str | None, label: str):
     try:
         out = frame.query(expr)
     except Exception as exc:  # pandas raises many kinds for a bad expression
-        raise ValueError(f"--where {expr!r} on {label}: {type(exc).__name__}: {exc}") from None
+        raise InputError(f"--where {expr!r} on {label}: {type(exc).__name__}: {exc}") from None
     if out.empty:
-        raise ValueError(f"--where {expr!r} keeps no row of {label}")
+        raise InputError(f"--where {expr!r} keeps no row of {label}")
     return out
 
 
@@ -110,7 +112,7 @@ def run(args) -> int:
     quiet = args.json or args.csv
     say = (lambda *a, **k: None) if quiet else print
     if not 0 <= args.n_boot <= MAX_BOOT:
-        raise ValueError(f"--n-boot must be between 0 and {MAX_BOOT:,}, got {args.n_boot:,} "
+        raise InputError(f"--n-boot must be between 0 and {MAX_BOOT:,}, got {args.n_boot:,} "
                          "(more draws do not sharpen an interval's level beyond that)")
     path = Path(args.sweep)
     if path.suffix.lower() == ".json":
@@ -124,11 +126,11 @@ def run(args) -> int:
     if path.suffix.lower() == ".json":
         steps = frame.dropna(subset=["steps"])[["batch_size", "steps"]]
         if steps.empty:
-            raise ValueError(f"{label}: no entry's unit converts to steps")
+            raise InputError(f"{label}: no entry's unit converts to steps")
     fig = None
     if steps is not None:
         if args.target:
-            raise ValueError(f"{label} is a steps-to-target table (columns batch_size and "
+            raise InputError(f"{label} is a steps-to-target table (columns batch_size and "
                              "steps): it is fitted as it is, without --target")
         say(f"{label}: steps-to-target table, {len(steps)} rows, "
             f"{steps['batch_size'].nunique()} batch sizes")
@@ -145,11 +147,11 @@ def run(args) -> int:
             fig = _fit_figure(fit)
         return _save(fig, args.out, say)
     if not args.target:
-        raise ValueError("--target is required for a sweep log (one row per logged point)")
+        raise InputError("--target is required for a sweep log (one row per logged point)")
     column_map = {}
     for item in args.column:
         if "=" not in item:
-            raise ValueError(f"--column expects SCHEMA=SOURCE, got {item!r}")
+            raise InputError(f"--column expects SCHEMA=SOURCE, got {item!r}")
         k, v = item.split("=", 1)
         column_map[k.strip()] = v.strip()
     if args.metric:
@@ -162,11 +164,11 @@ def run(args) -> int:
     if len(args.target) == 1:
         table = steps_to_target(sweep, args.target[0], combine=args.combine, config=config)
         if not table.reached.any():
-            raise ValueError(_unreached_message(sweep, args.target[0], table.best_metric))
+            raise InputError(_unreached_message(sweep, args.target[0], table.best_metric))
         at_first = table.frame["n_at_first_point"] == table.frame["n_runs"]
         if table.reached.all() and at_first.all():
             better = "higher" if sweep.higher_is_better else "lower"
-            raise ValueError(
+            raise InputError(
                 f"every batch size meets {sweep.metric_name} "
                 f"{'>=' if sweep.higher_is_better else '<='} {args.target[0]:g} at its first "
                 f"logged point, so no steps to the target can be measured. The metric is "
@@ -196,7 +198,7 @@ def run(args) -> int:
         say("\ncritical batch size per target:")
         say(curve.frame.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
         if curve["b_crit"].isna().all():
-            raise ValueError("no target was reached by at least 3 batch sizes")
+            raise InputError("no target was reached by at least 3 batch sizes")
         if args.json:
             print(dumps({"source": label, "fits": [
                 None if f is None else f.to_dict() for f in curve.fits]}))

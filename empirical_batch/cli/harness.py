@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
+from ..errors import InputError, UsageError
 from .devices import check_device
 
 
@@ -16,7 +17,7 @@ def _import_harness():
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dev dependency
-        raise RuntimeError(
+        raise UsageError(
             "the harness needs torch: pip install 'empirical_batch[harness]'"
         ) from None
     del torch
@@ -69,7 +70,7 @@ def run(args) -> int:
     stage = args.stage or ("sweep" if args.shard else "all")
     engine = None if args.executor is None else distribute.parse_executor(args.executor)
     if engine is not None and (args.shard or stage in ("analyze", "report")):
-        raise ValueError("--executor runs the sweep stage, all of its shards: do not combine "
+        raise InputError("--executor runs the sweep stage, all of its shards: do not combine "
                          f"it with --shard i/n or --stage {stage}")
     config = config_mod.get_config(args.config, args.tasks)
     command = f"empirical-batch harness --config {args.config}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..errors import InputError
 from ..planning import Hardware
 
 
@@ -96,12 +97,12 @@ def tradeoff_from_args(s_min=None, e_min=None, b_crit=None):
     given = {k: v for k, v in (("--s-min", s_min), ("--e-min", e_min), ("--b-crit", b_crit))
              if v is not None}
     if len(given) != 2:
-        raise ValueError(
+        raise InputError(
             f"give exactly two of --s-min, --e-min, --b-crit; got {sorted(given) or 'none'}"
         )
     for k, v in given.items():
         if not v > 0:
-            raise ValueError(f"{k} must be > 0, got {v!r}")
+            raise InputError(f"{k} must be > 0, got {v!r}")
     if b_crit is None:
         return Tradeoff(s_min=s_min, e_min=e_min)
     return Tradeoff.from_b_crit(b_crit, s_min=s_min, e_min=e_min)
@@ -116,12 +117,12 @@ def tradeoff_from_fit_json(path: Path):
     try:
         data = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
+        raise InputError(f"{path}: not JSON ({exc})") from None
     fits = data.get("fits", [data]) if isinstance(data, dict) else data
     for f in fits if isinstance(fits, list) else []:
         if isinstance(f, dict) and f.get("status") == "identified":
             return Tradeoff(s_min=float(f["s_min"]), e_min=float(f["e_min"]))
-    raise ValueError(f"{path}: no fit with status 'identified' (a bound on B_crit does not "
+    raise InputError(f"{path}: no fit with status 'identified' (a bound on B_crit does not "
                      "fix the tradeoff; plan from --s-min/--b-crit instead)")
 
 
@@ -133,7 +134,7 @@ def run(args) -> int:
 
     if args.fit is not None:
         if any(v is not None for v in (args.s_min, args.e_min, args.b_crit)):
-            raise ValueError("give either --fit or two of --s-min, --e-min, --b-crit")
+            raise InputError("give either --fit or two of --s-min, --e-min, --b-crit")
         t = tradeoff_from_fit_json(args.fit)
     else:
         t = tradeoff_from_args(args.s_min, args.e_min, args.b_crit)

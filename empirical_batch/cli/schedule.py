@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..errors import InputError
+
 _EPILOG = """\
 examples:
   empirical-batch schedule --log gns_log.csv --batch-size 256 --base-batch 256 \\
@@ -65,7 +67,7 @@ def _csv(path: Path, columns: tuple[str, ...]):
     frame = pd.read_csv(path)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise ValueError(f"{path}: missing columns {missing}; got {list(frame.columns)}")
+        raise InputError(f"{path}: missing columns {missing}; got {list(frame.columns)}")
     return frame
 
 
@@ -78,7 +80,7 @@ def _law_from_fit_json(path: Path):
     pts = sorted((float(f["target"]), float(f["b_crit"])) for f in data.get("fits", [])
                  if f and f.get("status") == "identified" and f.get("target") is not None)
     if len(pts) < 2:
-        raise ValueError(f"{path}: needs at least 2 identified fits with targets "
+        raise InputError(f"{path}: needs at least 2 identified fits with targets "
                          "(`empirical-batch fit --target L1 L2 ... --json`)")
     x = np.log([p[0] for p in pts])
     y = np.log([p[1] for p in pts])
@@ -90,27 +92,27 @@ def _trajectory(args):
 
     given = [n for n in ("log", "power_law", "fit", "seesaw") if getattr(args, n)]
     if len(given) != 1:
-        raise ValueError("give exactly one of --log, --power-law, --fit, --seesaw; got "
+        raise InputError("give exactly one of --log, --power-law, --fit, --seesaw; got "
                          + (", ".join("--" + g.replace("_", "-") for g in given) or "none"))
     if args.seesaw:
         return None
     if args.batch_size is None or not args.batch_size > 0:
-        raise ValueError("--batch-size (the reference run's batch size, > 0) is required")
+        raise InputError("--batch-size (the reference run's batch size, > 0) is required")
     if args.log:
         cols = (args.column,) + ((args.lower_column,) if args.lower_column else ())
         return NoiseTrajectory.from_log(_csv(args.log, ("examples", *cols)), args.batch_size,
                                         column=args.column, level_column=args.lower_column)
     if args.loss_curve is None:
-        raise ValueError("--power-law and --fit need --loss-curve (examples, loss)")
+        raise InputError("--power-law and --fit need --loss-curve (examples, loss)")
     curve = _csv(args.loss_curve, ("examples", "loss"))
     if args.power_law:
         try:
             b_star, alpha = (float(v) for v in args.power_law.split(","))
         except ValueError:
-            raise ValueError(f"--power-law expects B_STAR,ALPHA, got {args.power_law!r}") \
+            raise InputError(f"--power-law expects B_STAR,ALPHA, got {args.power_law!r}") \
                 from None
         if not (b_star > 0 and alpha > 0):
-            raise ValueError("--power-law: B_STAR and ALPHA must be > 0")
+            raise InputError("--power-law: B_STAR and ALPHA must be > 0")
 
         def law(loss):
             return b_star / loss ** (1.0 / alpha)
@@ -134,7 +136,7 @@ def run(args) -> int:
     traj = _trajectory(args)
     if traj is None:
         if args.total_steps is None:
-            raise ValueError("--seesaw needs --total-steps")
+            raise InputError("--seesaw needs --total-steps")
         sch = seesaw_schedule(args.seesaw, total_steps=args.total_steps,
                               base_batch=args.base_batch, granularity=args.granularity,
                               max_batch=args.max_batch)
@@ -147,7 +149,7 @@ def run(args) -> int:
         print(f"{args.format} written to {args.out}")
         return 0
     if args.out:
-        raise ValueError("--out is for --format json or csv")
+        raise InputError("--out is for --format json or csv")
     if args.format == "table":
         print(sch.summary())
     elif args.format == "megatron":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from .devices import check_device
 
 
@@ -18,7 +19,7 @@ def _floats(text: str, name: str) -> np.ndarray:
             return 2.0 ** np.arange(int(lo), int(hi) + 1)
         return np.array([float(x) for x in text.split(",") if x.strip()])
     except ValueError:
-        raise ValueError(
+        raise InputError(
             f"--{name} must be a comma list, 'geom:LO:HI:N' or 'pow2:LO:HI', got {text!r}"
         ) from None
 
@@ -87,17 +88,17 @@ def run(args) -> int:
     bs = _floats(args.batch_sizes, "batch-sizes")
     lrs = _floats(args.lrs, "lrs")
     if not 1 <= args.n_points <= 100_000:
-        raise ValueError(f"--n-points must be between 1 and 100,000, got {args.n_points:,}")
+        raise InputError(f"--n-points must be between 1 and 100,000, got {args.n_points:,}")
     if args.steps < 1:
-        raise ValueError(f"--steps must be >= 1, got {args.steps}")
+        raise InputError(f"--steps must be >= 1, got {args.steps}")
     if args.method == "monte_carlo":
         work = float(args.steps) * len(bs) * len(lrs) * args.seeds * args.dims
         if work > 1e12:
-            raise ValueError(f"the Monte Carlo sweep asks for {work:.2g} updates "
+            raise InputError(f"the Monte Carlo sweep asks for {work:.2g} updates "
                              "(steps x batch sizes x rates x seeds x dims): more than 1e12, "
                              "which would run for days; reduce --steps, --n-seeds or the grids")
     if not 0 < args.target < 1:
-        raise ValueError(f"--target-fraction must be in (0, 1), got {args.target!r}")
+        raise InputError(f"--target-fraction must be in (0, 1), got {args.target!r}")
     target = args.target * nq.initial_loss()
     df = simulate_sweep(
         nq, bs, lrs, args.steps, method=args.method, n_seeds=args.seeds, n_points=args.n_points,

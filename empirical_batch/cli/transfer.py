@@ -12,6 +12,7 @@ import json
 import sys
 import warnings
 
+from ..errors import InputError
 from ..transfer import HPARAMS, OPTIMIZERS, TRANSFER_RULES, RegimeWarning
 
 _DESCRIPTION = """\
@@ -83,7 +84,7 @@ def run(args) -> int:
 
     hparams = {k: getattr(args, k) for k in HPARAMS if getattr(args, k) is not None}
     if not hparams:
-        raise ValueError("give at least one hyperparameter: " + ", ".join(_FLAGS.values()))
+        raise InputError("give at least one hyperparameter: " + ", ".join(_FLAGS.values()))
     rule = None
     if args.set_rule:
         rule = dict(args.set_rule)

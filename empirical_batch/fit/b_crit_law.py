@@ -51,6 +51,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from .._validate import as_array, as_float, check_level, check_positive
+from ..errors import InputError
 
 __all__ = ["KAPLAN_2020", "BCritLaw", "fit_b_crit_law"]
 
@@ -167,11 +168,11 @@ def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 
 
     if isinstance(loss, CriticalBatchCurve):
         if b_crit is not None or lo is not None or hi is not None:
-            raise ValueError("with a CriticalBatchCurve give no b_crit, lo or hi: they come "
+            raise InputError("with a CriticalBatchCurve give no b_crit, lo or hi: they come "
                              "from the curve")
         curve = loss
         if curve.higher_is_better:
-            raise ValueError("the curve's metric is higher-is-better; B_crit(L) needs "
+            raise InputError("the curve's metric is higher-is-better; B_crit(L) needs "
                              "targets that are losses")
         frame = curve.frame[curve.frame["status"].isin(statuses)]
         levels = {f.ci_level for f in curve.fits if f is not None}
@@ -179,22 +180,22 @@ def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 
         loss, b_crit = frame["target"].to_numpy(float), frame["b_crit"].to_numpy(float)
         lo, hi = frame["b_crit_lo"].to_numpy(float), frame["b_crit_hi"].to_numpy(float)
         if len(loss) < 3:
-            raise ValueError(f"B_crit(L) needs at least 3 targets with status in {statuses}, "
+            raise InputError(f"B_crit(L) needs at least 3 targets with status in {statuses}, "
                              f"the curve has {len(loss)}")
     lvl = check_level(level, None)
     in_lvl = check_level(input_level, None)
     L = check_positive(as_array(loss, "loss", ndim=1), "loss")
     B = check_positive(as_array(b_crit, "b_crit", ndim=1), "b_crit")
     if L.shape != B.shape:
-        raise ValueError(f"loss and b_crit must have the same length, got {len(L)} and "
+        raise InputError(f"loss and b_crit must have the same length, got {len(L)} and "
                          f"{len(B)}")
     n = len(L)
     if n < 3:
-        raise ValueError(f"B_crit(L) with an interval needs at least 3 points, got {n}")
+        raise InputError(f"B_crit(L) with an interval needs at least 3 points, got {n}")
     if np.ptp(L) == 0:
-        raise ValueError("loss must take at least two distinct values")
+        raise InputError("loss must take at least two distinct values")
     if (lo is None) != (hi is None):
-        raise ValueError("give both lo and hi (the interval of each B_crit) or neither")
+        raise InputError("give both lo and hi (the interval of each B_crit) or neither")
     x, y = np.log(L), np.log(B)
     lo_a: np.ndarray | None = None
     hi_a: np.ndarray | None = None
@@ -202,9 +203,9 @@ def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 
         lo_a = check_positive(as_array(lo, "lo", ndim=1), "lo")
         hi_a = as_array(hi, "hi", ndim=1)
         if lo_a.shape != L.shape or hi_a.shape != L.shape:
-            raise ValueError("lo and hi must have one value per loss")
+            raise InputError("lo and hi must have one value per loss")
         if not (np.all(lo_a <= B) and np.all(B <= hi_a) and np.all(np.isfinite(hi_a))):
-            raise ValueError("each interval must be finite and contain its B_crit "
+            raise InputError("each interval must be finite and contain its B_crit "
                              "(lo <= b_crit <= hi); fit only identified B_crit")
         z = stats.norm.ppf((1 + in_lvl) / 2)
         s2 = ((np.log(hi_a) - np.log(lo_a)) / (2 * z)) ** 2

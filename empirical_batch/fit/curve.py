@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_array, check_level
+from ..errors import InputError
 from .steps import FrameView, as_sweep, check_combine, prepare, steps_table
 from .tradeoff_fit import NotEnoughBatchSizes, TargetAtStart, TradeoffFit, fit_tradeoff
 
@@ -110,9 +111,9 @@ def critical_batch_curve(
     sweep = as_sweep(sweep)
     targets = as_array(targets, "targets", ndim=(0, 1)).reshape(-1)
     if not np.all(np.isfinite(targets)):
-        raise ValueError(f"targets must be finite, got {targets.tolist()}")
+        raise InputError(f"targets must be finite, got {targets.tolist()}")
     if errors not in ("raise", "report"):
-        raise ValueError(f"errors must be 'raise' or 'report', got {errors!r}")
+        raise InputError(f"errors must be 'raise' or 'report', got {errors!r}")
     check_combine(combine)
     lvl = check_level(level, ci)
     p = prepare(sweep, config)

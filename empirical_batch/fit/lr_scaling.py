@@ -22,6 +22,7 @@ import pandas as pd
 from scipy import optimize
 
 from .._validate import as_float, check_level, check_positive, scalar_or_array
+from ..errors import InputError
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
@@ -249,17 +250,17 @@ def fit_lr_scaling(
     """
     ci = check_level(level, ci)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
-        raise ValueError(f"n_boot must be a non-negative int, got {n_boot!r}")
+        raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
     if family not in FAMILIES:
-        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+        raise InputError(f"family must be one of {FAMILIES}, got {family!r}")
     if family in ("sgd", "surge") and alpha is not None:
-        raise ValueError(f"alpha applies to family='power' only, not {family!r}")
+        raise InputError(f"alpha applies to family='power' only, not {family!r}")
     tradeoff_fit = None
     if isinstance(source, Sweep) or (
         isinstance(source, pd.DataFrame) and "metric" in source.columns
     ):
         if target is None:
-            raise ValueError("target is required when fitting learning rates from a sweep")
+            raise InputError("target is required when fitting learning rates from a sweep")
         target = as_float(target, "target")
         check_combine(combine)
         p = prepare(as_sweep(source), "learning_rate")
@@ -272,7 +273,7 @@ def fit_lr_scaling(
     elif isinstance(source, pd.DataFrame):
         for c in ("batch_size", "learning_rate"):
             if c not in source.columns:
-                raise ValueError(f"table needs column {c!r}; got {list(source.columns)}")
+                raise InputError(f"table needs column {c!r}; got {list(source.columns)}")
         t = source
         if "reached" in t.columns:
             t = t[t["reached"].astype(bool)]
@@ -280,12 +281,12 @@ def fit_lr_scaling(
         lr = check_positive(t["learning_rate"].to_numpy(dtype=float), "learning_rate")
         refined = np.zeros(len(b), dtype=bool)
     else:
-        raise TypeError(f"source must be a Sweep or DataFrame, got {type(source).__name__}")
+        raise InputError(f"source must be a Sweep or DataFrame, got {type(source).__name__}")
     if family == "auto":
         return _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit)
     if family == "surge":
         if len(b) < 3:
-            raise ValueError(f"fitting the surge law needs at least 3 batch sizes with a best "
+            raise InputError(f"fitting the surge law needs at least 3 batch sizes with a best "
                              f"learning rate, got {len(b)}")
         return _fit_surge(b, lr, refined, ci, n_boot, np.random.default_rng(seed),
                           tradeoff_fit)
@@ -293,7 +294,7 @@ def fit_lr_scaling(
         alpha = 1.0
     n_par = 2 if alpha is None else 1
     if len(b) < n_par + 2:
-        raise ValueError(
+        raise InputError(
             f"fitting the learning-rate law needs at least {n_par + 2} batch sizes with a "
             f"best learning rate, got {len(b)}"
         )

@@ -9,6 +9,7 @@ import numpy as np
 from scipy import stats
 
 from .._validate import as_array, check_level, check_positive, scalar_or_array
+from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,11 @@ def fit_power_law(x, y, *, level: float | None = None, ci: float | None = None) 
     x = check_positive(as_array(x, "x", ndim=1), "x")
     y = check_positive(as_array(y, "y", ndim=1), "y")
     if x.shape != y.shape:
-        raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
+        raise InputError(f"x and y must have the same length, got {len(x)} and {len(y)}")
     if len(x) < 3:
-        raise ValueError(f"a power law with an interval needs at least 3 points, got {len(x)}")
+        raise InputError(f"a power law with an interval needs at least 3 points, got {len(x)}")
     if np.ptp(x) == 0:
-        raise ValueError("x must take at least two distinct values")
+        raise InputError("x must take at least two distinct values")
     ci = check_level(level, ci)
     lx, ly = np.log(x), np.log(y)
     n = len(x)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_float
+from ..errors import InputError, NotFoundError
 from ..sweeps import Sweep, load_sweep
 
 __all__ = ["StepsTable", "steps_to_target"]
@@ -20,7 +21,7 @@ _COMBINE = ("mean", "median", "min")
 def check_combine(combine) -> None:
     """Raise unless ``combine`` is one of ``"mean"``, ``"median"``, ``"min"``."""
     if combine not in _COMBINE:
-        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+        raise InputError(f"combine must be one of {_COMBINE}, got {combine!r}")
 
 
 class FrameView:
@@ -172,7 +173,7 @@ def as_sweep(sweep) -> Sweep:
         return sweep
     if isinstance(sweep, pd.DataFrame):
         return load_sweep(sweep)
-    raise TypeError(f"sweep must be a Sweep or a DataFrame, got {type(sweep).__name__}")
+    raise InputError(f"sweep must be a Sweep or a DataFrame, got {type(sweep).__name__}")
 
 
 def prepare(sweep: Sweep, config) -> Prepared:
@@ -182,7 +183,9 @@ def prepare(sweep: Sweep, config) -> Prepared:
     d = sweep.data
     for c in config:
         if c not in d.columns:
-            raise KeyError(f"config column {c!r} not in the sweep; columns are {list(d.columns)}")
+            raise NotFoundError(
+                f"config column {c!r} not in the sweep; columns are {list(d.columns)}"
+            )
     codes, uniques = pd.factorize(d["run"], sort=False)
     order = np.lexsort((d["step"].to_numpy(), codes))
     codes = codes[order]
@@ -361,7 +364,7 @@ def steps_to_target(
     sweep = as_sweep(sweep)
     target = as_float(target, "target")
     if not math.isfinite(target):
-        raise ValueError(f"target must be a finite number, got {target!r}")
+        raise InputError(f"target must be a finite number, got {target!r}")
     check_combine(combine)
     return steps_table(prepare(sweep, config), target, combine)
 

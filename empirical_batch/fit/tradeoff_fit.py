@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import stats
 
 from .._validate import as_float, check_level, check_positive
+from ..errors import EmpiricalBatchWarning, FitError, InputError
 from ..tradeoff import Tradeoff
 from .profile import fit_many, fit_point, profile_grid, profile_interval, rss_at
 from .steps import StepsTable, check_combine, combine_seeds
@@ -21,15 +22,15 @@ from .steps import StepsTable, check_combine, combine_seeds
 __all__ = ["FitWarning", "NotEnoughBatchSizes", "TradeoffFit", "fit_tradeoff"]
 
 
-class FitWarning(UserWarning):
+class FitWarning(EmpiricalBatchWarning):
     """A condition that weakens a fit (also listed in the result's ``warnings``)."""
 
 
-class NotEnoughBatchSizes(ValueError):
+class NotEnoughBatchSizes(FitError):
     """Fewer than 3 batch sizes reached the target: the hyperbola cannot be fitted."""
 
 
-class TargetAtStart(ValueError):
+class TargetAtStart(FitError):
     """Some batch size needs zero steps: the target is not below its starting metric
     (it is met at the first logged point, step 0), so no tradeoff can be read off it."""
 
@@ -303,7 +304,7 @@ def fit_tradeoff(
                 "first logged point (step 0), so it is not below that run's starting "
                 "metric; choose a target every batch size has to train for")
         if not np.all(np.isfinite(g)) or np.any(g <= 0):
-            raise ValueError(
+            raise InputError(
                 f"steps at batch_size={bi:g} must be finite and > 0, got {g.tolist()}; "
                 "mark batch sizes that never reached the target with reached=False"
             )
@@ -322,7 +323,7 @@ def fit_tradeoff(
     if bootstrap == "auto":
         bootstrap = "seeds" if np.all(sizes >= 2) else "residuals"
     if bootstrap == "seeds" and np.any(sizes < 2):
-        raise ValueError(
+        raise InputError(
             "bootstrap='seeds' needs at least 2 seeds at every batch size; batch sizes "
             f"{b[sizes < 2].tolist()} have one"
         )
@@ -407,13 +408,13 @@ def _pair(v) -> tuple[float, float]:
 def _check_table(table) -> pd.DataFrame:
     frame = table.frame if isinstance(table, StepsTable) else table
     if not isinstance(frame, pd.DataFrame):
-        raise TypeError(
+        raise InputError(
             f"table must be a StepsTable or a pandas DataFrame, got {type(table).__name__}"
         )
     if "batch_size" not in frame.columns or not (
         "steps" in frame.columns or "examples" in frame.columns
     ):
-        raise ValueError(
+        raise InputError(
             "table needs a 'batch_size' column and a 'steps' or 'examples' column; "
             f"got {list(frame.columns)}"
         )
@@ -424,13 +425,13 @@ def _check_table(table) -> pd.DataFrame:
 def _check_options(ci, n_boot, bootstrap, interval) -> tuple[float, int]:
     ci = as_float(ci, "ci")
     if not 0 < ci < 1:
-        raise ValueError(f"ci must be in (0, 1), got {ci}")
+        raise InputError(f"ci must be in (0, 1), got {ci}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
-        raise ValueError(f"n_boot must be a non-negative int, got {n_boot!r}")
+        raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
     if bootstrap not in ("auto", "seeds", "residuals"):
-        raise ValueError(f"bootstrap must be 'auto', 'seeds' or 'residuals', got {bootstrap!r}")
+        raise InputError(f"bootstrap must be 'auto', 'seeds' or 'residuals', got {bootstrap!r}")
     if interval not in ("profile", "f", "percentile"):
-        raise ValueError(f"interval must be 'profile', 'f' or 'percentile', got {interval!r}")
+        raise InputError(f"interval must be 'profile', 'f' or 'percentile', got {interval!r}")
     return ci, int(n_boot)
 
 

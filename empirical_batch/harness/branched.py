@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 
 from ..branched import branched_critical_batch
+from ..errors import InputError
 from . import library
 from .config import BranchSpec
 from .noise import ReferenceRun, evenly_spaced
@@ -100,10 +101,10 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.D
     """
     opt = ref.member.optimizer
     if opt not in _RULES:
-        raise ValueError(f"no learning-rate rule for optimizer {opt!r}; known: {list(_RULES)}")
+        raise InputError(f"no learning-rate rule for optimizer {opt!r}; known: {list(_RULES)}")
     steps = [s for s in sorted(ref.snapshots) if s > 0]
     if not steps:
-        raise ValueError("the reference run has no snapshot after step 0")
+        raise InputError("the reference run has no snapshot after step 0")
     train_steps = _train_steps(task, opt)
     base, lr = ref.member.batch_size, ref.member.learning_rate
     examples = spec.steps_at_base * base

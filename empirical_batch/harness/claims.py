@@ -51,6 +51,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..errors import InputError
+
 __all__ = ["CLAIMS", "claims_table"]
 
 HOLDS, FAILS, UNDECIDED, NOT_TESTED = "holds", "does not hold", "undecided", "not tested"
@@ -226,7 +228,7 @@ def claims_table(crit: pd.DataFrame, table1: pd.DataFrame,
                               ("table1", table1, ("task", "optimizer"))):
         missing = [c for c in cols if c not in frame.columns]
         if missing:
-            raise ValueError(f"claims_table: {name} lacks columns {missing}")
+            raise InputError(f"claims_table: {name} lacks columns {missing}")
     one = pd.DataFrame() if one_step is None else one_step
     rows = []
     for task in dict.fromkeys(table1["task"]):

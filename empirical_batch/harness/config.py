@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
+from ..errors import InputError, NotFoundError
 from .tasks import check_task_name, make_task
 from .trainer import OPTIMIZERS, Member, StepBudget
 
@@ -36,15 +37,15 @@ class SweepSpec:
         if not self.batch_sizes or any(
             not isinstance(b, int) or b <= 0 for b in self.batch_sizes
         ):
-            raise ValueError(f"batch_sizes must be positive integers, got {self.batch_sizes!r}")
+            raise InputError(f"batch_sizes must be positive integers, got {self.batch_sizes!r}")
         bad = sorted(set(self.learning_rates) - set(OPTIMIZERS))
         if bad or not self.learning_rates:
-            raise ValueError(
+            raise InputError(
                 f"learning_rates must map optimizers {OPTIMIZERS} to grids, got keys "
                 f"{sorted(self.learning_rates)!r}"
             )
         if not self.seeds:
-            raise ValueError("seeds must not be empty")
+            raise InputError("seeds must not be empty")
 
     @property
     def optimizers(self) -> tuple[str, ...]:
@@ -109,10 +110,10 @@ class BranchSpec:
 
     def __post_init__(self) -> None:
         if self.steps_at_base < self.factors[-1]:
-            raise ValueError(f"steps_at_base={self.steps_at_base} gives the largest branch "
+            raise InputError(f"steps_at_base={self.steps_at_base} gives the largest branch "
                              f"(x{self.factors[-1]}) no step")
         if self.n_checkpoints < 1:
-            raise ValueError("n_checkpoints must be >= 1")
+            raise InputError("n_checkpoints must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class HarnessConfig:
         for p in self.plans:
             if p.task == task:
                 return p
-        raise KeyError(f"config {self.name!r} has no task {task!r}; it has {self.tasks}")
+        raise NotFoundError(f"config {self.name!r} has no task {task!r}; it has {self.tasks}")
 
     def to_dict(self) -> dict:
         """The configuration as plain data (the manifests compare it). A plan without
@@ -298,7 +299,7 @@ def get_config(name: str = "tiny", tasks: tuple[str, ...] | list[str] | None = N
     an unknown task name fails before any training.
     """
     if name not in PRESETS:
-        raise ValueError(f"unknown config {name!r}; choose one of {', '.join(PRESETS)}")
+        raise InputError(f"unknown config {name!r}; choose one of {', '.join(PRESETS)}")
     cfg = PRESETS[name]()
     if tasks:
         for t in tasks:
@@ -316,7 +317,7 @@ def scale_budget(budget: StepBudget, scale: float) -> StepBudget:
     per step, so a fraction of the budget measures it).
     """
     if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+        raise InputError(f"scale must be a finite number > 0, got {scale!r}")
     return StepBudget(
         examples=max(1, math.ceil(budget.examples * scale)),
         min_steps=max(1, math.ceil(budget.min_steps * scale)),

@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 import torch
 
+from ..errors import InputError, UsageError
 from .config import SweepSpec
 from .sweep import group_shards, merge_shards, run_sweep
 from .tasks import TASKS, check_task_name
@@ -55,7 +56,7 @@ __all__ = ["ExecutorSpec", "RayExecutor", "ShardError", "ShardJob", "ShardResult
            "open_executor", "parse_executor", "run_sweep_distributed", "shard_jobs"]
 
 
-class ShardError(RuntimeError):
+class ShardError(UsageError):
     """A shard of a distributed sweep failed; the message names the task and the shard."""
 
 
@@ -128,7 +129,7 @@ def shard_jobs(
     """The jobs of `run_sweep_distributed` (one per non-empty shard), without running them."""
     if isinstance(task, Task):
         if options is not None:
-            raise TypeError("options= is for a task given by name; a Task carries its own")
+            raise InputError("options= is for a task given by name; a Task carries its own")
         task_cls: type[Task] = type(task)
         options = {f.name: getattr(task.options, f.name)
                    for f in dataclasses.fields(task.options)}
@@ -140,16 +141,16 @@ def shard_jobs(
         options = dict(options or {})
         task_cls(**options)  # a bad option fails here, before anything is submitted
     else:
-        raise TypeError(f"task must be a task name or a Task, got {type(task).__name__}")
+        raise InputError(f"task must be a task name or a Task, got {type(task).__name__}")
     if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+        raise InputError(f"threads must be an integer >= 1, got {threads!r}")
     if max_group is not None and (not isinstance(max_group, int) or max_group < 1):
-        raise ValueError(f"max_group must be an integer >= 1 or None, got {max_group!r}")
+        raise InputError(f"max_group must be an integer >= 1 or None, got {max_group!r}")
     n_groups = len(group_members(spec.members(), max_group))
     if n_shards is None:
         n_shards = n_groups
     if not isinstance(n_shards, int) or isinstance(n_shards, bool) or n_shards < 1:
-        raise ValueError(f"n_shards must be an integer >= 1, got {n_shards!r}")
+        raise InputError(f"n_shards must be an integer >= 1, got {n_shards!r}")
     n = min(n_shards, n_groups)  # a shard holds whole groups: more shards would be empty
     bins = group_shards(spec.members(), spec.budget, n, max_group)
     dev = "auto" if device is None else str(device)
@@ -215,7 +216,7 @@ def run_sweep_distributed(
         runs) and the worker's error is chained; shards not yet started are cancelled.
     """
     if not callable(getattr(executor, "submit", None)):
-        raise TypeError("executor must have submit(fn) -> Future (a concurrent.futures."
+        raise InputError("executor must have submit(fn) -> Future (a concurrent.futures."
                         f"Executor), got {type(executor).__name__}")
     jobs = shard_jobs(task, spec, options=options, n_shards=n_shards, device=device,
                       dtype=dtype, threads=threads, batched=batched, max_group=max_group)
@@ -278,7 +279,7 @@ class RayExecutor(cf.Executor):
 
     def submit(self, fn, /, *args, **kwargs) -> cf.Future:
         if self._closed:
-            raise RuntimeError("cannot submit to a RayExecutor after shutdown")
+            raise UsageError("cannot submit to a RayExecutor after shutdown")
         ref = self._remote.remote(fn, *args, **kwargs)
         self._refs.append(ref)
         return ref.future()
@@ -324,25 +325,25 @@ def parse_executor(text: str) -> ExecutorSpec:
     """``process:N`` | ``dask:ADDRESS`` | ``dask:local[:N]`` | ``ray:auto`` |
     ``ray:ADDRESS`` | ``ray:local[:N]`` → `ExecutorSpec`; a clear error otherwise."""
     if not isinstance(text, str) or ":" not in text:
-        raise ValueError(f"--executor must look like {_FORMS}; got {text!r}")
+        raise InputError(f"--executor must look like {_FORMS}; got {text!r}")
     engine, rest = text.strip().split(":", 1)
     engine = engine.lower()
     if engine not in ENGINES:
-        raise ValueError(f"--executor: unknown engine {engine!r} in {text!r}; use {_FORMS}")
+        raise InputError(f"--executor: unknown engine {engine!r} in {text!r}; use {_FORMS}")
     if engine == "process":
         if not re.fullmatch(r"[1-9]\d*", rest):
-            raise ValueError(f"--executor process:N needs N >= 1 worker processes, got {text!r}")
+            raise InputError(f"--executor process:N needs N >= 1 worker processes, got {text!r}")
         return ExecutorSpec("process", None, int(rest))
     local = re.fullmatch(r"local(?::(\d+))?", rest)
     if local:
         workers = int(local[1]) if local[1] else None
         if workers == 0:
-            raise ValueError(f"--executor {engine}:local:N needs N >= 1, got {text!r}")
+            raise InputError(f"--executor {engine}:local:N needs N >= 1, got {text!r}")
         return ExecutorSpec(engine, "local", workers)
     if not rest:
-        raise ValueError(f"--executor {engine}: needs an address ({_FORMS}), got {text!r}")
+        raise InputError(f"--executor {engine}: needs an address ({_FORMS}), got {text!r}")
     if engine == "dask" and rest == "auto":
-        raise ValueError("--executor dask:auto is not a thing: give the scheduler's "
+        raise InputError("--executor dask:auto is not a thing: give the scheduler's "
                          "address (dask:tcp://host:8786) or dask:local[:N]")
     return ExecutorSpec(engine, rest, None)
 
@@ -368,7 +369,7 @@ def open_executor(spec: str | ExecutorSpec, *, device: str = "auto"
         try:
             from distributed import Client, LocalCluster
         except ImportError:
-            raise RuntimeError("--executor dask:... needs Dask distributed: "
+            raise UsageError("--executor dask:... needs Dask distributed: "
                                "pip install 'empirical_batch[distributed]'") from None
         with contextlib.ExitStack() as stack:
             if spec.address == "local":
@@ -387,7 +388,7 @@ def open_executor(spec: str | ExecutorSpec, *, device: str = "auto"
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise RuntimeError("--executor ray:... needs Ray: "
+        raise UsageError("--executor ray:... needs Ray: "
                            "pip install 'empirical_batch[distributed]'") from None
     gpus = 1 if str(device).startswith("cuda") else 0
     if spec.address == "local":

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
+
 #: most Hessian-vector products evaluated at once by ``hessian_noise_scale``
 HVP_CHUNK = 64
 
@@ -48,7 +50,7 @@ def select(sweep, **equal):
     for col, value in equal.items():
         frame = frame[frame[col] == value]
     if frame.empty:
-        raise ValueError(f"sweep has no rows with {equal}")
+        raise InputError(f"sweep has no rows with {equal}")
     return load_sweep(frame.reset_index(drop=True), metric_name=sweep.metric_name)
 
 

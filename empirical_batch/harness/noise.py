@@ -45,6 +45,7 @@ import pandas as pd
 import torch
 
 from .._numeric import trapezoid
+from ..errors import InputError
 from ..theory import dl_opt
 from . import library
 from .config import TaskPlan
@@ -76,14 +77,14 @@ def reference_member(sweep_frame: pd.DataFrame, optimizer: str, batch_size: int,
     rows = sweep_frame[(sweep_frame.optimizer == optimizer)
                        & (sweep_frame.batch_size == batch_size) & (sweep_frame.seed == seed)]
     if rows.empty:
-        raise ValueError(
+        raise InputError(
             f"the sweep has no {optimizer} runs at batch size {batch_size} with seed {seed}: "
             "NoiseSpec.batch_size must be one of the sweep's batch sizes"
         )
     best = rows.groupby("learning_rate")["metric"].min()
     best = best[np.isfinite(best)]
     if best.empty:
-        raise ValueError(f"every {optimizer} run at batch size {batch_size} diverged")
+        raise InputError(f"every {optimizer} run at batch size {batch_size} diverged")
     return Member(optimizer, int(batch_size), float(best.idxmin()), int(seed))
 
 
@@ -204,7 +205,7 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
     in the range (or, for progress, any weight's B_noise) is not positive-finite.
     """
     if weight not in ("steps", "progress"):
-        raise ValueError(f"weight must be 'steps' or 'progress', got {weight!r}")
+        raise InputError(f"weight must be 'steps' or 'progress', got {weight!r}")
     s = scales.sort_values("step")
     loss = s["eval_loss"].to_numpy(float)
     hit = np.flatnonzero(loss <= until_loss)
@@ -217,11 +218,11 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
         return trapezoid(vals, steps) / (steps[-1] - steps[0])
     if batch_size is None:
         if "batch_size" not in s.columns or s["batch_size"].nunique() != 1:
-            raise ValueError("weight='progress' needs batch_size= or one value in the "
+            raise InputError("weight='progress' needs batch_size= or one value in the "
                              "scales' batch_size column")
         batch_size = float(s["batch_size"].iloc[0])
     if not batch_size > 0:
-        raise ValueError(f"batch_size must be > 0, got {batch_size}")
+        raise InputError(f"batch_size must be > 0, got {batch_size}")
     bn = s[noise_column].to_numpy(float)[:end]
     if not np.all(np.isfinite(bn) & (bn > 0)):
         return float("nan")

@@ -44,6 +44,7 @@ import pandas as pd
 import torch
 from torch.func import functional_call, grad, vmap
 
+from ..errors import InputError
 from . import library
 from .config import OneStepSpec
 from .noise import evenly_spaced, objective_sample
@@ -82,7 +83,7 @@ def fit_step_quadratic(eps: np.ndarray, mean_dl: np.ndarray) -> tuple[float, flo
     eps = np.asarray(eps, dtype=float)
     mean_dl = np.asarray(mean_dl, dtype=float)
     if eps.ndim != 1 or eps.shape != mean_dl.shape or eps.size < 3:
-        raise ValueError("eps and mean_dl must be 1-D arrays of the same length >= 3")
+        raise InputError("eps and mean_dl must be 1-D arrays of the same length >= 3")
     k_hat = int(np.nanargmax(mean_dl))
     keep = eps <= 2 * eps[k_hat]
     keep[:3] = True

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text
+from ..errors import InputError
 from .config import HarnessConfig
 from .sweep import SPLITS, run_sweep, sweep_path, write_sweep
 from .trainer import group_members
@@ -41,13 +42,13 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if isinstance(device, torch.device):
         device = str(device)
     if not isinstance(device, str):
-        raise TypeError(f"device must be a string or torch.device, got {type(device).__name__}")
+        raise InputError(f"device must be a string or torch.device, got {type(device).__name__}")
     if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
-        raise ValueError(f"--device must be auto, cpu or cuda[:N], got {device!r}")
+        raise InputError(f"--device must be auto, cpu or cuda[:N], got {device!r}")
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for but torch.cuda.is_available() is False")
+        raise InputError("--device cuda was asked for but torch.cuda.is_available() is False")
     return torch.device(device)
 
 
@@ -109,14 +110,14 @@ def run_harness(
     of the harness lose more to intra-op threading than they gain; unchanged on CUDA).
     """
     if stage not in STAGES:
-        raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+        raise InputError(f"stage must be one of {STAGES}, got {stage!r}")
     if executor is not None and (shard[1] > 1 or stage == "analyze"):
-        raise ValueError("--executor runs the sweep stage, all of its shards: do not combine "
+        raise InputError("--executor runs the sweep stage, all of its shards: do not combine "
                          "it with --shard i/n or --stage analyze")
     if split not in SPLITS:
-        raise ValueError(f"--shard-by must be one of {SPLITS}, got {split!r}")
+        raise InputError(f"--shard-by must be one of {SPLITS}, got {split!r}")
     if shard[1] > 1 and stage != "sweep":
-        raise ValueError(
+        raise InputError(
             "--shard splits the sweep only: run each shard with --stage sweep, then "
             "--stage analyze once on the folder that holds all shard files"
         )
@@ -124,14 +125,14 @@ def run_harness(
         for plan in config.plans:  # before any training: every shard must hold a run
             n_groups = len(group_members(plan.sweep.members()))
             if shard[1] > n_groups:
-                raise ValueError(
+                raise InputError(
                     f"--shard {shard[0]}/{shard[1]} --shard-by groups: task {plan.task!r} has "
                     f"only {n_groups} vmap groups (optimizer × batch size), so shards beyond "
                     f"them would be empty; use at most {n_groups} shards")
     dev = resolve_device(device)
     if threads is not None:
         if threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {threads}")
+            raise InputError(f"--threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
     elif dev.type == "cpu":
         torch.set_num_threads(1)
@@ -196,7 +197,7 @@ def _check_folder(out: Path, config: HarnessConfig, overwrite: bool) -> None:
         except (OSError, ValueError):
             theirs = None
             if not overwrite:
-                raise ValueError(f"{m} is not a readable manifest; remove it or pass "
+                raise InputError(f"{m} is not a readable manifest; remove it or pass "
                                  "--overwrite") from None
         if theirs != mine and overwrite:
             import shutil
@@ -212,13 +213,13 @@ def _check_folder(out: Path, config: HarnessConfig, overwrite: bool) -> None:
             return
         if theirs != mine:
             other = theirs.get("name") if isinstance(theirs, dict) else "?"
-            raise ValueError(
+            raise InputError(
                 f"{out} holds results of another harness configuration ({other!r} in "
                 f"{m.name}); use another --out, or --overwrite to replace them")
     stray = [p.name for p in out.iterdir()
              if p.name not in (*_OWN, "README.md") and not p.name.startswith(("manifest", "."))]
     if stray and not overwrite:
-        raise ValueError(f"{out} is not empty and holds no harness manifest ({stray[:3]}); "
+        raise InputError(f"{out} is not empty and holds no harness manifest ({stray[:3]}); "
                          "use an empty folder or pass --overwrite")
 
 

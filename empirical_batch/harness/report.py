@@ -64,6 +64,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_path, atomic_write_text
+from ..errors import InputError
 from . import library
 from .b_crit_law import law_table, render_law
 from .branched import run_branched
@@ -95,7 +96,7 @@ def best_losses(frame: pd.DataFrame) -> tuple[float, pd.Series, pd.Series]:
     """
     finite = frame[np.isfinite(frame["metric"])]
     if finite.empty:
-        raise ValueError("every logged loss is NaN/inf: no targets can be chosen")
+        raise InputError("every logged loss is NaN/inf: no targets can be chosen")
     l0 = float(finite.loc[finite.step == 0, "metric"].median())
     keys = ["batch_size", "learning_rate"] if "learning_rate" in finite else ["batch_size"]
     seed = ["seed"] if "seed" in finite else []
@@ -137,17 +138,17 @@ def choose_targets(frame: pd.DataFrame, fractions, *, margin: float = TARGET_MAR
     loss), since seeds are averaged and a mean needs every seed to reach the target.
     """
     if not margin > 0 or not clearance > 0 or 2 * clearance >= margin:
-        raise ValueError(f"need margin > 2 × clearance > 0, got margin={margin}, "
+        raise InputError(f"need margin > 2 × clearance > 0, got margin={margin}, "
                          f"clearance={clearance}")
     l0, best, per_config = best_losses(frame)
     k = reach_count(len(best), min_reach)
     l_k = float(np.sort(best.to_numpy(float))[k - 1])
     if not l_k > 0:
-        raise ValueError(f"a relative target margin needs positive losses; the {k}-th lowest "
+        raise InputError(f"a relative target margin needs positive losses; the {k}-th lowest "
                          f"best loss over batch sizes is {l_k:.4g}")
     l_hard = (1 + margin) * l_k
     if not l_hard < l0:
-        raise ValueError(f"no training progress: {1 + margin:g} × the {k}-th lowest best "
+        raise InputError(f"no training progress: {1 + margin:g} × the {k}-th lowest best "
                          f"loss over batch sizes, {l_hard:.4g}, is >= initial loss {l0:.4g}")
     targets = [clear_of(l_hard + f * (l0 - l_hard), per_config.to_numpy(float), clearance)
                for f in fractions]
@@ -327,7 +328,7 @@ def reanalyze(config: HarnessConfig, out: str | Path) -> AnalysisResults:
             scales = read["noise"][(read["noise"]["task"] == plan.task)
                                    & (read["noise"]["optimizer"] == opt)]
             if scales.empty:
-                raise ValueError(f"{res / RESULT_FILES['noise']} has no rows for "
+                raise InputError(f"{res / RESULT_FILES['noise']} has no rows for "
                                  f"{plan.task}/{opt}: run the analyze stage for it first")
             sub = library.select(sweep, optimizer=opt)
             fits = fit_targets(plan.task, opt, sub, scales.reset_index(drop=True),

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from .._io import atomic_path
+from ..errors import InputError
 from .config import SweepSpec
 from .tasks.base import Task
 from .trainer import Member, StepBudget, group_members, train_grid
@@ -42,10 +43,10 @@ def parse_shard(text: str | None) -> tuple[int, int]:
         return 0, 1
     match = _SHARD.match(str(text).strip())
     if not match:
-        raise ValueError(f"--shard must look like i/n (e.g. 0/4), got {text!r}")
+        raise InputError(f"--shard must look like i/n (e.g. 0/4), got {text!r}")
     i, n = int(match[1]), int(match[2])
     if n < 1 or not 0 <= i < n:
-        raise ValueError(f"--shard i/n needs n >= 1 and 0 <= i < n, got {text!r}")
+        raise InputError(f"--shard i/n needs n >= 1 and 0 <= i < n, got {text!r}")
     return i, n
 
 
@@ -61,9 +62,9 @@ def shard_members(members: list[Member], shard: tuple[int, int], *, split: str =
     if split == "runs":
         return members[i::n]
     if split != "groups":
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        raise InputError(f"split must be one of {SPLITS}, got {split!r}")
     if budget is None:
-        raise ValueError("split='groups' needs the step budget (it balances shards by run-steps)")
+        raise InputError("split='groups' needs the step budget (it balances shards by run-steps)")
     return group_shards(members, budget, n, max_group)[i]
 
 
@@ -80,7 +81,7 @@ def group_shards(members: list[Member], budget: StepBudget, n: int,
     Shards beyond the number of groups are empty.
     """
     if not isinstance(n, int) or n < 1:
-        raise ValueError(f"the number of shards must be an integer >= 1, got {n!r}")
+        raise InputError(f"the number of shards must be an integer >= 1, got {n!r}")
     position = {m: k for k, m in enumerate(members)}
     groups = group_members(members, max_group)
     cost = [budget.steps(g[0].batch_size) * len(g) for g in groups]
@@ -132,13 +133,13 @@ def merge_shards(frames: list[pd.DataFrame]) -> pd.DataFrame:
     shards or from two sweeps).
     """
     if not frames:
-        raise ValueError("merge_shards needs at least one shard frame")
+        raise InputError("merge_shards needs at least one shard frame")
     full = [f for f in frames if len(f)] or frames[:1]  # an empty frame would change dtypes
     frame = _sorted(pd.concat(full, ignore_index=True))
     twice = frame.duplicated(["run", "step"])
     if twice.any():
         run = frame.loc[twice, "run"].iloc[0]
-        raise ValueError(f"run {run!r} appears in more than one shard: the shards overlap "
+        raise InputError(f"run {run!r} appears in more than one shard: the shards overlap "
                          "or come from different sweeps")
     return frame
 
@@ -180,11 +181,11 @@ def sweep_files(out_dir: str | Path, task: str) -> list[Path]:
     for p in shards:
         m = re.search(r"shard-(\d+)-of-(\d+)\.csv(\.gz)?$", p.name)
         if m is None:
-            raise ValueError(f"{p}: not a shard file name (expected <task>.shard-i-of-n.csv)")
+            raise InputError(f"{p}: not a shard file name (expected <task>.shard-i-of-n.csv)")
         found[(int(m[1]), int(m[2]))] = p
     counts = {n for _, n in found}
     if len(counts) != 1:
-        raise ValueError(f"shard files of task {task!r} under {folder} mix shard counts "
+        raise InputError(f"shard files of task {task!r} under {folder} mix shard counts "
                          f"{sorted(counts)}: they come from different sweeps")
     n = counts.pop()
     missing = [i for i in range(n) if (i, n) not in found]

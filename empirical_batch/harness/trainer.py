@@ -26,6 +26,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from .._numeric import log_steps
+from ..errors import InputError
 from .tasks.base import Task
 
 OPTIMIZERS = ("sgd", "adam")
@@ -44,11 +45,11 @@ class Member:
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+            raise InputError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if not isinstance(self.batch_size, int | np.integer) or self.batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+            raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be finite and > 0, got {self.learning_rate!r}")
+            raise InputError(f"learning_rate must be finite and > 0, got {self.learning_rate!r}")
 
     @property
     def run(self) -> str:
@@ -76,9 +77,9 @@ class StepBudget:
         for name in ("examples", "min_steps", "max_steps", "n_log"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"StepBudget.{name} must be a positive integer, got {value!r}")
+                raise InputError(f"StepBudget.{name} must be a positive integer, got {value!r}")
         if self.min_steps > self.max_steps:
-            raise ValueError(
+            raise InputError(
                 f"StepBudget.min_steps ({self.min_steps}) must be <= max_steps ({self.max_steps})"
             )
 
@@ -163,7 +164,7 @@ def train_batched(
     opts = {m.optimizer for m in members}
     sizes = {m.batch_size for m in members}
     if len(opts) != 1 or len(sizes) != 1:
-        raise ValueError(
+        raise InputError(
             f"train_batched needs one optimizer and one batch size, got {sorted(opts)} and "
             f"{sorted(sizes)}; use train_grid to group a mixed grid"
         )

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from . import library
 
 #: bootstrap draws for the growth and exponent intervals
@@ -79,7 +80,7 @@ def resample_seeds(frame: pd.DataFrame, rng: np.random.Generator) -> pd.DataFram
     """
     for col in ("batch_size", "seed", "run"):
         if col not in frame.columns:
-            raise ValueError(f"resample_seeds needs a {col!r} column; got {list(frame.columns)}")
+            raise InputError(f"resample_seeds needs a {col!r} column; got {list(frame.columns)}")
     parts = []
     for _, group in frame.groupby("batch_size", sort=True):
         seeds = np.sort(group["seed"].unique())
@@ -109,7 +110,7 @@ def growth_and_exponent(frame: pd.DataFrame, targets, b_crit, *, n_boot: int = N
     targets = np.asarray(targets, float)
     b_crit = np.asarray(b_crit, float)
     if targets.shape != b_crit.shape or targets.size < 2:
-        raise ValueError(f"need at least 2 targets with one B_crit each, got {targets.size} "
+        raise InputError(f"need at least 2 targets with one B_crit each, got {targets.size} "
                          f"targets and {b_crit.size} values")
     loose, hard = int(np.argmax(targets)), int(np.argmin(targets))
     point_g = b_crit[hard] / b_crit[loose]

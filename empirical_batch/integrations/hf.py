@@ -16,6 +16,7 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
+from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
 from .loggers import PREFIX, noise_scale_values
 
@@ -60,7 +61,7 @@ class NoiseScaleCallback(TrainerCallback, ExportableState):
     def __init__(self, *, beta: float = 0.99, prefix: str = PREFIX, mode: str = "auto",
                  max_history: int | None = 10_000):
         if mode not in _MODES:
-            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+            raise InputError(f"mode must be one of {_MODES}, got {mode!r}")
         self.beta = beta
         self.prefix = prefix
         self.mode = mode
@@ -71,9 +72,9 @@ class NoiseScaleCallback(TrainerCallback, ExportableState):
     # ------------------------------------------------------------------ hooks
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if model is None:
-            raise ValueError("the Trainer passed no model to NoiseScaleCallback")
+            raise InputError("the Trainer passed no model to NoiseScaleCallback")
         if int(getattr(args, "world_size", 1)) > 1:
-            raise ValueError("NoiseScaleCallback measures single-process training; under "
+            raise InputError("NoiseScaleCallback measures single-process training; under "
                              "DDP use empirical_batch.measure.DDPNoiseScaleHook, under FSDP "
                              "FSDPNoiseScale")
         k = int(args.gradient_accumulation_steps)
@@ -81,14 +82,14 @@ class NoiseScaleCallback(TrainerCallback, ExportableState):
                                                       "per_example")
         if mode == "micro_batch":
             if k < 2:
-                raise ValueError("mode='micro_batch' needs gradient_accumulation_steps >= 2, "
+                raise InputError("mode='micro_batch' needs gradient_accumulation_steps >= 2, "
                                  f"got {k}")
             self.collector = GradientNoiseScale(
                 model, micro_batch_size=args.per_device_train_batch_size,
                 accumulation_steps=k, beta=self.beta, max_history=self.max_history)
         else:
             if k != 1:
-                raise ValueError("mode='per_example' needs one backward pass per step "
+                raise InputError("mode='per_example' needs one backward pass per step "
                                  f"(gradient_accumulation_steps=1), got {k}")
             self.collector = PerExampleNoiseScale(model, beta=self.beta,
                                                   max_history=self.max_history)

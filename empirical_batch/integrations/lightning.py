@@ -6,6 +6,7 @@ from typing import Any
 
 import lightning as L
 
+from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
 from .loggers import PREFIX, noise_scale_values
 
@@ -47,7 +48,7 @@ class NoiseScaleCallback(L.Callback):
 
     def on_train_start(self, trainer, pl_module):
         if trainer.world_size > 1:
-            raise ValueError("NoiseScaleCallback measures single-process training; under "
+            raise InputError("NoiseScaleCallback measures single-process training; under "
                              "DDP use empirical_batch.measure.DDPNoiseScaleHook, under FSDP "
                              "FSDPNoiseScale")
         k = int(trainer.accumulate_grad_batches)

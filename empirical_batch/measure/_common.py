@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..estimators import GNSEstimate, GNSEstimator
 
 
@@ -18,34 +19,34 @@ def select_params(model: nn.Module, params) -> list[tuple[str, nn.Parameter]]:
     parameters of ``model`` and/or their names (``model.named_parameters()`` keys).
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if params is None:
         chosen = named
     else:
         if isinstance(params, str | torch.Tensor) or not isinstance(params, Iterable):
-            raise TypeError("params must be an iterable of parameters or parameter names")
+            raise InputError("params must be an iterable of parameters or parameter names")
         by_name = dict(named)
         by_id = {id(p): n for n, p in named}
         chosen, seen = [], set()
         for item in params:
             if isinstance(item, str):
                 if item not in by_name:
-                    raise ValueError(f"params: {item!r} is not a trainable parameter of model")
+                    raise InputError(f"params: {item!r} is not a trainable parameter of model")
                 name = item
             elif isinstance(item, torch.Tensor):
                 if id(item) not in by_id:
-                    raise ValueError("params: a tensor that is not a trainable parameter of "
+                    raise InputError("params: a tensor that is not a trainable parameter of "
                                      "model was given")
                 name = by_id[id(item)]
             else:
-                raise TypeError(f"params entries must be parameters or names, got "
+                raise InputError(f"params entries must be parameters or names, got "
                                 f"{type(item).__name__}")
             if name not in seen:
                 seen.add(name)
                 chosen.append((name, by_name[name]))
     if not chosen:
-        raise ValueError("model has no trainable parameters (none with requires_grad=True) "
+        raise InputError("model has no trainable parameters (none with requires_grad=True) "
                          "in the selection: there is no gradient to measure")
     return chosen
 
@@ -59,9 +60,9 @@ def fixed_state(model: nn.Module, varied) -> dict[str, torch.Tensor]:
 
 def check_batch_size(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-        raise TypeError(f"{name} must be a positive integer, got {value!r}")
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
     if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value!r}")
+        raise InputError(f"{name} must be >= 1, got {value!r}")
     return int(value)
 
 
@@ -69,12 +70,12 @@ def check_batch(inputs, targets) -> int:
     """The batch size of ``inputs`` (a tensor, examples along dim 0); ``targets``, when a
     tensor, must hold as many examples."""
     if not isinstance(inputs, torch.Tensor):
-        raise TypeError(f"inputs must be a tensor, got {type(inputs).__name__}")
+        raise InputError(f"inputs must be a tensor, got {type(inputs).__name__}")
     if inputs.ndim == 0 or inputs.shape[0] < 1:
-        raise ValueError(f"inputs must have a non-empty batch dimension, got shape "
+        raise InputError(f"inputs must have a non-empty batch dimension, got shape "
                          f"{tuple(inputs.shape)}")
     if isinstance(targets, torch.Tensor) and targets.shape[:1] != inputs.shape[:1]:
-        raise ValueError(f"targets must have the batch size of inputs ({inputs.shape[0]}), "
+        raise InputError(f"targets must have the batch size of inputs ({inputs.shape[0]}), "
                          f"got shape {tuple(targets.shape)}")
     return inputs.shape[0]
 
@@ -86,7 +87,7 @@ def resolve_scale(loss_scale, scaler) -> float:
             loss_scale = float(loss_scale.detach().cpu())
         s = float(loss_scale)
         if not math.isfinite(s) or s <= 0:
-            raise ValueError(f"loss_scale must be finite and > 0, got {loss_scale!r}")
+            raise InputError(f"loss_scale must be finite and > 0, got {loss_scale!r}")
         return s
     if scaler is not None and getattr(scaler, "is_enabled", lambda: True)():
         return float(scaler.get_scale())
@@ -126,7 +127,7 @@ def total_sq_norm(tensors) -> torch.Tensor:
     """
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("no tensors to take the norm of")
+        raise InputError("no tensors to take the norm of")
     dev = tensors[0].device
     groups: dict[tuple, list[torch.Tensor]] = {}
     for t in tensors:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ..errors import InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
     EstimatorMixin,
@@ -57,15 +58,15 @@ class DDPNoiseScaleHook(EstimatorMixin):
     def __init__(self, ddp_model, local_batch_size: int, *, beta: float = 0.99,
                  scaler=None, max_history: int | None = None, sync_every: int = 1):
         if not hasattr(ddp_model, "register_comm_hook"):
-            raise TypeError("ddp_model must be a torch.nn.parallel.DistributedDataParallel "
+            raise InputError("ddp_model must be a torch.nn.parallel.DistributedDataParallel "
                             f"model, got {type(ddp_model).__name__}")
         if not any(p.requires_grad for p in ddp_model.parameters()):
-            raise ValueError("model has no trainable parameters: there is no gradient to "
+            raise InputError("model has no trainable parameters: there is no gradient to "
                              "measure")
         self.process_group = getattr(ddp_model, "process_group", None)
         self.world_size = dist.get_world_size(self.process_group)
         if self.world_size < 2:
-            raise ValueError(
+            raise InputError(
                 "DDPNoiseScaleHook needs >= 2 replicas (local and global batch must "
                 f"differ), the process group has {self.world_size}"
             )
@@ -102,7 +103,7 @@ class DDPNoiseScaleHook(EstimatorMixin):
         Returns ``(g2, trace_sigma)`` of this step, or ``None`` if it was skipped.
         """
         if not self._small:
-            raise RuntimeError("step() called before any backward pass synchronised "
+            raise UsageError("step() called before any backward pass synchronised "
                                "gradients (call it after loss.backward())")
         b = self.local_batch_size if local_batch_size is None else \
             check_batch_size(local_batch_size, "local_batch_size")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ..errors import InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import EstimatorMixin, acc_dtype, check_batch_size, norm, resolve_scale
 
@@ -121,13 +122,13 @@ class FSDPNoiseScale(EstimatorMixin):
                  max_history: int | None = None, sync_every: int = 1):
         fsdp_module = _fsdp_module()
         if not isinstance(model, fsdp_module):
-            raise TypeError(
+            raise InputError(
                 "model must be the root module after torch.distributed.fsdp.fully_shard, "
                 f"got {type(model).__name__}"
             )
         self.world_size = dist.get_world_size()
         if self.world_size < 2:
-            raise ValueError(
+            raise InputError(
                 "FSDPNoiseScale needs >= 2 ranks (local and global batch must differ), "
                 f"the default process group has {self.world_size}"
             )
@@ -143,7 +144,7 @@ class FSDPNoiseScale(EstimatorMixin):
             try:
                 m.set_custom_reduce_scatter(rec)
             except ValueError as err:
-                raise ValueError(f"FSDPNoiseScale cannot record {type(m).__name__}: {err}") \
+                raise InputError(f"FSDPNoiseScale cannot record {type(m).__name__}: {err}") \
                     from err
             self._recorders.append(rec)
 
@@ -165,22 +166,22 @@ class FSDPNoiseScale(EstimatorMixin):
         taken = [r.take() for r in self._recorders]
         used = [t for t in taken if t[2] > 0]
         if not used:
-            raise RuntimeError("step() called before any backward pass reduced gradients "
+            raise UsageError("step() called before any backward pass reduced gradients "
                                "(call it after loss.backward())")
         ops = set().union(*(t[3] for t in used))
         if ops != {"AVG"}:
-            raise RuntimeError(
+            raise UsageError(
                 f"FSDP reduced gradients with {sorted(ops)}: only an averaging reduce-"
                 "scatter (ReduceOp.AVG) is supported (a custom gradient divide factor or "
                 "sum reduction pre-divides the local gradients)"
             )
         calls = {t[2] for t in used}
         if len(calls) != 1:
-            raise RuntimeError(f"FSDP modules reduced gradients a different number of times "
+            raise UsageError(f"FSDP modules reduced gradients a different number of times "
                                f"this step ({sorted(calls)}); cannot pair them")
         k = calls.pop()
         if b % k:
-            raise ValueError(f"local_batch_size={b} is not a multiple of the {k} micro-batches "
+            raise InputError(f"local_batch_size={b} is not a multiple of the {k} micro-batches "
                              "whose gradients FSDP reduced this step")
         dev = used[0][1].device
         acc = acc_dtype(dev)

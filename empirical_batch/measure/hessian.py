@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ..errors import InputError
 from ..theory import noise_scales_from_scalars
 from ._common import check_batch, check_batch_size, fixed_state, select_params
 
@@ -67,10 +68,10 @@ class HessianNoiseScale:
         $|G|^2$ may be negative when noise dominates.
         """
         if self.unbiased_for_population:
-            raise ValueError("this estimate is already corrected for the sample size")
+            raise InputError("this estimate is already corrected for the sample size")
         n = self.n_examples
         if n < 2:
-            raise ValueError(f"the sample-size correction needs n >= 2 examples, got {n}")
+            raise InputError(f"the sample-size correction needs n >= 2 examples, got {n}")
         scale = (n - self.ddof) / (n - 1)
         trs, trhs = self.trace_sigma * scale, self.trace_h_sigma * scale
         g2, ghg = self.g2 - trs / n, self.ghg - trhs / n
@@ -104,11 +105,11 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
     chosen = select_params(model, params)
     n = check_batch(inputs, targets)
     if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
-        raise ValueError(f"ddof must be a non-negative integer (0 or 1), got {ddof!r}")
+        raise InputError(f"ddof must be a non-negative integer (0 or 1), got {ddof!r}")
     if chunk_size is not None:
         chunk_size = check_batch_size(chunk_size, "chunk_size")
     if n - ddof < 1:
-        raise ValueError(f"need more than ddof={ddof} examples, got {n}")
+        raise InputError(f"need more than ddof={ddof} examples, got {n}")
     names = [k for k, _ in chosen]
     shapes = [p.shape for _, p in chosen]
     sizes = [p.numel() for _, p in chosen]

@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError
 from ._common import (
     FULL_DTYPES,
     acc_dtype,
@@ -136,7 +137,7 @@ def check_no_batchnorm(model: nn.Module) -> None:
     bad = [n or type(model).__name__ for n, m in model.named_modules()
            if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training]
     if bad:
-        raise ValueError(
+        raise InputError(
             f"per-example gradients are undefined with batch normalisation in training "
             f"mode (it couples the examples of a batch): {', '.join(bad[:5])}. Use "
             "GradientNoiseScale (micro-batches) or DDPNoiseScaleHook instead, or replace "
@@ -250,7 +251,7 @@ def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,
     bsz = check_batch(inputs, targets)
     check_no_batchnorm(model)
     if method not in ("auto", "vmap", "loop"):
-        raise ValueError(f"method must be 'auto', 'vmap' or 'loop', got {method!r}")
+        raise InputError(f"method must be 'auto', 'vmap' or 'loop', got {method!r}")
     if method == "loop":
         out = []
         ps = [p for _, p in chosen]

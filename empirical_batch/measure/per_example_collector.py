@@ -45,6 +45,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import EstimatorMixin, norm, resolve_scale, select_params, stack_scalars
 from .per_example import (
@@ -60,7 +61,7 @@ from .per_example import (
 __all__ = ["Coverage", "CoverageWarning", "PerExampleNoiseScale"]
 
 
-class CoverageWarning(UserWarning):
+class CoverageWarning(EmpiricalBatchWarning):
     """The per-example collector measures less of the model than asked for."""
 
 
@@ -91,12 +92,12 @@ class Coverage:
 def _select(model: nn.Module, params):
     if isinstance(params, str):
         if params != "layernorm":
-            raise ValueError(f"params must be None, 'layernorm' or parameters/names, got "
+            raise InputError(f"params must be None, 'layernorm' or parameters/names, got "
                              f"{params!r}")
         params = [p for m in model.modules() if layer_kind(m) == "layernorm"
                   for p in m.parameters(recurse=False) if p.requires_grad]
         if not params:
-            raise ValueError("params='layernorm': the model has no trainable nn.LayerNorm")
+            raise InputError("params='layernorm': the model has no trainable nn.LayerNorm")
     return select_params(model, params)
 
 
@@ -148,9 +149,9 @@ class PerExampleNoiseScale(EstimatorMixin):
                  max_history: int | None = None, min_coverage: float = 0.9,
                  per_module: bool = False, sync_every: int = 1):
         if not isinstance(model, nn.Module):
-            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+            raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not (isinstance(min_coverage, int | float) and 0.0 <= min_coverage <= 1.0):
-            raise ValueError(f"min_coverage must be a fraction in [0, 1], got {min_coverage!r}")
+            raise InputError(f"min_coverage must be a fraction in [0, 1], got {min_coverage!r}")
         check_no_batchnorm(model)
         every = select_params(model, None)
         chosen = every if params is None else _select(model, params)
@@ -168,12 +169,12 @@ class PerExampleNoiseScale(EstimatorMixin):
         names = {id(p): n for n, p in every}
         if params is not None and covered != ids:
             missing = [n for n, p in chosen if id(p) not in covered]
-            raise ValueError(
+            raise InputError(
                 "PerExampleNoiseScale measures only parameters of nn.Linear, Conv1D, "
                 "nn.Embedding and nn.LayerNorm layers that are called as modules (whole "
                 f"layers); not measurable: {', '.join(missing[:5])}")
         if not covered:
-            raise ValueError("model has no trainable nn.Linear, Conv1D, nn.Embedding or "
+            raise InputError("model has no trainable nn.Linear, Conv1D, nn.Embedding or "
                              "nn.LayerNorm parameters for PerExampleNoiseScale")
         numel = {id(p): p.numel() for _, p in every}
         total = sum(numel.values())
@@ -231,14 +232,14 @@ class PerExampleNoiseScale(EstimatorMixin):
             kinds = sorted(layer_kind(m) or "" for _, m in users)
             if kinds != ["embedding", "linear"] or any(
                     type(m).__name__ == "Conv1D" for _, m in users):
-                raise ValueError(
+                raise InputError(
                     f"parameter {tied[pid][0]!r} is shared by {[n for n, _ in users]}: only "
                     "an nn.Embedding tied to an nn.Linear output layer is supported; pass "
                     "params= without it")
             emb = next(u for u in users if layer_kind(u[1]) == "embedding")
             lin = next(u for u in users if layer_kind(u[1]) == "linear")
             if lin[1].weight is not emb[1].weight:
-                raise ValueError(f"parameter {tied[pid][0]!r}: only weight tying is supported")
+                raise InputError(f"parameter {tied[pid][0]!r}: only weight tying is supported")
             pairs[pid] = (emb, lin)
         return pairs
 
@@ -306,7 +307,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         norms).
         """
         if not self._parts:
-            raise RuntimeError("step() called before any backward pass through the measured "
+            raise UsageError("step() called before any backward pass through the measured "
                                "layers (call it after loss.backward())")
         parts, self._parts = self._parts, []
         calls, self._fwd_calls = self._fwd_calls, {}
@@ -315,18 +316,18 @@ class PerExampleNoiseScale(EstimatorMixin):
         self._tie_idx.clear()
         self._tie_m.clear()
         if max(calls.values()) > 1:
-            raise RuntimeError(
+            raise UsageError(
                 "a measured layer ran more than once since the last step() (several "
                 "forward/backward passes, or weight sharing): PerExampleNoiseScale needs "
                 "one forward and one backward per step; use GradientNoiseScale for "
                 "accumulation")
         if tie_missing:
-            raise RuntimeError("the tied embedding and output layer did not both run in "
+            raise UsageError("the tied embedding and output layer did not both run in "
                                "forward order (embedding first): the cross term is missing")
         used = {self._group[i] for i in big if i in self._covered}
         called = {self._module_group[i] for i in calls}
         if used - called:
-            raise RuntimeError(
+            raise UsageError(
                 f"layers {sorted(used - called)[:3]} received gradient but were not called as "
                 f"modules (their weights were used functionally): their per-example norms "
                 "are missing; pass params= without them")
@@ -334,10 +335,10 @@ class PerExampleNoiseScale(EstimatorMixin):
         if any(v.shape[0] != bsz for _, v in parts):
             parts = self._leave_out_broadcast(parts, bsz)
         if bsz < 2:
-            raise ValueError("the batch must hold >= 2 examples")
+            raise InputError("the batch must hold >= 2 examples")
         covered_big = [v for i, v in big.items() if i in self._covered]
         if not covered_big:
-            raise RuntimeError("no measured parameter received a gradient this step")
+            raise UsageError("no measured parameter received a gradient this step")
         scale = resolve_scale(loss_scale, self.scaler)
         dev = covered_big[0].device
         acc = torch.float64 if dev.type != "mps" else torch.float32
@@ -400,7 +401,7 @@ class PerExampleNoiseScale(EstimatorMixin):
             f"position_ids expanded to the batch)", CoverageWarning,
             stacklevel=3)
         if not self.params:
-            raise RuntimeError("no measurable layer is left")
+            raise UsageError("no measurable layer is left")
         return [(g, v) for g, v in parts if g not in groups]
 
     # ---------------------------------------------------------------- views
@@ -417,7 +418,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         DataFrame, one row per layer; needs ``per_module=True``)."""
         self.flush()
         if not self.per_module:
-            raise RuntimeError("module_noise_scales() needs PerExampleNoiseScale(..., "
+            raise UsageError("module_noise_scales() needs PerExampleNoiseScale(..., "
                                "per_module=True)")
         sizes: dict[str, int] = {}
         for _, p in self.params:

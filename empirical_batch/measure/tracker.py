@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from ..errors import InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
     EstimatorMixin,
@@ -142,13 +143,13 @@ class GradientNoiseScale(EstimatorMixin):
         self.micro_batch_size = check_batch_size(micro_batch_size, "micro_batch_size")
         k = check_batch_size(accumulation_steps, "accumulation_steps")
         if k < 2:
-            raise ValueError(
+            raise InputError(
                 "accumulation_steps must be >= 2: with one backward pass per step there "
                 "is only one batch size; use PerExampleNoiseScale or DDPNoiseScaleHook"
             )
         self.accumulation_steps = k
         if loss_convention not in _CONVENTIONS:
-            raise ValueError(f"loss_convention must be one of {_CONVENTIONS}, got "
+            raise InputError(f"loss_convention must be one of {_CONVENTIONS}, got "
                              f"{loss_convention!r}")
         self.loss_convention = loss_convention
         self.params = select_params(model, params)
@@ -156,12 +157,12 @@ class GradientNoiseScale(EstimatorMixin):
         self.preconditioned = bool(preconditioned)
         if self.preconditioned:
             if optimizer is None or not isinstance(optimizer, torch.optim.Optimizer):
-                raise TypeError("preconditioned=True needs optimizer= (an Adam-like "
+                raise InputError("preconditioned=True needs optimizer= (an Adam-like "
                                 "torch.optim.Optimizer with exp_avg_sq state)")
             self._groups = {id(p): g for g in optimizer.param_groups for p in g["params"]}
             missing = [n for n, p in self.params if id(p) not in self._groups]
             if missing:
-                raise ValueError(f"parameters not in the optimizer: {missing[:3]}")
+                raise InputError(f"parameters not in the optimizer: {missing[:3]}")
         self.optimizer = optimizer
         self._estimator = GNSEstimator(beta, max_history=max_history)
         self._init_sync(sync_every)
@@ -256,7 +257,7 @@ class GradientNoiseScale(EstimatorMixin):
         if isinstance(micro_batch_size, Sequence):
             sizes = [check_batch_size(b, "micro_batch_size") for b in micro_batch_size]
             if len(sizes) != n:
-                raise ValueError(f"micro_batch_size has {len(sizes)} entries but {n} "
+                raise InputError(f"micro_batch_size has {len(sizes)} entries but {n} "
                                  "backward passes were seen this step")
         else:
             sizes = [check_batch_size(micro_batch_size, "micro_batch_size")] * n
@@ -271,7 +272,7 @@ class GradientNoiseScale(EstimatorMixin):
         (non-finite norms, or no optimizer state in preconditioned mode).
         """
         if not self._count:
-            raise RuntimeError(
+            raise UsageError(
                 "step() called before any backward pass reached the tracked parameters "
                 "(call it after loss.backward() and before optimizer.zero_grad())"
             )
@@ -297,7 +298,7 @@ class GradientNoiseScale(EstimatorMixin):
             self.skipped["no_optimizer_state"] += 1
             return None
         if not bigs:
-            raise RuntimeError("no gradient was accumulated into the tracked parameters")
+            raise UsageError("no gradient was accumulated into the tracked parameters")
         scale = resolve_scale(loss_scale, self.scaler)
         dev = bigs[0].device
         acc = acc_dtype(dev)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError, NotFoundError
 from ._axes import axes
 
 __all__ = ["plot_b_simple"]
@@ -20,12 +21,12 @@ def plot_b_simple(frame, *, x: str = "step", band: str = "interval", ax=None, la
     Returns the Axes.
     """
     if x not in ("step", "loss"):
-        raise ValueError(f"x must be 'step' or 'loss', got {x!r}")
+        raise InputError(f"x must be 'step' or 'loss', got {x!r}")
     if band not in ("interval", "se", None):
-        raise ValueError(f"band must be 'interval', 'se' or None, got {band!r}")
+        raise InputError(f"band must be 'interval', 'se' or None, got {band!r}")
     for col in (x, "b_simple"):
         if col not in frame:
-            raise KeyError(f"frame has no column {col!r}")
+            raise NotFoundError(f"frame has no column {col!r}")
     ax = axes(ax)
     xs = np.asarray(frame[x], float)
     b = np.asarray(frame["b_simple"], float)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from ._axes import axes
 
 __all__ = ["plot_steps_examples"]
@@ -21,7 +22,7 @@ def plot_steps_examples(best, *, ax=None):
     from ..simulate.search import BestLR
 
     if not isinstance(best, BestLR):
-        raise TypeError(f"best must be a BestLR (NoisyQuadratic.best_lr's result), got "
+        raise InputError(f"best must be a BestLR (NoisyQuadratic.best_lr's result), got "
                         f"{type(best).__name__}")
     ax = axes(ax, figsize=(5, 3.5))
     target = best.target
@@ -29,7 +30,7 @@ def plot_steps_examples(best, *, ax=None):
     s = np.atleast_1d(best.steps)
     ok = np.isfinite(s)
     if not ok.any():
-        raise ValueError("no batch size reaches the target with these learning rates")
+        raise InputError("no batch size reaches the target with these learning rates")
     ax.loglog(b[ok], s[ok], "o-", label="steps S")
     ax.loglog(b[ok], (b * s)[ok], "s-", label="examples E = BS")
     ax.axhline(s[ok][-1], ls=":", c="C0", lw=1)

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from .._io import atomic_path, atomic_write_text
+from ..errors import InputError
 from .policies import BatchSchedule
 
 __all__ = ["parse_megatron", "to_csv", "to_json", "to_levanter", "to_megatron"]
@@ -44,7 +45,7 @@ def to_megatron(schedule: BatchSchedule, *, tokens_per_sample: int | None = None
     (the first is 0); stages that would start at the same sample keep the later one."""
     if tokens_per_sample is not None and (not isinstance(tokens_per_sample, int)
                                           or tokens_per_sample < 1):
-        raise ValueError(f"tokens_per_sample must be a positive integer, got "
+        raise InputError(f"tokens_per_sample must be a positive integer, got "
                          f"{tokens_per_sample!r}")
     stages: dict[int, int] = {}
     for i, (start, batch) in enumerate(zip(schedule.stages["start_examples"],
@@ -57,22 +58,22 @@ def to_megatron(schedule: BatchSchedule, *, tokens_per_sample: int | None = None
 def parse_megatron(text: str) -> pd.DataFrame:
     """The stages of a ``--step-batch-size-schedule`` string: ``start``, ``batch_size``."""
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("the schedule string is empty")
+        raise InputError("the schedule string is empty")
     rows = []
     for item in text.split():
         m = re.fullmatch(r"(\d+)([KMBT]?):(\d+)", item)
         if m is None:
-            raise ValueError(f"not a START:BATCH pair: {item!r} (e.g. '250B:1536')")
+            raise InputError(f"not a START:BATCH pair: {item!r} (e.g. '250B:1536')")
         start = int(m[1]) * _SUFFIX[m[2]]
         batch = int(m[3])
         if batch < 1:
-            raise ValueError(f"batch size must be >= 1 in {item!r}")
+            raise InputError(f"batch size must be >= 1 in {item!r}")
         rows.append((start, batch))
     if rows[0][0] != 0:
-        raise ValueError(f"the first stage must start at 0, got {rows[0][0]}")
+        raise InputError(f"the first stage must start at 0, got {rows[0][0]}")
     starts = [r[0] for r in rows]
     if any(b <= a for a, b in itertools.pairwise(starts)):
-        raise ValueError(f"stage starts must increase strictly, got {starts}")
+        raise InputError(f"stage starts must increase strictly, got {starts}")
     return pd.DataFrame(rows, columns=["start", "batch_size"])
 
 

@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from .._numeric import trapezoid
+from ..errors import InputError
 from .trajectory import NoiseTrajectory
 
 __all__ = ["BatchSchedule", "design_schedule", "seesaw_schedule"]
@@ -138,7 +139,7 @@ def _levels(base: int, granularity: int, max_batch: float) -> np.ndarray:
         if b > 1e15:
             break
     if not out:
-        raise ValueError(f"no batch size is a multiple of granularity={granularity} and at "
+        raise InputError(f"no batch size is a multiple of granularity={granularity} and at "
                          f"most max_batch={max_batch:g}")
     return np.array(out, dtype=float)
 
@@ -194,15 +195,15 @@ def _predict(traj: NoiseTrajectory, starts, batches) -> tuple[dict, np.ndarray]:
 def _check_common(base_batch, granularity, max_batch, lr_rule):
     for name, v in (("base_batch", base_batch), ("granularity", granularity)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise InputError(f"{name} must be a positive integer, got {v!r}")
     if base_batch % granularity:
-        raise ValueError(f"base_batch={base_batch} is not a multiple of "
+        raise InputError(f"base_batch={base_batch} is not a multiple of "
                          f"granularity={granularity} (devices x micro-batch)")
     mb = math.inf if max_batch is None else float(max_batch)
     if not mb >= base_batch:
-        raise ValueError(f"max_batch must be >= base_batch={base_batch}, got {max_batch!r}")
+        raise InputError(f"max_batch must be >= base_batch={base_batch}, got {max_batch!r}")
     if lr_rule not in LR_RULES:
-        raise ValueError(f"lr_rule must be one of {LR_RULES}, got {lr_rule!r}")
+        raise InputError(f"lr_rule must be one of {LR_RULES}, got {lr_rule!r}")
     return mb
 
 
@@ -237,12 +238,12 @@ def design_schedule(
         ``"app_d"`` only: $r$ (default $E_s[\\mathcal B]$).
     """
     if not isinstance(trajectory, NoiseTrajectory):
-        raise TypeError(f"trajectory must be a NoiseTrajectory, got {type(trajectory).__name__}")
+        raise InputError(f"trajectory must be a NoiseTrajectory, got {type(trajectory).__name__}")
     if policy not in ("app_d", "doubling"):
-        raise ValueError(f"policy must be 'app_d' or 'doubling' (seesaw_schedule converts a "
+        raise InputError(f"policy must be 'app_d' or 'doubling' (seesaw_schedule converts a "
                          f"learning-rate schedule), got {policy!r}")
     if optimizer not in ("adam", "sgd"):
-        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+        raise InputError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     lr_rule = "sqrt" if optimizer == "adam" else "linear"
     mb = _check_common(base_batch, granularity, max_batch, lr_rule)
     levels = _levels(base_batch, granularity, mb)
@@ -253,7 +254,7 @@ def design_schedule(
         if r is None:
             r = float(trapezoid(trajectory(g), g) / trajectory.total)
         elif not (math.isfinite(r) and r > 0):
-            raise ValueError(f"exchange_rate must be > 0, got {r!r}")
+            raise InputError(f"exchange_rate must be > 0, got {r!r}")
         want = np.sqrt(r * trajectory(g))
         idx = np.abs(np.log(want)[:, None] - np.log(levels)[None, :]).argmin(axis=1)
         idx = np.maximum.accumulate(idx)  # never shrink the batch
@@ -294,7 +295,7 @@ def _lr_shape(kind: str, frac: np.ndarray, *, milestones=(0.5, 0.75), gamma=0.1,
         start = 1.0 - decay_fraction
         return np.where(frac < start, 1.0, np.maximum(1.0 - (frac - start) / decay_fraction,
                                                       0.0))
-    raise ValueError(f"lr_schedule must be 'step', 'cosine' or 'wsd', got {kind!r}")
+    raise InputError(f"lr_schedule must be 'step', 'cosine' or 'wsd', got {kind!r}")
 
 
 def seesaw_schedule(
@@ -322,7 +323,7 @@ def seesaw_schedule(
     it without end).
     """
     if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 2:
-        raise ValueError(f"total_steps must be an integer >= 2, got {total_steps!r}")
+        raise InputError(f"total_steps must be an integer >= 2, got {total_steps!r}")
     capped = max_batch is None
     if capped:  # a decay to zero would double the batch without end
         max_batch = 32 * base_batch
@@ -358,7 +359,7 @@ def seesaw_schedule(
         de = (base_batch + trajectory(s_grid))
         e_of_s = np.concatenate([[0.0], np.cumsum(0.5 * (de[1:] + de[:-1]) * np.diff(s_grid))])
         if e_of_s[-1] < examples_budget * (1 - 1e-9):
-            raise ValueError("the trajectory ends before the base run's examples budget")
+            raise InputError("the trajectory ends before the base run's examples budget")
         starts = np.interp(e0, e_of_s, s_grid)
         pred, _ = _predict(trajectory, starts, b)
         st.insert(0, "start_progress", starts)

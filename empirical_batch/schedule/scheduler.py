@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import InputError
 from .policies import BatchSchedule
 
 __all__ = ["BatchSizeScheduler"]
@@ -40,11 +41,11 @@ class BatchSizeScheduler:
     def __init__(self, optimizer, schedule: BatchSchedule, base_lr: float, *,
                  lr_lambda: Callable[[float], float] | None = None):
         if not isinstance(schedule, BatchSchedule):
-            raise TypeError(f"schedule must be a BatchSchedule, got {type(schedule).__name__}")
+            raise InputError(f"schedule must be a BatchSchedule, got {type(schedule).__name__}")
         if not (isinstance(base_lr, int | float) and base_lr > 0):
-            raise ValueError(f"base_lr must be > 0, got {base_lr!r}")
+            raise InputError(f"base_lr must be > 0, got {base_lr!r}")
         if not hasattr(optimizer, "param_groups"):
-            raise TypeError("optimizer must be a torch.optim.Optimizer")
+            raise InputError("optimizer must be a torch.optim.Optimizer")
         self.optimizer = optimizer
         self.schedule = schedule
         self.base_lr = float(base_lr)
@@ -72,7 +73,7 @@ class BatchSizeScheduler:
         """Count one optimizer step of ``examples`` (default: the current batch size)."""
         n = self.batch_size if examples is None else int(examples)
         if n < 1:
-            raise ValueError(f"a step consumes at least one example, got {examples!r}")
+            raise InputError(f"a step consumes at least one example, got {examples!r}")
         self.examples += n
         self.steps += 1
         self._apply()

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
+
 __all__ = ["NoiseTrajectory"]
 
 
@@ -37,17 +39,17 @@ class NoiseTrajectory:
         s = np.asarray(self.progress, dtype=float)
         b = np.asarray(self.b_noise, dtype=float)
         if s.ndim != 1 or s.shape != b.shape or s.size < 2:
-            raise ValueError("progress and b_noise must be 1-D arrays of the same length >= 2")
+            raise InputError("progress and b_noise must be 1-D arrays of the same length >= 2")
         if not (np.all(np.isfinite(s)) and np.all(np.isfinite(b))):
-            raise ValueError("progress and b_noise must be finite")
+            raise InputError("progress and b_noise must be finite")
         if np.any(np.diff(s) <= 0) or s[0] < 0:
-            raise ValueError("progress must start at >= 0 and increase strictly")
+            raise InputError("progress must start at >= 0 and increase strictly")
         if np.any(b <= 0):
-            raise ValueError("b_noise must be > 0 (a negative collector estimate means "
+            raise InputError("b_noise must be > 0 (a negative collector estimate means "
                              "'not resolved yet': smooth the log or drop those rows)")
         lo = None if self.lower is None else np.asarray(self.lower, dtype=float)
         if lo is not None and lo.shape != b.shape:
-            raise ValueError("lower must have the shape of b_noise")
+            raise InputError("lower must have the shape of b_noise")
         for name, v in (("progress", s), ("b_noise", b), ("lower", lo)):
             if v is not None:
                 v.setflags(write=False)
@@ -84,11 +86,11 @@ class NoiseTrajectory:
         e = np.asarray(examples, dtype=float)
         b = np.asarray(b_noise, dtype=float)
         if not (np.isfinite(batch_size) and batch_size > 0):
-            raise ValueError(f"batch_size must be > 0, got {batch_size!r}")
+            raise InputError(f"batch_size must be > 0, got {batch_size!r}")
         if e.ndim != 1 or e.shape != b.shape or e.size < 2:
-            raise ValueError("examples and b_noise must be 1-D of the same length >= 2")
+            raise InputError("examples and b_noise must be 1-D of the same length >= 2")
         if np.any(np.diff(e) <= 0) or e[0] < 0:
-            raise ValueError("examples must start at >= 0 and increase strictly")
+            raise InputError("examples must start at >= 0 and increase strictly")
         rate = 1.0 / (batch_size + b)
         s = np.concatenate([[0.0], np.cumsum(0.5 * (rate[1:] + rate[:-1]) * np.diff(e))])
         s = s + e[0] * rate[0]
@@ -103,7 +105,7 @@ class NoiseTrajectory:
         With ``level_column`` (e.g. ``"b_simple_lo"``), that column is the lower bound."""
         for c in ("examples", column, *([level_column] if level_column else [])):
             if c not in frame.columns:
-                raise ValueError(f"the log needs column {c!r}; got {list(frame.columns)}")
+                raise InputError(f"the log needs column {c!r}; got {list(frame.columns)}")
         f = frame.dropna(subset=["examples", column]).sort_values("examples")
         f = f[f[column] > 0]
         lower = f[level_column].to_numpy(dtype=float) if level_column else None

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._validate import as_array, as_float, check_positive, positive_float
+from ..errors import InputError
 from ..theory import noise_scales_from_scalars
 from .quadratic import NoisyQuadratic
 
@@ -77,7 +78,7 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
     ``batch_sizes``, ``b_noise`` and ``progress`` $ds_t$.
     """
     if not isinstance(problem, NoisyQuadratic) or not problem.is_plain:
-        raise ValueError("greedy_run needs a NoisyQuadratic without momentum or EMA")
+        raise InputError("greedy_run needs a NoisyQuadratic without momentum or EMA")
     t = positive_float(target, "target")
     h, hp, cp = problem.curvature, problem.update_curvature, problem.update_noise
     adaptive = callable(batch)
@@ -95,9 +96,9 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         try:
             bs = np.atleast_1d(np.asarray(batch, dtype=float))
         except (TypeError, ValueError):
-            raise TypeError(f"batch must be numeric or callable, got {batch!r}") from None
+            raise InputError(f"batch must be numeric or callable, got {batch!r}") from None
         if bs.ndim != 1 or np.any(np.isnan(bs)) or np.any(bs <= 0):
-            raise ValueError("batch sizes must be > 0 (inf allowed)")
+            raise InputError("batch sizes must be > 0 (inf allowed)")
         n = bs.size
         m = np.repeat(problem.init[None, :], n, axis=0)
     steps = np.full(n, np.inf)
@@ -120,7 +121,7 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
             else:
                 b_t = np.array([float(batch(float(bn[0])))])
             if not b_t[0] > 0:
-                raise ValueError(f"the schedule returned a batch size {b_t[0]!r} <= 0")
+                raise InputError(f"the schedule returned a batch size {b_t[0]!r} <= 0")
             trace_b.append(b_t[0])
             trace_bn.append(bn[0])
             trace_ds.append(1.0 / (1.0 + bn[0] / b_t[0]))
@@ -148,7 +149,7 @@ def _fit_hyperbola(bs, steps):
     """Least squares of S = S_min + E_min / B with relative weights (1/S)."""
     ok = np.isfinite(steps) & np.isfinite(bs)
     if ok.sum() < 2:
-        raise ValueError("need at least two fixed batch sizes that reach the target")
+        raise InputError("need at least two fixed batch sizes that reach the target")
     x = np.column_stack([np.ones(ok.sum()), 1.0 / bs[ok]]) / steps[ok, None]
     coef, *_ = np.linalg.lstsq(x, np.ones(ok.sum()), rcond=None)
     return float(coef[0]), float(coef[1])
@@ -190,13 +191,13 @@ def simulate_adaptive(
                         "fixed_batch_sizes")
     l0 = problem.initial_loss()
     if not as_float(target, "target") < l0:
-        raise ValueError(f"target must be below the initial loss {l0:.6g} (it is reached "
+        raise InputError(f"target must be below the initial loss {l0:.6g} (it is reached "
                          f"in 0 steps at every batch size), got {target!r}")
     fixed = greedy_run(problem, target, fb, max_steps=max_steps)
     s_fix, e_fix = fixed["steps"], fixed["examples"]
     s_min, e_min = _fit_hyperbola(fb, s_fix)
     if s_min <= 0 or e_min <= 0:
-        raise ValueError(
+        raise InputError(
             f"the fixed-batch runs do not follow S = S_min + E_min/B here "
             f"(fit S_min={s_min:.3g}, E_min={e_min:.3g}); widen fixed_batch_sizes"
         )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._validate import as_array, check_positive, scalar_or_array
+from ..errors import InputError
 
 if TYPE_CHECKING:
     from .quadratic import NoisyQuadratic
@@ -27,7 +28,7 @@ CHUNK = 1 << 19
 def check_steps(steps, name="steps") -> np.ndarray:
     k = as_array(steps, name)
     if np.any(k < 0) or np.any(k != np.floor(k)):
-        raise ValueError(f"{name} must be integers >= 0, got {k.ravel()[0]!r}")
+        raise InputError(f"{name} must be integers >= 0, got {k.ravel()[0]!r}")
     return k
 
 
@@ -64,7 +65,7 @@ def noise_batch(problem: NoisyQuadratic, b: np.ndarray) -> np.ndarray:
     if d is None:
         return b
     if np.any(b > d):
-        raise ValueError(f"batch_size must be <= dataset_size={d} when sampling without "
+        raise InputError(f"batch_size must be <= dataset_size={d} when sampling without "
                          f"replacement, got {float(np.max(b))!r}")
     with np.errstate(divide="ignore"):
         return np.where(b >= d, np.inf, b * d / np.maximum(d - b, 1e-300))

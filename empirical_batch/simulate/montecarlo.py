@@ -26,6 +26,7 @@ import pandas as pd
 
 from .._numeric import log_steps
 from .._validate import as_array, check_positive, resolve_count
+from ..errors import InputError
 from .quadratic import NoisyQuadratic
 
 __all__ = ["MonteCarloResult", "log_steps", "monte_carlo_sgd"]
@@ -33,7 +34,7 @@ __all__ = ["MonteCarloResult", "log_steps", "monte_carlo_sgd"]
 
 def _int_at_least(value, name: str, low: int) -> int:
     if isinstance(value, bool) or int(value) != value or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        raise InputError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
 
 
@@ -62,7 +63,7 @@ class MonteCarloResult:
         """Standard error of that mean (sample std over seeds / √seeds)."""
         n = self.loss.shape[2]
         if n < 2:
-            raise ValueError("stderr needs at least 2 seeds")
+            raise InputError("stderr needs at least 2 seeds")
         return self.loss.std(axis=2, ddof=1) / np.sqrt(n)
 
     def to_dict(self) -> dict:
@@ -145,7 +146,7 @@ def monte_carlo_sgd(
     import torch
 
     if not isinstance(problem, NoisyQuadratic):
-        raise TypeError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
+        raise InputError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
     bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
     lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
     steps = _int_at_least(steps, "steps", 0)
@@ -155,16 +156,16 @@ def monte_carlo_sgd(
     else:
         rec = np.unique(as_array(record_steps, "record_steps", ndim=1)).astype(np.int64)
         if rec.size == 0 or rec.min() < 0 or rec.max() > steps:
-            raise ValueError(f"record_steps must lie in [0, steps={steps}]")
+            raise InputError(f"record_steps must lie in [0, steps={steps}]")
     if dtype not in ("float32", "float64"):
-        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        raise InputError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
     if dataset_size is not None:
         if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size:
-            raise TypeError(f"dataset_size must be an integer, got {dataset_size!r}")
+            raise InputError(f"dataset_size must be an integer, got {dataset_size!r}")
         if dataset_size < 2:
-            raise ValueError(f"dataset_size must be >= 2, got {dataset_size!r}")
+            raise InputError(f"dataset_size must be >= 2, got {dataset_size!r}")
         if np.any(bs != np.round(bs)):
-            raise ValueError("batch_sizes must be integers with a finite dataset")
+            raise InputError("batch_sizes must be integers with a finite dataset")
         dataset_size = int(dataset_size)
     tdtype = getattr(torch, dtype)
     dev = torch.device(device)
@@ -180,7 +181,7 @@ def monte_carlo_sgd(
         x = x - x.mean(dim=0)
         std = x.pow(2).mean(dim=0).sqrt()
         if torch.any(std == 0):  # pragma: no cover - probability zero
-            raise ValueError("degenerate noise table; use a larger dataset_size")
+            raise InputError("degenerate noise table; use a larger dataset_size")
         c = torch.as_tensor(problem.update_noise, device=dev, dtype=torch.float64)
         table = (x / std * c.sqrt()).to(tdtype)  # preconditioned per-example noise
     bar = None

@@ -55,6 +55,7 @@ from .._validate import (
     check_unit_interval,
     positive_float,
 )
+from ..errors import InputError
 from ..theory import power_law_spectrum
 from . import dynamics, search, traces
 from .search import BestLR
@@ -137,13 +138,13 @@ class NoisyQuadratic(Frozen):
     ):
         h = check_positive(as_array(curvature, "curvature", ndim=1), "curvature")
         if h.size == 0:
-            raise ValueError("curvature must have at least one direction")
+            raise InputError("curvature must have at least one direction")
         d = h.size
         c = check_nonnegative(noise, "noise")
         m0 = check_nonnegative(init, "init")
         for name, arr in (("noise", c), ("init", m0)):
             if arr.ndim > 1 or (arr.ndim == 1 and arr.size != d):
-                raise ValueError(
+                raise InputError(
                     f"{name} must be a scalar or have one entry per direction ({d}), "
                     f"got shape {arr.shape}"
                 )
@@ -157,7 +158,7 @@ class NoisyQuadratic(Frozen):
         if dataset_size is not None:
             if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size \
                     or dataset_size < 2:
-                raise ValueError(f"dataset_size must be an integer >= 2, got {dataset_size!r}")
+                raise InputError(f"dataset_size must be an integer >= 2, got {dataset_size!r}")
             dataset_size = int(dataset_size)
         self.dataset_size = dataset_size
         """A finite pool of examples sampled without replacement: the batch-mean noise
@@ -199,7 +200,7 @@ class NoisyQuadratic(Frozen):
         ($\Sigma \propto H$); ``"constant"`` gives $c_i = \text{noise}$.
         """
         if isinstance(dims, bool) or int(dims) != dims or dims < 1:
-            raise ValueError(f"dims must be a positive integer, got {dims!r}")
+            raise InputError(f"dims must be a positive integer, got {dims!r}")
         e = as_float(exponent, "exponent")
         s = positive_float(noise, "noise", allow_zero=True)
         h = power_law_spectrum(int(dims), e)
@@ -208,7 +209,7 @@ class NoisyQuadratic(Frozen):
         elif noise_like == "constant":
             c = np.full(int(dims), s)
         else:
-            raise ValueError(
+            raise InputError(
                 f"noise_like must be 'curvature' or 'constant', got {noise_like!r}"
             )
         return cls(h, c, init, **options)

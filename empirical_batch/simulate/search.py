@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_array, check_positive, positive_float, scalar_or_array
+from ..errors import InputError
 from ._crossing import (
     NEG_BIG,
     Workspace,
@@ -198,7 +199,7 @@ def best_lr(
     b = check_positive(batch_size, "batch_size")
     grid = np.sort(check_positive(as_array(lrs, "lrs", ndim=1), "lrs"))
     if grid.size == 0:
-        raise ValueError("lrs must not be empty")
+        raise InputError("lrs must not be empty")
     bb = np.atleast_1d(b)
     steps = np.asarray(
         steps_to_target(problem, t, grid[None, :], bb[:, None], max_steps=max_steps)

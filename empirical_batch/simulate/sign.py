@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_array, check_positive
+from ..errors import InputError
 
 __all__ = ["SignStep", "correlated_quadratic", "sign_descent_sweep", "sign_step_monte_carlo"]
 
@@ -59,9 +60,9 @@ def _problem(gradient, hessian, noise_std):
     h = as_array(hessian, "hessian", ndim=2)
     s = check_positive(noise_std, "noise_std")
     if h.shape != (g.size, g.size):
-        raise ValueError(f"hessian must be ({g.size}, {g.size}), got {h.shape}")
+        raise InputError(f"hessian must be ({g.size}, {g.size}), got {h.shape}")
     if not np.allclose(h, h.T):
-        raise ValueError("hessian must be symmetric")
+        raise InputError("hessian must be symmetric")
     return g, h, np.broadcast_to(s, g.shape).astype(float)
 
 
@@ -75,7 +76,7 @@ def sign_step_monte_carlo(gradient, hessian, noise_std, batch_size, *, n_samples
     g, h, s = _problem(gradient, hessian, noise_std)
     b = float(check_positive(batch_size, "batch_size"))
     if isinstance(n_samples, bool) or int(n_samples) != n_samples or n_samples < 2:
-        raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+        raise InputError(f"n_samples must be an integer >= 2, got {n_samples!r}")
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((int(n_samples), g.size))
     sg = np.sign(g[None, :] + z * (s / np.sqrt(b))[None, :])
@@ -107,7 +108,7 @@ def correlated_quadratic(dims: int = 50, *, correlation: float = 0.2, noise: flo
     in every coordinate.
     Returns ``(gradient, hessian, noise_std)``."""
     if not 0 <= correlation < 1:
-        raise ValueError(f"correlation must be in [0, 1), got {correlation!r}")
+        raise InputError(f"correlation must be in [0, 1), got {correlation!r}")
     rng = np.random.default_rng(seed)
     g = rng.uniform(0.5, 1.5, dims)
     h = (1 - correlation) * np.eye(dims) + correlation * np.ones((dims, dims))

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_array, check_positive, resolve_count
+from ..errors import InputError
 from .montecarlo import log_steps, monte_carlo_sgd
 from .quadratic import NoisyQuadratic
 
@@ -76,10 +77,10 @@ def simulate_sweep(
     """
     count = resolve_count(n_seeds, seeds, 1)
     if not isinstance(problem, NoisyQuadratic):
-        raise TypeError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
+        raise InputError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
     bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
     if np.any(bs != np.round(bs)):
-        raise ValueError("batch_sizes must be integers")
+        raise InputError("batch_sizes must be integers")
     lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
     steps = log_steps(max_steps, n_points)
     if method == "exact":
@@ -96,7 +97,7 @@ def simulate_sweep(
         loss = res.loss
         seed_ids = list(range(loss.shape[2]))
     else:
-        raise ValueError(f"method must be 'exact' or 'monte_carlo', got {method!r}")
+        raise InputError(f"method must be 'exact' or 'monte_carlo', got {method!r}")
     loss = np.where(np.isnan(loss), np.inf, loss)  # a diverged run has infinite loss
     nb, nl, ns, nt = loss.shape
     ib, il, isd, it = (g.ravel() for g in np.meshgrid(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..theory import noise_scales_from_scalars
 from .dynamics import check_steps, expected_loss, lr_and_batch, second_moment
 
@@ -43,10 +44,10 @@ def noise_scales(problem: NoisyQuadratic, lr, batch_size, steps) -> NoiseScaleTr
     """Noise scales along the expected trajectory: see `NoisyQuadratic.noise_scales`."""
     a, b = lr_and_batch(lr, batch_size)
     if a.ndim or b.ndim:
-        raise ValueError("noise_scales takes a scalar lr and batch_size")
+        raise InputError("noise_scales takes a scalar lr and batch_size")
     k = np.atleast_1d(check_steps(steps))
     if k.ndim != 1:
-        raise ValueError("steps must be a 1-D array")
+        raise InputError("steps must be a 1-D array")
     m = second_moment(problem, float(a), float(b), k)
     g2, ghg, trs, trhs = problem.noise_scalars(m)
     d = noise_scales_from_scalars(g2, ghg, trs, trhs)
@@ -71,9 +72,9 @@ def noise_scales_along_run(problem: NoisyQuadratic, lr: float, batch_size: float
     scale that changes during training has no single value that *is* B_crit.
     """
     if average not in ("steps", "progress"):
-        raise ValueError(f"average must be 'steps' or 'progress', got {average!r}")
+        raise InputError(f"average must be 'steps' or 'progress', got {average!r}")
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+        raise InputError(f"steps must be an integer >= 1, got {steps!r}")
     tr = noise_scales(problem, lr, batch_size, np.arange(int(steps)))
     w = (np.ones_like(tr.b_noise) if average == "steps"
          else 1.0 / (1.0 + tr.b_noise / float(batch_size)))

@@ -13,6 +13,7 @@ complete example in 40 lines).
 
 from __future__ import annotations
 
+from ...errors import InputError
 from .base import Task, TaskConfigError
 from .digits import Digits
 from .sequence import Sequence
@@ -31,7 +32,7 @@ def register_task(cls: type[Task]) -> type[Task]:
     """Register a `Task` subclass under its ``name`` (usable as a class decorator), so
     that configurations and `make_task` find it."""
     if not (isinstance(cls, type) and issubclass(cls, Task)):
-        raise TypeError(f"register_task needs a Task subclass, got {cls!r}")
+        raise InputError(f"register_task needs a Task subclass, got {cls!r}")
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
         raise TaskConfigError(f"{cls.__name__} needs a class attribute name (a string)")

@@ -18,8 +18,10 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from ...errors import InputError
 
-class TaskConfigError(ValueError):
+
+class TaskConfigError(InputError):
     """A task was given an option it does not have or a value it cannot use."""
 
 

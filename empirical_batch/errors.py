@@ -1,0 +1,54 @@
+"""The library's exceptions and warnings, in one tree.
+
+Every error the library raises on purpose derives from :class:`EmpiricalBatchError`,
+and every warning from :class:`EmpiricalBatchWarning`. The command line turns these
+(and ``OSError``) into one-line messages; any other exception is a bug and keeps its
+traceback.
+
+``InputError`` also derives from the builtin ``ValueError`` and ``TypeError``, so code
+written against the builtins (``except ValueError``) keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DataError",
+    "EmpiricalBatchError",
+    "EmpiricalBatchWarning",
+    "FitError",
+    "InputError",
+    "NotFoundError",
+    "UsageError",
+]
+
+
+class EmpiricalBatchError(Exception):
+    """Base of every error the library raises on purpose."""
+
+
+class InputError(EmpiricalBatchError, ValueError, TypeError):
+    """An argument or value is not valid; the message names it and says what is wrong."""
+
+
+class DataError(InputError):
+    """A table, log or file does not hold what the library needs (a column, a schema)."""
+
+
+class NotFoundError(EmpiricalBatchError, KeyError):
+    """A name asked for (a column, a task, a value) is not there; the message lists what is."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UsageError(EmpiricalBatchError, RuntimeError):
+    """A call out of order or in a state that cannot serve it (e.g. ``step()`` before any
+    backward pass), or an optional dependency that the call needs is missing."""
+
+
+class FitError(EmpiricalBatchError, ValueError):
+    """Valid data from which the requested fit cannot be made (e.g. too few batch sizes)."""
+
+
+class EmpiricalBatchWarning(UserWarning):
+    """Base of every warning the library issues."""
