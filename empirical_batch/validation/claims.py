@@ -126,9 +126,14 @@ def _within_10x(crit: pd.DataFrame, col: str) -> dict:
     c = crit.dropna(subset=["b_crit", col])
     c = c[c[col] > 0]
     left = len(crit) - len(c)
+    why = ""
+    if left and "avg_note" in crit and col.endswith("_avg"):
+        notes = [n for n in crit.loc[~crit.index.isin(c.index), "avg_note"]
+                 if isinstance(n, str) and n]
+        why = f"; first reason: {notes[0]}" if notes else ""
     if c.empty:
         return {"verdict": UNDECIDED, "value": np.nan, "lo": np.nan, "hi": np.nan,
-                "evidence": f"no target with both B_crit and {col} ({left} left out)"}
+                "evidence": f"no target with both B_crit and {col} ({left} left out{why})"}
     r = c["b_crit"] / c[col]
     lo = c["b_crit_lo"] / c[col]
     hi = c["b_crit_hi"] / c[col]
@@ -138,7 +143,7 @@ def _within_10x(crit: pd.DataFrame, col: str) -> dict:
     ev = "; ".join(f"L={t:.3g}: {_g(v)} [{_g(a)}, {_g(b)}]"
                    for t, v, a, b in zip(c["target"], r, lo, hi, strict=True))
     if left:
-        ev += f" ({left} target(s) without B_crit or {col} left out)"
+        ev += f" ({left} target(s) without B_crit or {col} left out{why})"
     worst = int(np.argmax(np.abs(np.log(r.to_numpy(float)))))
     return {"verdict": verdict, "value": float(r.iloc[worst]), "lo": float(lo.iloc[worst]),
             "hi": float(hi.iloc[worst]), "evidence": f"B_crit/{col} per target: {ev}"}
@@ -250,9 +255,12 @@ def _noise_closer(crit: pd.DataFrame, bn_col: str, bs_col: str) -> dict:
     c = c[(c[bn_col] > 0) & (c[bs_col] > 0) & (c["b_crit_lo"] > 0)
           & np.isfinite(c["b_crit_hi"])]
     if c.empty:
+        notes = [n for n in crit.get("avg_note", pd.Series(dtype=object))
+                 if isinstance(n, str) and n] if bn_col.endswith("_avg") else []
+        why = f" (first reason: {notes[0]})" if notes else ""
         return {"verdict": UNDECIDED, "value": np.nan, "lo": np.nan, "hi": np.nan,
                 "evidence": f"no target with B_crit (bounded interval), {bn_col} and "
-                            f"{bs_col}"}
+                            f"{bs_col}{why}"}
     n_closer = n_farther = 0
     ev = []
     for _, r in c.iterrows():

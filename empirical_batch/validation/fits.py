@@ -18,7 +18,9 @@ For one task and optimizer (`fit_targets`):
      ``b_simple_avg``/``b_noise_avg`` and the ratios ``b_crit_over_*_avg``: the mean
      along the reference run (batch $B_{ref}$) from step 0 to the first measured
      checkpoint at or below $L$ (`empirical_batch.harness.noise.averaged_scale`), NaN
-     where the reference run does not reach $L$;
+     where the reference run does not reach $L$ or a B_noise up to it is not positive
+     (an estimate of GᵀHG ≤ 0 early in training: the weight is then undefined; said in
+     ``avg_note``);
    - **local**: the value where the reference run first reaches $L$ (``b_simple``,
      ``b_noise``, ``b_crit_over_b_simple``, ``b_crit_over_b_noise``;
      `empirical_batch.harness.noise.scales_at_losses`).
@@ -76,6 +78,23 @@ def averaged_to(scales: pd.DataFrame, column: str, target: float, reached: bool,
     return averaged_scale(scales, column, target, weight="progress", batch_size=b_ref)
 
 
+def why_no_average(scales: pd.DataFrame, target: float, reached: bool) -> str:
+    """Why the averages up to ``target`` are NaN ("" when they need not be)."""
+    if not reached:
+        return "the reference run does not reach the target"
+    s = scales.sort_values("step")
+    hit = np.flatnonzero(s["eval_loss"].to_numpy(float) <= target)
+    upto = s.iloc[: int(hit[0]) + 1] if hit.size else s
+    bad = {col: upto.loc[~(np.isfinite(upto[col]) & (upto[col] > 0)), "step"].tolist()
+           for col in (B_NOISE, B_SIMPLE)}
+    parts = [f"{col} not positive at step(s) {', '.join(str(int(v)) for v in steps)}"
+             for col, steps in bad.items() if steps]
+    if not parts:
+        return ""
+    return ("no average: " + "; ".join(parts) + " of the reference run (the progress "
+            "weight 1/(1 + B_noise/B) needs B_noise > 0 at every checkpoint up to the target)")
+
+
 @dataclass
 class TargetFits:
     """What `fit_targets` gives for one task and optimizer."""
@@ -109,6 +128,7 @@ def fit_targets(task: str, optimizer: str, sub, scales: pd.DataFrame,
             "ref_reached": reached, "reference_batch_size": b_ref,
             "b_simple_avg": averaged_to(scales, B_SIMPLE, row["target"], reached, b_ref),
             "b_noise_avg": averaged_to(scales, B_NOISE, row["target"], reached, b_ref),
+            "avg_note": why_no_average(scales, row["target"], reached),
         })
         for name in ("b_simple", "b_noise", "b_simple_avg", "b_noise_avg"):
             short = name.replace("_avg", "")
@@ -223,7 +243,8 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
     """
     if branched.empty:
         return branched
-    out = branched.drop(columns=[c for c in branched.columns if c.startswith("b_crit")])
+    out = branched.drop(columns=[c for c in branched.columns  # what this adds: idempotent
+                                 if c.startswith("b_crit") or c == "b_noise_plus_2b"])
     fits = []
     for _, r in out.iterrows():
         f = b_crit_curve(subs[(r["task"], r["optimizer"])], [r["eval_loss"]]).frame.iloc[0]
