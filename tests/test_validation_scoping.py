@@ -55,3 +55,25 @@ def test_the_validation_figures_leave_matplotlib_as_it_was(tmp_path):
     assert [f.name for f in files] == ["toy_tradeoff.png", "toy_b_crit_vs_loss.png"]
     assert all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in files)
     assert np.isfinite(curve.b_crit).any()
+
+
+def test_b_crit_at_a_checkpoint_is_fitted_clear_of_a_configurations_best_loss():
+    """The reference run is one of the sweep's runs, so a late checkpoint's loss can be a
+    configuration's best loss, where B_crit jumps (reached only by equality); the
+    branched table fits B_crit clear of it, so rounding the loss changes nothing."""
+    from empirical_batch.fit.targets import best_losses
+    from empirical_batch.validation.fits import branched_vs_fit
+
+    frame = synthetic_sweep(Tradeoff(s_min=100, e_min=6400), [8, 16, 32, 64, 128, 256],
+                            rng=0)
+    sweep = load_sweep(frame)
+    per_config = best_losses(sweep.to_frame())[2]
+    at_best = float(per_config.sort_values().iloc[len(per_config) // 2])
+    rows = pd.DataFrame({"task": "toy", "optimizer": "sgd", "step": [10, 10],
+                         "eval_loss": [at_best, float(f"{at_best:.6g}")], "base_batch": 8,
+                         "b_noise": 50.0})
+    out = branched_vs_fit(rows, {("toy", "sgd"): sweep})
+    assert (out["b_crit_target"] > at_best).all()
+    assert out["b_crit"].iloc[0] == out["b_crit"].iloc[1]
+    assert out["b_crit_plus_2b"].iloc[0] == pytest.approx(out["b_crit"].iloc[0] + 16)
+    assert list(branched_vs_fit(out, {("toy", "sgd"): sweep}).columns) == list(out.columns)

@@ -59,6 +59,14 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
             v = sc[col].to_numpy(float)
             ok = v > 0
             ax.plot(sc["eval_loss"].to_numpy(float)[ok], v[ok], style, label=col)
+        # what the model compares B_crit(L) with: the progress-weighted mean up to L
+        mine = crit[(crit["task"] == task) & (crit["optimizer"] == opt)] \
+            if {"task", "optimizer", "b_simple_avg"} <= set(crit.columns) else crit.iloc[0:0]
+        for col, marker in (("b_simple_avg", "s"), ("b_noise_avg", "^")):
+            pts = mine[mine[col] > 0] if col in mine else mine.iloc[0:0]
+            if len(pts):
+                ax.plot(pts["target"], pts[col], marker, mfc="none", ls="none",
+                        label=f"{col} (up to L)")
         ax.set(yscale="log", xlabel="evaluation loss", ylabel="batch size",
                title=f"{task} · {opt}")
         ax.invert_xaxis()

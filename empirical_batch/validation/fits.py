@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from ..fit import common_target, fit_power_law, steps_to_target
-from ..fit.targets import choose_targets
+from ..fit.targets import best_losses, choose_targets, clear_of
 from ..harness.noise import averaged_scale, scales_at_losses, start_value
 from .curves import FIT_OPTIONS, b_crit_curve
 from .uncertainty import N_BOOT, growth_and_exponent
@@ -237,9 +237,11 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
     $(B + \mathcal B)/(kB + \mathcal B) \ge 1/2$, i.e. $kB \le 2B + \mathcal B$: the
     bracket estimates $\mathcal B + 2B_{ref}$, not $\mathcal B$ itself. So each row gets
     $B_{crit}$ at the checkpoint's loss (``b_crit``, ``b_crit_lo``/``_hi``,
-    ``b_crit_status``; `b_crit_curve`), and $B_{crit} + 2B_{ref}$ with its interval
-    (``b_crit_plus_2b``, ``_lo``/``_hi``) and $B_{noise} + 2B_{ref}$ (``b_noise_plus_2b``)
-    to compare with the bracket; ``subs`` maps (task, optimizer) to the sweep.
+    ``b_crit_status``; `b_crit_curve`; the loss moved clear of every configuration's best
+    loss like the targets, `empirical_batch.fit.targets.clear_of`: ``b_crit_target``),
+    and $B_{crit} + 2B_{ref}$ with its interval (``b_crit_plus_2b``, ``_lo``/``_hi``) and
+    $B_{noise} + 2B_{ref}$ (``b_noise_plus_2b``) to compare with the bracket; ``subs`` maps
+    (task, optimizer) to the sweep.
     """
     if branched.empty:
         return branched
@@ -247,9 +249,14 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
                                  if c.startswith("b_crit") or c == "b_noise_plus_2b"])
     fits = []
     for _, r in out.iterrows():
-        f = b_crit_curve(subs[(r["task"], r["optimizer"])], [r["eval_loss"]]).frame.iloc[0]
-        fits.append({"b_crit": f["b_crit"], "b_crit_lo": f["b_crit_lo"],
-                     "b_crit_hi": f["b_crit_hi"], "b_crit_status": f["status"]})
+        sub = subs[(r["task"], r["optimizer"])]
+        # a checkpoint's loss can be a configuration's best loss (the reference run is one
+        # of the sweep's runs), where B_crit jumps: moved clear of them as the targets are
+        target = clear_of(float(r["eval_loss"]), best_losses(sub.to_frame())[2].to_numpy(float))
+        f = b_crit_curve(sub, [target]).frame.iloc[0]
+        fits.append({"b_crit_target": target, "b_crit": f["b_crit"],
+                     "b_crit_lo": f["b_crit_lo"], "b_crit_hi": f["b_crit_hi"],
+                     "b_crit_status": f["status"]})
     out = pd.concat([out.reset_index(drop=True), pd.DataFrame(fits)], axis=1)
     two_b = 2.0 * out["base_batch"].astype(float)
     for col in ("b_crit", "b_crit_lo", "b_crit_hi"):
