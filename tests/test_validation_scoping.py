@@ -58,9 +58,9 @@ def test_the_validation_figures_leave_matplotlib_as_it_was(tmp_path):
 
 
 def test_b_crit_at_a_checkpoint_is_fitted_clear_of_a_configurations_best_loss():
-    """The reference run is one of the sweep's runs, so a late checkpoint's loss can be a
-    configuration's best loss, where B_crit jumps (reached only by equality); the
-    branched table fits B_crit clear of it, so rounding the loss changes nothing."""
+    """The reference run is one of the sweep's runs, so a checkpoint's loss is one of its
+    logged losses and can be its best loss, where B_crit jumps; the branched table fits
+    B_crit clear of them, so rounding the loss changes nothing."""
     from empirical_batch.fit.targets import best_losses
     from empirical_batch.validation.fits import branched_vs_fit
 
@@ -69,11 +69,16 @@ def test_b_crit_at_a_checkpoint_is_fitted_clear_of_a_configurations_best_loss():
     sweep = load_sweep(frame)
     per_config = best_losses(sweep.to_frame())[2]
     at_best = float(per_config.sort_values().iloc[len(per_config) // 2])
-    rows = pd.DataFrame({"task": "toy", "optimizer": "sgd", "step": [10, 10],
-                         "eval_loss": [at_best, float(f"{at_best:.6g}")], "base_batch": 8,
-                         "b_noise": 50.0})
+    b, lr = per_config.sort_values().index[len(per_config) // 2]
+    f = sweep.to_frame()
+    logged = float(f[(f.batch_size == b) & np.isclose(f.learning_rate, lr)]["metric"].iloc[5])
+    rows = pd.DataFrame({"task": "toy", "optimizer": "sgd", "step": 10,
+                         "eval_loss": [at_best, float(f"{at_best:.6g}"), logged,
+                                       float(f"{logged:.6g}")], "base_batch": b,
+                         "learning_rate": lr, "b_noise": 50.0})
     out = branched_vs_fit(rows, {("toy", "sgd"): sweep})
-    assert (out["b_crit_target"] > at_best).all()
+    assert (out["b_crit_target"] > out["eval_loss"]).all()
     assert out["b_crit"].iloc[0] == out["b_crit"].iloc[1]
-    assert out["b_crit_plus_2b"].iloc[0] == pytest.approx(out["b_crit"].iloc[0] + 16)
+    assert out["b_crit"].iloc[2] == out["b_crit"].iloc[3]
+    assert out["b_crit_plus_2b"].iloc[0] == pytest.approx(out["b_crit"].iloc[0] + 2 * b)
     assert list(branched_vs_fit(out, {("toy", "sgd"): sweep}).columns) == list(out.columns)

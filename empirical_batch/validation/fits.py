@@ -238,7 +238,8 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
     bracket estimates $\mathcal B + 2B_{ref}$, not $\mathcal B$ itself. So each row gets
     $B_{crit}$ at the checkpoint's loss (``b_crit``, ``b_crit_lo``/``_hi``,
     ``b_crit_status``; `b_crit_curve`; the loss moved clear of every configuration's best
-    loss like the targets, `empirical_batch.fit.targets.clear_of`: ``b_crit_target``),
+    loss and of the reference configuration's logged losses, like the targets,
+    `empirical_batch.fit.targets.clear_of`: ``b_crit_target``),
     and $B_{crit} + 2B_{ref}$ with its interval (``b_crit_plus_2b``, ``_lo``/``_hi``) and
     $B_{noise} + 2B_{ref}$ (``b_noise_plus_2b``) to compare with the bracket; ``subs`` maps
     (task, optimizer) to the sweep.
@@ -250,9 +251,14 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
     fits = []
     for _, r in out.iterrows():
         sub = subs[(r["task"], r["optimizer"])]
-        # a checkpoint's loss can be a configuration's best loss (the reference run is one
-        # of the sweep's runs), where B_crit jumps: moved clear of them as the targets are
-        target = clear_of(float(r["eval_loss"]), best_losses(sub.to_frame())[2].to_numpy(float))
+        # the reference run is one of the sweep's runs, so a checkpoint's loss is one of its
+        # logged losses (where its first-reach step jumps) and can be its best loss (where
+        # B_crit jumps): moved clear of those and of every configuration's best loss
+        frame = sub.to_frame()
+        ref = frame[(frame["batch_size"] == r["base_batch"])
+                    & np.isclose(frame["learning_rate"], r["learning_rate"])]["metric"]
+        target = clear_of(float(r["eval_loss"]), np.concatenate(
+            [best_losses(frame)[2].to_numpy(float), ref.to_numpy(float)]))
         f = b_crit_curve(sub, [target]).frame.iloc[0]
         fits.append({"b_crit_target": target, "b_crit": f["b_crit"],
                      "b_crit_lo": f["b_crit_lo"], "b_crit_hi": f["b_crit_hi"],
