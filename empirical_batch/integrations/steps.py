@@ -1,0 +1,234 @@
+r"""What the framework callbacks know about each optimizer step: the micro-batches the
+framework passed, the run's example and token counters, and the values they log.
+
+**Sizes.** Every training forward records its micro-batch: the examples (the leading
+dimension of the inputs), the loss tokens when the batch has integer ``labels``
+(positions not equal to -100) and Hugging Face's ``num_items_in_batch`` when the
+Trainer passed it. A step is then fed with its real sizes
+(`empirical_batch.measure.GradientNoiseScale.step`): a ragged step of 4 and 1
+sequences as 4 and 1, not 4 + 4. A step whose sizes cannot be read is skipped and
+counted (``skipped["unknown_sizes"]``).
+
+**Token-normalised losses.** When the loss of micro-batch $j$ is the sum over its $n_j$
+loss tokens divided by the $N$ tokens of the accumulated batch (``transformers`` >=
+4.46 passes $N$ as ``num_items_in_batch``), micro-batch $j$'s token-mean gradient
+enters the step with weight $c_j = n_j/N$ and the estimate is per token (the module
+notes of `empirical_batch.measure.tracker` give the unbiased estimator). $n_j$ is
+counted the way the Trainer counted $N$ (shifted labels for a causal LM, or not: the
+count whose sum equals $N$); when neither matches, the step is skipped and counted.
+
+**Units.** With $\bar L$ loss tokens per sequence (the ratio of the counters over the
+measured steps), a per-token-mean loss has $\operatorname{tr}\Sigma_{token} = \bar L\,
+\operatorname{tr}\Sigma_{sequence}$ for the same $|G|^2$, so
+
+$$B_{simple}^{tokens} = \bar L\, B_{simple}^{sequences},$$
+
+exact when every sequence has $\bar L$ loss tokens. ``{prefix}b_simple``,
+``trace_sigma`` and the interval are in sequences (examples); ``b_simple_tokens`` in
+tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import InputError
+from .loggers import noise_scale_values
+
+__all__ = ["MicroBatch", "StepAccount", "batch_examples", "batch_tokens", "callback_values"]
+
+_FIRST_KEYS = ("input_ids", "inputs_embeds", "pixel_values", "x", "inputs", "input",
+               "labels")
+
+
+def batch_examples(batch) -> int | None:
+    """Examples in a batch: the leading dimension of its input tensor (``input_ids``,
+    … or the first tensor found in a mapping, list or tuple); ``None`` if there is none."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.ndim >= 1 else None
+    if isinstance(batch, Mapping):
+        for key in _FIRST_KEYS:
+            if isinstance(batch.get(key), torch.Tensor) and batch[key].ndim >= 1:
+                return int(batch[key].shape[0])
+        items = list(batch.values())
+    elif isinstance(batch, Sequence) and not isinstance(batch, str | bytes):
+        items = list(batch)
+    else:
+        return None
+    for item in items:
+        n = batch_examples(item)
+        if n is not None:
+            return n
+    return None
+
+
+def batch_tokens(batch) -> tuple[int, int] | None:
+    """Loss tokens of a batch with integer ``labels`` of shape ``(B, T, ...)``: the
+    positions not equal to -100, counted over all positions and over ``labels[..., 1:]``
+    (a causal LM's shifted targets); ``shift_labels`` when given count as both.
+    ``None`` without such labels."""
+    if not isinstance(batch, Mapping):
+        return None
+    shifted = batch.get("shift_labels")
+    if isinstance(shifted, torch.Tensor) and not shifted.is_floating_point():
+        n = int(shifted.ne(-100).sum())
+        return n, n
+    labels = batch.get("labels")
+    if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or labels.ndim < 2:
+        return None
+    return int(labels.ne(-100).sum()), int(labels[:, 1:].ne(-100).sum())
+
+
+def _as_count(value) -> int | None:
+    if value is None:
+        return None
+    v = float(value.detach().sum()) if isinstance(value, torch.Tensor) else float(value)
+    return int(v) if math.isfinite(v) and v == int(v) and v > 0 else None
+
+
+@dataclass
+class MicroBatch:
+    """One training forward: examples, loss tokens (all positions, shifted) and the
+    ``num_items_in_batch`` the framework passed (``None`` when it passed none)."""
+
+    examples: int | None
+    tokens: tuple[int, int] | None = None
+    num_items: int | None = None
+
+
+@dataclass
+class StepAccount:
+    """The micro-batches of the current optimizer step and the run's counters.
+
+    ``examples``/``tokens``: every training example and loss token seen (skipped steps
+    included); ``measured_examples``/``measured_tokens``: those of the steps fed to the
+    estimator (their ratio converts between sequences and tokens).
+    """
+
+    micro: list[MicroBatch] = field(default_factory=list)
+    examples: int = 0
+    tokens: int = 0
+    tokens_known: bool = True
+    measured_examples: int = 0
+    measured_tokens: int = 0
+    measured_tokens_known: bool = True
+    steps: int = 0
+    unit: str = "examples"  # the estimator's unit: "examples" or "tokens"
+
+    def record(self, batch, num_items=None) -> None:
+        mb = MicroBatch(batch_examples(batch), batch_tokens(batch), _as_count(num_items))
+        self.micro.append(mb)
+        if mb.examples is not None:
+            self.examples += mb.examples
+        if mb.tokens is None:
+            self.tokens_known = False
+
+    def _loss_tokens(self, micro: list[MicroBatch]) -> list[int] | None:
+        """n_j counted as the framework counted N (the rule whose sum matches it)."""
+        if any(m.tokens is None for m in micro):
+            return None
+        total = micro[0].num_items
+        for rule in (1, 0):  # shifted first: causal LMs
+            counts = [m.tokens[rule] for m in micro]  # type: ignore[index]
+            if sum(counts) == total:
+                return counts
+        return None
+
+    def plan(self, default_weight, *, weighted: bool = True
+             ) -> tuple[str | None, list, list | None]:
+        """``(skip reason or None, sizes, weights)`` of the step just finished; clears
+        the step. ``default_weight(n)`` is the weight of each of ``n`` micro-batches of
+        a loss that is a mean over its micro-batch (``None``: the collector's
+        convention). ``weighted=False`` (per-example norms): sizes in examples always."""
+        micro, self.micro = self.micro, []
+        self.steps += 1
+        tokens = self._loss_tokens(micro) if micro and micro[0].num_items else None
+        if self.tokens_known and micro and all(m.tokens for m in micro):
+            self.tokens += sum(tokens) if tokens is not None else \
+                sum(m.tokens[0] for m in micro)  # type: ignore[index]
+        if not micro or any(m.examples is None for m in micro):
+            return "unknown_sizes", [], None
+        examples = [m.examples for m in micro]
+        if weighted and micro[0].num_items is not None:  # loss: Σ over tokens / N
+            if tokens is None or any(n == 0 for n in tokens):
+                return "unknown_sizes", [], None
+            self.unit = "tokens"
+            self._measured(examples, tokens)
+            total = float(micro[0].num_items)
+            return None, tokens, [n / total for n in tokens]
+        if self.unit == "tokens":
+            raise InputError("the loss switched from token-normalised (num_items_in_batch) "
+                             "to a mean per micro-batch during the run")
+        self._measured(examples, [m.tokens[0] for m in micro] if all(  # type: ignore[index]
+            m.tokens for m in micro) else None)
+        return None, examples, default_weight(len(micro))
+
+    def _measured(self, examples, tokens) -> None:
+        self.measured_examples += sum(examples)
+        if tokens is None:
+            self.measured_tokens_known = False
+        else:
+            self.measured_tokens += sum(tokens)
+
+    @property
+    def tokens_per_example(self) -> float | None:
+        r"""$\bar L$: loss tokens per example over the measured steps (``None`` when
+        tokens are unknown)."""
+        if not (self.measured_tokens_known and self.measured_examples and
+                self.measured_tokens):
+            return None
+        return self.measured_tokens / self.measured_examples
+
+    def state_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("examples", "tokens", "tokens_known",
+                                              "measured_examples", "measured_tokens",
+                                              "measured_tokens_known", "steps", "unit")}
+
+    def load_state_dict(self, state: dict) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+
+
+def callback_values(collector, account: StepAccount, prefix: str, *, beta: float,
+                    level: float = 0.95) -> dict[str, float]:
+    r"""The callbacks' log values (empty before the first measured step).
+
+    The four keys of `noise_scale_values` (``b_simple``, ``g2``, ``trace_sigma``,
+    ``skipped``) in sequences (examples), and ``b_simple_se``, ``b_simple_low``/
+    ``b_simple_high`` (Fieller interval at ``level``), ``b_simple_tokens`` (when tokens
+    are known), ``examples``, ``tokens`` (counters), ``ema_examples`` (the EMA time
+    constant $\bar b/(1-\beta)$ in examples, $\bar b$ the mean examples per measured
+    step) and, with per-layer estimators, ``layer/{name}/b_simple``.
+    """
+    values = noise_scale_values(collector, prefix)
+    if not values:
+        return {}
+    est = collector.estimator.estimate(level)
+    lo, hi, se = est.b_simple_low, est.b_simple_high, est.b_simple_se
+    tpe = account.tokens_per_example
+    b_tokens = None
+    if account.unit == "tokens":  # the estimator counted tokens: convert to sequences
+        assert tpe is not None
+        b_tokens = values[f"{prefix}b_simple"]
+        values[f"{prefix}b_simple"] = b_tokens / tpe
+        values[f"{prefix}trace_sigma"] /= tpe
+        lo, hi, se = lo / tpe, hi / tpe, se / tpe
+    elif tpe is not None:
+        b_tokens = values[f"{prefix}b_simple"] * tpe
+    values.update({f"{prefix}b_simple_se": se, f"{prefix}b_simple_low": lo,
+                   f"{prefix}b_simple_high": hi, f"{prefix}examples": float(account.examples)})
+    if b_tokens is not None:
+        values[f"{prefix}b_simple_tokens"] = float(b_tokens)
+    if account.tokens_known and account.tokens:
+        values[f"{prefix}tokens"] = float(account.tokens)
+    if account.steps and account.measured_examples:
+        per_step = account.measured_examples / max(collector.estimator.steps, 1)
+        values[f"{prefix}ema_examples"] = per_step / (1.0 - beta) if beta < 1 else math.inf
+    for name, m in getattr(collector, "module_estimators", {}).items():
+        if m.steps:
+            values[f"{prefix}layer/{name}/b_simple"] = float(m.b_simple)
+    return values
