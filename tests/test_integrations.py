@@ -489,3 +489,91 @@ def test_per_example_collector_refuses_batchnorm_switched_to_training(tmp_path):
     install(trainer)
     with pytest.raises(UsageError, match="batch normalisation is in training mode"):
         trainer.train()
+
+
+def test_lightning_ragged_steps_measured_with_their_real_sizes(tmp_path):
+    """29 examples, batch 4, accumulation 2: the epoch-end step of 4 + 1 examples is
+    measured with those sizes (Lightning divides each loss by 2); norms exact per step;
+    the counters and the state survive a checkpoint."""
+    L = pytest.importorskip("lightning")
+
+    from empirical_batch.integrations.lightning import NoiseScaleCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = Recorder()
+
+        def training_step(self, batch, batch_idx):
+            return self.net(batch["x"], batch["labels"])["loss"]
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    data = (_dataset() * 2)[:RAGGED]
+    loader = torch.utils.data.DataLoader(data, batch_size=MICRO, shuffle=True,
+                                         generator=torch.Generator().manual_seed(0))
+    module = Module()
+    cb = NoiseScaleCallback(beta=0.9)
+    trainer = L.Trainer(max_epochs=2, accumulate_grad_batches=K, gradient_clip_val=0.1,
+                        accelerator="cpu", devices=1, callbacks=[cb], logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    trainer.fit(module, loader)
+    steps = _group_steps([{"w": w, "c": c, "n": len(x), "cw": 0.5,
+                           "g": (np.concatenate([(x @ w + c - y.ravel())[:, None] * x,
+                                                 (x @ w + c - y.ravel())[:, None]], 1)
+                                 .mean(0))} for x, y, w, c in module.net.seen])
+    assert [[r["n"] for r in s] for s in steps] == ([[4, 4]] * 3 + [[4, 1]]) * 2
+    small, big, b_small = _weighted_expected(steps)
+    hist = cb.collector.estimator.history()
+    assert cb.collector.skipped_steps == 0
+    np.testing.assert_allclose(hist["sq_norm_small"], small, rtol=1e-5)
+    np.testing.assert_allclose(hist["sq_norm_big"], big, rtol=1e-5)
+    np.testing.assert_allclose(hist["b_small"], b_small)
+    values = cb.values()
+    assert values["noise_scale/examples"] == 2 * RAGGED
+    assert values["noise_scale/ema_examples"] == pytest.approx(2 * RAGGED / 8 / 0.1)
+    restored = NoiseScaleCallback()
+    restored.load_state_dict(json.loads(json.dumps(cb.state_dict())))
+    assert restored.state_dict()["counters"]["examples"] == 2 * RAGGED
+
+
+def test_lightning_padded_token_batches_count_tokens(tmp_path):
+    """Batches with integer labels (-100 for padding): the tokens counter and the
+    per-token B_simple = B_simple × loss tokens per sequence are logged."""
+    L = pytest.importorskip("lightning")
+    from lightning.pytorch.loggers import CSVLogger
+
+    from empirical_batch.integrations.lightning import NoiseScaleCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = TokenRecorder()
+
+        def training_step(self, batch, batch_idx):
+            return self.net(**batch)["loss"]
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    data = _padded_dataset()
+    loader = torch.utils.data.DataLoader(data, batch_size=MICRO)
+    module = Module()
+    cb = NoiseScaleCallback(beta=0.9)
+    trainer = L.Trainer(max_epochs=1, accumulate_grad_batches=K, accelerator="cpu",
+                        devices=1, callbacks=[cb], logger=CSVLogger(str(tmp_path)),
+                        log_every_n_steps=1, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, loader)
+    tokens = sum(int((r["labels"] != -100).sum()) for r in data)
+    values = cb.values()
+    assert values["noise_scale/tokens"] == tokens
+    assert values["noise_scale/b_simple_tokens"] == pytest.approx(
+        values["noise_scale/b_simple"] * tokens / RAGGED)
+
+    import pandas as pd
+
+    metrics = pd.read_csv(next(tmp_path.rglob("metrics.csv")))
+    assert metrics["noise_scale/tokens"].dropna().iloc[-1] == tokens

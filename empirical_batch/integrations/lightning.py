@@ -8,7 +8,8 @@ import lightning as L
 
 from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
-from .loggers import PREFIX, noise_scale_values
+from .loggers import PREFIX
+from .steps import StepAccount, callback_values
 
 __all__ = ["NoiseScaleCallback"]
 
@@ -18,32 +19,55 @@ class NoiseScaleCallback(L.Callback):
     logger the ``Trainer`` has).
 
     With ``Trainer(accumulate_grad_batches=k)``, ``k >= 2``, the micro-batches of the
-    accumulation (`empirical_batch.measure.GradientNoiseScale`); with ``k = 1`` the
-    per-example norms of each batch (`empirical_batch.measure.PerExampleNoiseScale`).
-    Norms are taken at the backward passes: ``gradient_clip_val`` and mixed-precision
-    unscaling do not change the estimate; an epoch-end step with one backward pass is
-    skipped and counted. The estimator's state rides in Lightning's checkpoints
+    accumulation (`empirical_batch.measure.GradientNoiseScale`), each with the size of
+    the batch Lightning passed to ``on_train_batch_start`` (a ragged epoch-end step of
+    4 and 1 examples is measured as such; Lightning divides every micro-batch loss by
+    ``k``); with ``k = 1`` the per-example norms of each batch
+    (`empirical_batch.measure.PerExampleNoiseScale`; BatchNorm in training mode is
+    refused at every step). Norms are taken at the backward passes:
+    ``gradient_clip_val`` and mixed-precision unscaling do not change the estimate; an
+    epoch-end step with one backward pass, or whose sizes cannot be read, is skipped and
+    counted. The logged keys are those of
+    `empirical_batch.integrations.steps.callback_values` (``b_simple`` in examples,
+    ``b_simple_tokens`` when the batches carry integer ``labels``, the standard error
+    and interval, ``examples``/``tokens`` counters, ``ema_examples``, per-layer values).
+    The estimator's state and the counters ride in Lightning's checkpoints
     (`state_dict`/`load_state_dict`).
 
     Parameters
     ----------
-    micro_batch_size : int
-        Examples per training batch (Lightning does not know it).
+    micro_batch_size : int, optional
+        Examples per batch, used only for batches whose size cannot be read (no tensor
+        in them); such steps are skipped and counted without it.
     beta : float
-        EMA decay of the estimator.
+        EMA decay of the estimator: a time constant of $1/(1-\beta)$ steps (logged in
+        examples as ``{prefix}ema_examples``).
     prefix : str
         Metric name prefix.
     max_history : int or None
         Per-step rows kept by the estimator (the last ones; ``None``: all).
+    level : float
+        Confidence level of the logged interval.
+    per_module : bool
+        Per-example mode: also log ``{prefix}layer/{name}/b_simple`` per layer.
+    params : None or "layernorm"
+        Per-example mode: ``"layernorm"`` measures the LayerNorm parameters only.
     """
 
-    def __init__(self, micro_batch_size: int, *, beta: float = 0.99, prefix: str = PREFIX,
-                 max_history: int | None = 10_000):
+    def __init__(self, micro_batch_size: int | None = None, *, beta: float = 0.99,
+                 prefix: str = PREFIX, max_history: int | None = 10_000,
+                 level: float = 0.95, per_module: bool = False, params: str | None = None):
+        if params not in (None, "layernorm"):
+            raise InputError(f"params must be None or 'layernorm', got {params!r}")
         self.micro_batch_size = micro_batch_size
         self.beta = beta
         self.prefix = prefix
         self.max_history = max_history
+        self.level = level
+        self.per_module = bool(per_module)
+        self.params = params
         self.collector: GradientNoiseScale | PerExampleNoiseScale | None = None
+        self.account = StepAccount()
         self._restored: dict | None = None
 
     def on_train_start(self, trainer, pl_module):
@@ -54,29 +78,55 @@ class NoiseScaleCallback(L.Callback):
         k = int(trainer.accumulate_grad_batches)
         if k >= 2:
             self.collector = GradientNoiseScale(
-                pl_module, micro_batch_size=self.micro_batch_size, accumulation_steps=k,
-                beta=self.beta, max_history=self.max_history)
+                pl_module, micro_batch_size=self.micro_batch_size or 1,
+                accumulation_steps=k, beta=self.beta, max_history=self.max_history)
         else:
             self.collector = PerExampleNoiseScale(pl_module, beta=self.beta,
-                                                  max_history=self.max_history)
+                                                  max_history=self.max_history,
+                                                  per_module=self.per_module,
+                                                  params=self.params)
         if self._restored is not None:
             self._load(self._restored)
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.account.record(batch, examples=self.micro_batch_size)
+
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        if self.collector is None or self.collector.step() is None:
+        if self.collector is None:
             return
-        values = noise_scale_values(self.collector, self.prefix)
+        if isinstance(self.collector, PerExampleNoiseScale):
+            self.account.plan(lambda n: None, weighted=False)
+            done = self.collector.step()
+        else:
+            k = int(trainer.accumulate_grad_batches)
+            skip, sizes, weights = self.account.plan(lambda n: [1.0 / k] * n)
+            try:
+                done = self.collector.step(sizes or None, weights=weights, skip=skip)
+            except InputError:  # backward passes and recorded batches disagree
+                self.collector.skipped["unknown_sizes"] = \
+                    self.collector.skipped.get("unknown_sizes", 0) + 1
+                done = None
+        if done is None:
+            return
+        values = self.values()
         if values:
             pl_module.log_dict(values, on_step=True, on_epoch=False)
 
+    def values(self) -> dict[str, float]:
+        """The current estimates under their log keys (empty before the first step)."""
+        if self.collector is None:
+            return {}
+        return callback_values(self.collector, self.account, self.prefix, beta=self.beta,
+                               level=self.level)
+
     def on_train_end(self, trainer, pl_module):
         if self.collector is not None:
-            self._restored = self.collector.state_dict()
+            self._restored = self.state_dict()
             self.collector.remove()
 
     def state_dict(self) -> dict[str, Any]:
         if self.collector is not None:
-            return self.collector.state_dict()
+            return {**self.collector.state_dict(), "counters": self.account.state_dict()}
         return dict(self._restored or {})
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -91,3 +141,5 @@ class NoiseScaleCallback(L.Callback):
         assert self.collector is not None
         self.collector.estimator.load_state_dict(state["estimator"])
         self.collector.skipped.update(state["skipped"])
+        if state.get("counters"):
+            self.account.load_state_dict(state["counters"])

@@ -119,8 +119,12 @@ class StepAccount:
     steps: int = 0
     unit: str = "examples"  # the estimator's unit: "examples" or "tokens"
 
-    def record(self, batch, num_items=None) -> None:
-        mb = MicroBatch(batch_examples(batch), batch_tokens(batch), _as_count(num_items))
+    def record(self, batch, num_items=None, *, examples: int | None = None) -> None:
+        """One training forward's batch; ``examples`` stands in when its size cannot be
+        read from it."""
+        found = batch_examples(batch)
+        mb = MicroBatch(found if found is not None else examples, batch_tokens(batch),
+                        _as_count(num_items))
         self.micro.append(mb)
         if mb.examples is not None:
             self.examples += mb.examples
