@@ -70,7 +70,7 @@ def test_random_sizes_and_weights_are_unbiased():
 def test_ignoring_the_token_weights_is_biased():
     """The same steps read as equal weights (the plain mean/k accumulation): tr Σ is off
     by far more than its standard error, so the weights are what makes it unbiased."""
-    g2, tr = _run(lambda rng: (5, 1, 2), _token_weights, 4000, 0, pass_weights=False)
+    _, tr = _run(lambda rng: (5, 1, 2), _token_weights, 4000, 0, pass_weights=False)
     se = tr.std(ddof=1) / np.sqrt(tr.size)
     assert abs(tr.mean() - TRACE) > 10 * se
 

@@ -151,9 +151,9 @@ class StepAccount:
         micro, self.micro = self.micro, []
         self.steps += 1
         tokens = self._loss_tokens(micro) if micro and micro[0].num_items else None
-        if self.tokens_known and micro and all(m.tokens for m in micro):
-            self.tokens += sum(tokens) if tokens is not None else \
-                sum(m.tokens[0] for m in micro)  # type: ignore[index]
+        counts = [m.tokens[0] for m in micro if m.tokens is not None]
+        if self.tokens_known and micro and len(counts) == len(micro):
+            self.tokens += sum(tokens) if tokens is not None else sum(counts)
         if not micro or any(m.examples is None for m in micro):
             return "unknown_sizes", [], None
         examples = [m.examples for m in micro]
@@ -167,8 +167,7 @@ class StepAccount:
         if self.unit == "tokens":
             raise InputError("the loss switched from token-normalised (num_items_in_batch) "
                              "to a mean per micro-batch during the run")
-        self._measured(examples, [m.tokens[0] for m in micro] if all(  # type: ignore[index]
-            m.tokens for m in micro) else None)
+        self._measured(examples, counts if len(counts) == len(micro) else None)
         return None, examples, default_weight(len(micro))
 
     def _measured(self, examples, tokens) -> None:
