@@ -19,10 +19,12 @@ from transformers.trainer_callback import ExportableState
 
 from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
+from ..schedule.online import AdaptiveBatchRule
+from .adaptive import BatchGrowth
 from .loggers import PREFIX
 from .steps import StepAccount, callback_values
 
-__all__ = ["NoiseScaleCallback", "install"]
+__all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback", "install", "install_adaptive"]
 
 _MODES = ("auto", "micro_batch", "per_example")
 
@@ -240,4 +242,92 @@ def install(trainer, **kwargs) -> NoiseScaleCallback:
             return out
 
         trainer._load_callback_state = load_callback_state
+    return cb
+
+
+class AdaptiveBatchCallback(TrainerCallback):
+    r"""Grow the global batch during ``Trainer.train()`` as the measured noise scale
+    grows, and move the learning rate with it (a closed loop; see
+    `empirical_batch.integrations.adaptive` and `empirical_batch.schedule.online`).
+
+    The batch is ``per_device_train_batch_size × gradient_accumulation_steps``; a change
+    doubles the accumulation steps (``args.gradient_accumulation_steps``, which the
+    Trainer reads at every optimizer step) one or more times, at the first step boundary
+    where the micro-batches of the epoch fill whole groups of the new size. The
+    learning rate of the optimizer and the ``base_lrs`` of the Trainer's scheduler are
+    multiplied by the `empirical_batch.transfer.transfer` factor of ``lr_rule``.
+    ``{prefix}batch_size`` and ``{prefix}accumulation_steps`` join the logs and
+    ``log_history``; `changes` lists every change.
+
+    ``max_steps`` counts optimizer steps, which hold more examples after a change: bound
+    a run by ``num_train_epochs`` to keep its data budget. A resumed run starts again
+    at the configured accumulation steps.
+
+    Parameters
+    ----------
+    noise : NoiseScaleCallback
+        The installed measuring callback (needs ``gradient_accumulation_steps >= 2``).
+    rule : AdaptiveBatchRule, optional
+        Default: ``AdaptiveBatchRule("doubling")``.
+    lr_rule : str
+        `transfer`'s learning-rate rule (``"linear"`` for SGD, ``"sqrt"`` for Adam, …).
+    optimizer : {"sgd", "adam", "adamw"}
+    """
+
+    def __init__(self, noise: NoiseScaleCallback, rule: AdaptiveBatchRule | None = None, *,
+                 lr_rule: str = "linear", optimizer: str = "sgd"):
+        if not isinstance(noise, NoiseScaleCallback):
+            raise InputError("noise must be the NoiseScaleCallback that measures the run")
+        self.noise = noise
+        self.growth = BatchGrowth(noise, rule or AdaptiveBatchRule("doubling"),
+                                  lr_rule=lr_rule, optimizer=optimizer)
+
+    @property
+    def changes(self) -> list[dict]:
+        """One row per batch change (see `BatchGrowth`)."""
+        return self.growth.changes
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if int(args.gradient_accumulation_steps) < 2:
+            raise InputError("AdaptiveBatchCallback measures the noise scale from the "
+                             "micro-batches: set gradient_accumulation_steps >= 2")
+        self.growth.start(args.per_device_train_batch_size, args.gradient_accumulation_steps)
+
+    def _maybe_apply(self, args, state, kwargs) -> None:
+        if self.growth.ready():
+            args.gradient_accumulation_steps = self.growth.apply(
+                state.global_step, [kwargs.get("optimizer")] if kwargs.get("optimizer")
+                else [], [kwargs.get("lr_scheduler")])
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.growth.micro_in_epoch = 0
+        self._maybe_apply(args, state, kwargs)
+
+    def on_substep_end(self, args, state, control, **kwargs):
+        self.growth.micro_in_epoch += 1
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.growth.micro_in_epoch += 1
+        self.growth.after_step(state.global_step)
+        self._maybe_apply(args, state, kwargs)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is None or not self.growth.accumulation:
+            return
+        values = self.growth.values(self.noise.prefix)
+        logs.update(values)
+        history = getattr(state, "log_history", None)
+        if history and history[-1].get("step") == state.global_step:
+            history[-1].update(values)
+
+
+def install_adaptive(trainer, rule: AdaptiveBatchRule | None = None, *,
+                     lr_rule: str = "linear", optimizer: str = "sgd",
+                     **noise_kwargs) -> AdaptiveBatchCallback:
+    """`install` a `NoiseScaleCallback` (``noise_kwargs``) and an `AdaptiveBatchCallback`
+    right after it (both before the reporting callbacks); returns the latter (its
+    ``noise`` attribute is the former)."""
+    noise = install(trainer, **noise_kwargs)
+    cb = AdaptiveBatchCallback(noise, rule, lr_rule=lr_rule, optimizer=optimizer)
+    trainer.callback_handler.callbacks.insert(1, cb)
     return cb

@@ -8,10 +8,12 @@ import lightning as L
 
 from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
+from ..schedule.online import AdaptiveBatchRule
+from .adaptive import BatchGrowth
 from .loggers import PREFIX
-from .steps import StepAccount, callback_values
+from .steps import StepAccount, batch_examples, callback_values
 
-__all__ = ["NoiseScaleCallback"]
+__all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback"]
 
 
 class NoiseScaleCallback(L.Callback):
@@ -143,3 +145,73 @@ class NoiseScaleCallback(L.Callback):
         self.collector.skipped.update(state["skipped"])
         if state.get("counters"):
             self.account.load_state_dict(state["counters"])
+
+
+class AdaptiveBatchCallback(L.Callback):
+    r"""Grow the global batch during ``trainer.fit`` as the measured noise scale grows,
+    and move the learning rate with it (a closed loop; see
+    `empirical_batch.integrations.adaptive` and `empirical_batch.schedule.online`).
+
+    The batch is the dataloader's batch × ``trainer.accumulate_grad_batches``; a change
+    doubles the accumulation (one or more times) at the first optimizer step where the
+    batches of the epoch fill whole groups of the new size. The rates of the
+    ``trainer.optimizers`` and the ``base_lrs`` of their schedulers are multiplied by the
+    `empirical_batch.transfer.transfer` factor of ``lr_rule``. ``{prefix}batch_size``
+    and ``{prefix}accumulation_steps`` are logged at every optimizer step; `changes`
+    lists every change. Put it after the ``noise`` callback in ``callbacks=``.
+
+    Parameters
+    ----------
+    noise : NoiseScaleCallback
+        The measuring callback (needs ``accumulate_grad_batches >= 2``).
+    rule : AdaptiveBatchRule, optional
+        Default: ``AdaptiveBatchRule("doubling")``.
+    lr_rule : str
+        `transfer`'s learning-rate rule.
+    optimizer : {"sgd", "adam", "adamw"}
+    """
+
+    def __init__(self, noise: NoiseScaleCallback, rule: AdaptiveBatchRule | None = None, *,
+                 lr_rule: str = "linear", optimizer: str = "sgd"):
+        if not isinstance(noise, NoiseScaleCallback):
+            raise InputError("noise must be the NoiseScaleCallback that measures the run")
+        self.noise = noise
+        self.growth = BatchGrowth(noise, rule or AdaptiveBatchRule("doubling"),
+                                  lr_rule=lr_rule, optimizer=optimizer)
+
+    @property
+    def changes(self) -> list[dict]:
+        """One row per batch change (see `BatchGrowth`)."""
+        return self.growth.changes
+
+    def on_train_start(self, trainer, pl_module):
+        if int(trainer.accumulate_grad_batches) < 2:
+            raise InputError("AdaptiveBatchCallback measures the noise scale from the "
+                             "micro-batches: set accumulate_grad_batches >= 2")
+
+    def _apply(self, trainer) -> None:
+        if self.growth.ready():
+            trainer.accumulate_grad_batches = self.growth.apply(
+                trainer.global_step, trainer.optimizers,
+                [c.scheduler for c in trainer.lr_scheduler_configs])
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        self.growth.micro_in_epoch = 0
+        self._apply(trainer)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if not self.growth.accumulation:  # the micro-batch size: the first batch's
+            size = batch_examples(batch) or self.noise.micro_batch_size
+            if size is None:
+                raise InputError("cannot read the batch size of the first batch: pass "
+                                 "micro_batch_size= to the NoiseScaleCallback")
+            self.growth.start(size, trainer.accumulate_grad_batches)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.growth.micro_in_epoch += 1
+        if self.growth.micro_in_epoch % self.growth.accumulation:
+            return  # not an optimizer step boundary of whole groups
+        self.growth.after_step(trainer.global_step)
+        self._apply(trainer)
+        pl_module.log_dict(self.growth.values(self.noise.prefix), on_step=True,
+                           on_epoch=False)
