@@ -10,6 +10,8 @@ applied (SGD without clipping: Δθ = -lr · mean of the micro-batch mean gradie
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -42,7 +44,7 @@ def _steps_and_rates(seen):
         recs.append({"w": w, "c": c, "g": g, "theta": np.r_[w, c]})
     steps = _group_steps(recs)
     rates = []
-    for a, b in zip(steps, steps[1:], strict=False):
+    for a, b in itertools.pairwise(steps):
         gbar = np.mean([r["g"] for r in a], axis=0)
         delta = b[0]["theta"] - a[0]["theta"]
         rates.append(float(-delta @ gbar / (gbar @ gbar)))

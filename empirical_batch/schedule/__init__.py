@@ -1,5 +1,6 @@
 """Batch-size schedules: design (App. D, Merrill et al.'s doubling, Seesaw), predicted
-savings, an online rule for growing the batch during training, exporters (Megatron-LM, Levanter, JSON/CSV) and a PyTorch scheduler.
+savings, an online rule for growing the batch during training, exporters (Megatron-LM,
+Levanter, JSON/CSV) and a PyTorch scheduler.
 
 ``import empirical_batch.schedule`` does not import torch.
 """
