@@ -29,6 +29,18 @@ __all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback", "install", "install_ad
 _MODES = ("auto", "micro_batch", "per_example")
 
 
+def _token_rule(model) -> str | None:
+    """Which labels a ``transformers`` model's loss sums over: ``"shifted"`` for
+    ``ForCausalLMLoss``, ``"all"`` for its other losses, ``None`` for another model."""
+    if not hasattr(type(model), "loss_function"):
+        return None
+    try:
+        fn = model.loss_function
+    except (AttributeError, KeyError, ValueError):  # no usable loss mapping
+        return None
+    return "shifted" if getattr(fn, "__name__", "") == "ForCausalLMLoss" else "all"
+
+
 class NoiseScaleCallback(TrainerCallback, ExportableState):
     r"""Measure $B_{simple}$ during ``Trainer.train()`` and add it to the Trainer's logs.
 
@@ -128,7 +140,7 @@ class NoiseScaleCallback(TrainerCallback, ExportableState):
                                                   max_history=self.max_history,
                                                   per_module=self.per_module,
                                                   params=self.params)
-        self.account = StepAccount()
+        self.account = StepAccount(token_rule=_token_rule(model))
         if self.estimator_state is None and state is not None:
             self._from_trainer_state(state)
         if self.estimator_state is not None:

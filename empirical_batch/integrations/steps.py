@@ -10,12 +10,17 @@ sequences as 4 and 1, not 4 + 4. A step whose sizes cannot be read is skipped an
 counted (``skipped["unknown_sizes"]``).
 
 **Token-normalised losses.** When the loss of micro-batch $j$ is the sum over its $n_j$
-loss tokens divided by the $N$ tokens of the accumulated batch (``transformers`` >=
-4.46 passes $N$ as ``num_items_in_batch``), micro-batch $j$'s token-mean gradient
-enters the step with weight $c_j = n_j/N$ and the estimate is per token (the module
-notes of `empirical_batch.measure.tracker` give the unbiased estimator). $n_j$ is
-counted the way the Trainer counted $N$ (shifted labels for a causal LM, or not: the
-count whose sum equals $N$); when neither matches, the step is skipped and counted.
+loss tokens divided by the $N$ the framework passed (``transformers`` >= 4.46 passes
+the loss tokens of the accumulated batch as ``num_items_in_batch``), micro-batch $j$'s
+token-mean gradient enters the step with weight $c_j = n_j/N$ and the estimate is per
+token (the module notes of `empirical_batch.measure.tracker` give the unbiased
+estimator). $n_j$ counts what the model's loss sums over: ``labels[..., 1:]`` for a
+model whose loss function is ``ForCausalLMLoss``, all labels for another
+``transformers`` model, and for any other model the count whose sum is $N$ (shifted
+or not); when none applies, the step is skipped and counted. $N$ is taken as passed:
+the weights need not add up to one (the Trainer counts unshifted labels for a causal
+LM whose configuration does not name its loss type, while the loss sums over the
+shifted ones).
 
 **Units.** With $\bar L$ loss tokens per sequence (the ratio of the counters over the
 measured steps), a per-token-mean loss has $\operatorname{tr}\Sigma_{token} = \bar L\,
@@ -118,6 +123,7 @@ class StepAccount:
     measured_tokens_known: bool = True
     steps: int = 0
     unit: str = "examples"  # the estimator's unit: "examples" or "tokens"
+    token_rule: str | None = None  # "shifted", "all" or None (match the framework's N)
 
     def record(self, batch, num_items=None, *, examples: int | None = None) -> None:
         """One training forward's batch; ``examples`` stands in when its size cannot be
@@ -132,9 +138,14 @@ class StepAccount:
             self.tokens_known = False
 
     def _loss_tokens(self, micro: list[MicroBatch]) -> list[int] | None:
-        """n_j counted as the framework counted N (the rule whose sum matches it)."""
+        """n_j: the tokens each micro-batch's loss sums over. ``token_rule`` says which
+        (``"shifted"``: a causal LM's ``labels[..., 1:]``, ``"all"``); without one, the
+        count whose sum is the framework's N."""
         if any(m.tokens is None for m in micro):
             return None
+        if self.token_rule is not None:
+            return [m.tokens[1 if self.token_rule == "shifted" else 0]  # type: ignore[index]
+                    for m in micro]
         total = micro[0].num_items
         for rule in (1, 0):  # shifted first: causal LMs
             counts = [m.tokens[rule] for m in micro]  # type: ignore[index]
@@ -158,7 +169,7 @@ class StepAccount:
             return "unknown_sizes", [], None
         examples = [m.examples for m in micro]
         if weighted and micro[0].num_items is not None:  # loss: Σ over tokens / N
-            if tokens is None or any(n == 0 for n in tokens):
+            if tokens is None or any(n == 0 for n in tokens):  # an empty micro-batch
                 return "unknown_sizes", [], None
             self.unit = "tokens"
             self._measured(examples, tokens)
@@ -189,7 +200,8 @@ class StepAccount:
     def state_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("examples", "tokens", "tokens_known",
                                               "measured_examples", "measured_tokens",
-                                              "measured_tokens_known", "steps", "unit")}
+                                              "measured_tokens_known", "steps", "unit",
+                                              "token_rule")}
 
     def load_state_dict(self, state: dict) -> None:
         for k, v in state.items():
