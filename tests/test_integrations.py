@@ -375,7 +375,7 @@ def test_hf_ragged_steps_measured_with_their_real_sizes(tmp_path):
     from empirical_batch.integrations.hf import install
 
     model = Recorder()
-    data = _dataset() + _dataset()[:RAGGED - N_DATA] if RAGGED > N_DATA else _dataset()[:RAGGED]
+    data = _dataset()[:RAGGED]
     trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
     cb = install(trainer, beta=0.9)
     trainer.train()
@@ -534,6 +534,7 @@ def test_lightning_ragged_steps_measured_with_their_real_sizes(tmp_path):
     values = cb.values()
     assert values["noise_scale/examples"] == 2 * RAGGED
     assert values["noise_scale/ema_examples"] == pytest.approx(2 * RAGGED / 8 / 0.1)
+    assert cb.ema_examples == values["noise_scale/ema_examples"]
     restored = NoiseScaleCallback()
     restored.load_state_dict(json.loads(json.dumps(cb.state_dict())))
     assert restored.state_dict()["counters"]["examples"] == 2 * RAGGED

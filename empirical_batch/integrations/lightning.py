@@ -121,6 +121,12 @@ class NoiseScaleCallback(L.Callback):
         return callback_values(self.collector, self.account, self.prefix, beta=self.beta,
                                level=self.level)
 
+    @property
+    def ema_examples(self) -> float | None:
+        r"""The EMA time constant in examples, $\bar b/(1-\beta)$ (``None`` before the
+        first measured step)."""
+        return self.values().get(f"{self.prefix}ema_examples")
+
     def on_train_end(self, trainer, pl_module):
         if self.collector is not None:
             self._restored = self.state_dict()
