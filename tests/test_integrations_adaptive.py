@@ -134,3 +134,53 @@ def test_adaptive_rule_refuses_bad_settings():
     assert rule.next_batch(8, 1000.0) == 32  # capped
     assert rule.next_batch(8, -50.0) == 8  # unresolved gradient: no change
     assert rule.next_batch(8, 11.0) == 8 and rule.next_batch(8, 12.0) == 16  # nearest in log
+
+
+def test_hf_adaptive_batch_with_token_normalised_padded_batches(tmp_path):
+    """Padded sequences under num_items_in_batch: the batch (in sequences) doubles, the
+    change records the examples and loss tokens seen before it, the steps after it hold
+    4 micro-batches weighted n_j/N and apply twice the rate."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from empirical_batch.integrations.hf import install_adaptive
+    from tests.test_integrations import TokenRecorder
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for _ in range(N):
+        labels = np.full(6, -100)
+        labels[:int(rng.integers(1, 7))] = 0
+        rows.append({"x": torch.tensor(rng.normal(size=(6, 3)), dtype=torch.float32),
+                     "y": torch.tensor(0.5 + 4.0 * rng.normal(size=6), dtype=torch.float32),
+                     "labels": torch.tensor(labels)})
+    model = TokenRecorder()
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=MICRO,
+        gradient_accumulation_steps=K0, num_train_epochs=1, learning_rate=LR, optim="sgd",
+        lr_scheduler_type="constant", max_grad_norm=0.0, logging_steps=1, report_to=[],
+        save_strategy="no", use_cpu=True, seed=0, disable_tqdm=True)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=rows)
+    cb = install_adaptive(trainer, AdaptiveBatchRule("doubling", min_steps=4), beta=0.95,
+                          level=0.5)
+    trainer.train()
+    assert cb.changes and cb.changes[0]["new_batch"] == 2 * MICRO * K0
+    for r in model.seen:
+        r["theta"] = np.r_[r["w"], r["c"]]
+    steps = _group_steps(model.seen)
+    sizes = [len(s) for s in steps]
+    n_before = sizes.index(2 * K0)
+    assert set(sizes[:n_before]) == {K0} and set(sizes[n_before:-1]) == {2 * K0}
+    before = [r for s in steps[:n_before] for r in s]
+    assert cb.changes[0]["examples"] == sum(r["examples"] for r in before)
+    assert cb.changes[0]["tokens"] == sum(r["n"] for r in before)
+    rates = []
+    for a, b in itertools.pairwise(steps):
+        grad = sum(r["n"] / r["N"] * r["g"] for r in a)  # Σ_j (n_j/N) g_j
+        rates.append(float(-(b[0]["theta"] - a[0]["theta"]) @ grad / (grad @ grad)))
+    np.testing.assert_allclose(rates[:n_before], LR, rtol=1e-4)
+    np.testing.assert_allclose(rates[n_before:], 2 * LR, rtol=1e-4)
+    hist = cb.noise.collector.estimator.history()
+    np.testing.assert_allclose(hist["b_big"], [s[0]["N"] for s in steps])  # per token
+    values = cb.noise.values()
+    assert values["noise_scale/tokens"] == sum(r["n"] for r in model.seen)
+    assert values["noise_scale/examples"] == N
