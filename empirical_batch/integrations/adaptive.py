@@ -58,6 +58,7 @@ class BatchGrowth:
         self.micro_in_epoch = 0
         self.last_change_at = 0  # measured steps at the last change
         self.changes: list[dict] = []
+        self._trigger: dict = {}  # the estimate behind the pending change
 
     def start(self, micro_batch_size: int, accumulation: int) -> None:
         self.micro_batch_size, self.accumulation = int(micro_batch_size), int(accumulation)

@@ -320,6 +320,11 @@ class AdaptiveBatchCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.growth.micro_in_epoch += 1
+        try:  # the Trainer's own count (also right after a resume within an epoch)
+            per_epoch = len(kwargs["train_dataloader"])
+            self.growth.micro_in_epoch = round((state.epoch % 1.0) * per_epoch)
+        except (KeyError, TypeError):  # no dataloader length: the callback's count
+            pass
         self.growth.after_step(state.global_step)
         self._maybe_apply(args, state, kwargs)
 

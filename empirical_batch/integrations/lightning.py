@@ -215,6 +215,10 @@ class AdaptiveBatchCallback(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.growth.micro_in_epoch += 1
+        progress = getattr(getattr(trainer.fit_loop, "epoch_loop", None), "batch_progress",
+                           None)
+        if progress is not None:  # Lightning's own count (also after a resume)
+            self.growth.micro_in_epoch = int(progress.current.ready)
         if self.growth.micro_in_epoch % self.growth.accumulation:
             return  # not an optimizer step boundary of whole groups
         self.growth.after_step(trainer.global_step)
