@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -71,21 +72,29 @@ def batch_examples(batch) -> int | None:
     return None
 
 
+def _token_counts(batch) -> torch.Tensor | None:
+    """The two counts of `batch_tokens` as a tensor on the labels' device (no sync)."""
+    if not isinstance(batch, Mapping):
+        return None
+    shifted = batch.get("shift_labels")
+    if isinstance(shifted, torch.Tensor) and not shifted.is_floating_point():
+        return shifted.ne(-100).sum().expand(2)
+    labels = batch.get("labels")
+    if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or labels.ndim < 2:
+        return None
+    return torch.stack([labels.ne(-100).sum(), labels[:, 1:].ne(-100).sum()])
+
+
 def batch_tokens(batch) -> tuple[int, int] | None:
     """Loss tokens of a batch with integer ``labels`` of shape ``(B, T, ...)``: the
     positions not equal to -100, counted over all positions and over ``labels[..., 1:]``
     (a causal LM's shifted targets); ``shift_labels`` when given count as both.
     ``None`` without such labels."""
-    if not isinstance(batch, Mapping):
+    counts = _token_counts(batch)
+    if counts is None:
         return None
-    shifted = batch.get("shift_labels")
-    if isinstance(shifted, torch.Tensor) and not shifted.is_floating_point():
-        n = int(shifted.ne(-100).sum())
-        return n, n
-    labels = batch.get("labels")
-    if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or labels.ndim < 2:
-        return None
-    return int(labels.ne(-100).sum()), int(labels[:, 1:].ne(-100).sum())
+    a, b = counts.tolist()
+    return int(a), int(b)
 
 
 def _as_count(value) -> int | None:
@@ -101,8 +110,30 @@ class MicroBatch:
     ``num_items_in_batch`` the framework passed (``None`` when it passed none)."""
 
     examples: int | None
-    tokens: tuple[int, int] | None = None
-    num_items: int | None = None
+    tokens: Any = None  # (all, shifted): a tensor until the step is planned, then ints
+    num_items: Any = None  # a tensor or number until planned, then int or None
+
+
+def _resolve(micro: list[MicroBatch]) -> None:
+    """Turn the counts of a step's micro-batches into numbers (one device transfer)."""
+    tensors = [m.tokens for m in micro if isinstance(m.tokens, torch.Tensor)]
+    tensors += [m.num_items.detach().sum().reshape(1).to(torch.float64)
+                for m in micro if isinstance(m.num_items, torch.Tensor)]
+    flat: list[float] = []
+    if tensors:
+        dev = tensors[0].device
+        flat = torch.cat([t.reshape(-1).to(device=dev, dtype=torch.float64)
+                          for t in tensors]).tolist()
+    i = 0
+    for m in micro:
+        if isinstance(m.tokens, torch.Tensor):
+            m.tokens = (int(flat[i]), int(flat[i + 1]))
+            i += 2
+    for m in micro:
+        if isinstance(m.num_items, torch.Tensor):
+            m.num_items = flat[i]
+            i += 1
+        m.num_items = _as_count(m.num_items)
 
 
 @dataclass
@@ -129,8 +160,9 @@ class StepAccount:
         """One training forward's batch; ``examples`` stands in when its size cannot be
         read from it."""
         found = batch_examples(batch)
-        mb = MicroBatch(found if found is not None else examples, batch_tokens(batch),
-                        _as_count(num_items))
+        # counts stay on the device until `plan` reads them all in one transfer
+        mb = MicroBatch(found if found is not None else examples, _token_counts(batch),
+                        num_items)
         self.micro.append(mb)
         if mb.examples is not None:
             self.examples += mb.examples
@@ -144,11 +176,11 @@ class StepAccount:
         if any(m.tokens is None for m in micro):
             return None
         if self.token_rule is not None:
-            return [m.tokens[1 if self.token_rule == "shifted" else 0]  # type: ignore[index]
+            return [m.tokens[1 if self.token_rule == "shifted" else 0]
                     for m in micro]
         total = micro[0].num_items
         for rule in (1, 0):  # shifted first: causal LMs
-            counts = [m.tokens[rule] for m in micro]  # type: ignore[index]
+            counts = [m.tokens[rule] for m in micro]
             if sum(counts) == total:
                 return counts
         return None
@@ -161,6 +193,7 @@ class StepAccount:
         convention). ``weighted=False`` (per-example norms): sizes in examples always."""
         micro, self.micro = self.micro, []
         self.steps += 1
+        _resolve(micro)
         tokens = self._loss_tokens(micro) if micro and micro[0].num_items else None
         counts = [m.tokens[0] for m in micro if m.tokens is not None]
         if self.tokens_known and micro and len(counts) == len(micro):
