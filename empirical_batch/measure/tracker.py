@@ -339,8 +339,11 @@ class GradientNoiseScale(EstimatorMixin):
             Discard this step's norms and count it under ``skipped[skip]`` (a step
             whose micro-batch sizes are unknown).
 
-        Returns ``(g2, trace_sigma)`` of this step, or ``None`` when it was skipped
-        (non-finite norms, or no optimizer state in preconditioned mode).
+        Returns
+        -------
+        tuple of float or None
+            ``(g2, trace_sigma)`` of this step, or ``None`` when it was skipped
+            (non-finite norms, no optimizer state in preconditioned mode, ``skip``).
         """
         if not self._count:
             raise UsageError(
