@@ -114,6 +114,9 @@ def test_hf_trainer_callback_matches_the_exact_steps(tmp_path, bf16):
     np.testing.assert_allclose(hist["sq_norm_small"], small, rtol=rtol)
     np.testing.assert_allclose(hist["sq_norm_big"], big, rtol=rtol)
     assert hist["b_small"][0] == MICRO and hist["b_big"][0] == MICRO * K
+    # every example counted; the time constant from the measured steps' 8 examples
+    assert cb.values()["noise_scale/examples"] == EPOCHS * N_DATA
+    assert cb.ema_examples == pytest.approx(MICRO * K / (1 - 0.9))
 
     # the values reached TensorBoard through report_to (the callback ran first)
     from tbparse import SummaryReader

@@ -76,8 +76,26 @@ def test_a_mean_loss_after_token_normalised_steps_is_refused():
     acc.plan(lambda n: None)
     for _ in range(2):
         acc.record({"input_ids": torch.zeros(1, 5), "labels": _labels(4)})
-    with pytest.raises(ValueError, match="switched"):
+    with pytest.raises(ValueError, match="switched from token-normalised"):
         acc.plan(lambda n: [0.5, 0.5])
+
+
+def test_token_normalised_steps_after_mean_loss_steps_are_refused():
+    acc = StepAccount()
+    for _ in range(2):
+        acc.record({"input_ids": torch.zeros(1, 5), "labels": _labels(4)})
+    acc.plan(lambda n: [0.5, 0.5])
+    for _ in range(2):
+        acc.record({"input_ids": torch.zeros(1, 5), "labels": _labels(4)}, 8)
+    with pytest.raises(ValueError, match="switched from a mean per micro-batch"):
+        acc.plan(lambda n: None)
+
+
+def test_a_single_backward_step_is_not_measured():
+    acc = StepAccount()
+    acc.record(torch.zeros(4, 2))
+    assert acc.plan(lambda n: [1.0]) == ("single_backward", [], None)
+    assert acc.examples == 4 and acc.measured_examples == 0
 
 
 def test_counters_round_trip():

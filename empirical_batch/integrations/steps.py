@@ -136,6 +136,10 @@ def _resolve(micro: list[MicroBatch]) -> None:
         m.num_items = _as_count(m.num_items)
 
 
+_UNIT_TEXT = {"tokens": "token-normalised (num_items_in_batch)",
+              "examples": "a mean per micro-batch"}
+
+
 @dataclass
 class StepAccount:
     """The micro-batches of the current optimizer step and the run's counters.
@@ -155,6 +159,7 @@ class StepAccount:
     steps: int = 0
     unit: str = "examples"  # the estimator's unit: "examples" or "tokens"
     token_rule: str | None = None  # "shifted", "all" or None (match the framework's N)
+    unit_fixed: bool = False  # a step was measured: the unit may not change
 
     def record(self, batch, num_items=None, *, examples: int | None = None) -> None:
         """One training forward's batch; ``examples`` stands in when its size cannot be
@@ -201,16 +206,21 @@ class StepAccount:
         if not micro or any(m.examples is None for m in micro):
             return "unknown_sizes", [], None
         examples = [m.examples for m in micro]
-        if weighted and micro[0].num_items is not None:  # loss: Σ over tokens / N
+        if weighted and len(micro) == 1:  # one batch size only: nothing to measure
+            return "single_backward", [], None
+        unit = "tokens" if weighted and micro[0].num_items is not None else "examples"
+        if self.unit_fixed and unit != self.unit:
+            raise InputError(f"the loss switched from {_UNIT_TEXT[self.unit]} to "
+                             f"{_UNIT_TEXT[unit]} during the run: one estimate cannot mix "
+                             "both")
+        if unit == "tokens":  # loss: Σ over the tokens of micro-batch j / N
             if tokens is None or any(n == 0 for n in tokens):  # an empty micro-batch
                 return "unknown_sizes", [], None
-            self.unit = "tokens"
+            self.unit, self.unit_fixed = unit, True
             self._measured(examples, tokens)
             total = float(micro[0].num_items)
             return None, tokens, [n / total for n in tokens]
-        if self.unit == "tokens":
-            raise InputError("the loss switched from token-normalised (num_items_in_batch) "
-                             "to a mean per micro-batch during the run")
+        self.unit, self.unit_fixed = unit, True
         self._measured(examples, counts if len(counts) == len(micro) else None)
         return None, examples, default_weight(len(micro))
 
@@ -234,7 +244,7 @@ class StepAccount:
         return {k: getattr(self, k) for k in ("examples", "tokens", "tokens_known",
                                               "measured_examples", "measured_tokens",
                                               "measured_tokens_known", "steps", "unit",
-                                              "token_rule")}
+                                              "token_rule", "unit_fixed")}
 
     def load_state_dict(self, state: dict) -> None:
         for k, v in state.items():
@@ -250,7 +260,8 @@ def callback_values(collector, account: StepAccount, prefix: str, *, beta: float
     ``b_simple_high`` (Fieller interval at ``level``), ``b_simple_tokens`` (when tokens
     are known), ``examples``, ``tokens`` (counters), ``ema_examples`` (the EMA time
     constant $\bar b/(1-\beta)$ in examples, $\bar b$ the mean examples per measured
-    step) and, with per-layer estimators, ``layer/{name}/b_simple``.
+    step, steps with a single backward pass left out) and, with per-layer estimators,
+    ``layer/{name}/b_simple``.
     """
     values = noise_scale_values(collector, prefix)
     if not values:
