@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from .output import command
 
 # Illustrative hardware for the planner section (not a measurement): a device that
 # processes 2000 examples/s, holds 64 examples, 1 ms fixed time per step, a 5 ms
@@ -273,7 +274,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         help="infinite-batch steps to the target (tradeoff section)")
     parser.add_argument("--max-log2-batch", type=int, default=14,
                         help="tables run over B = 1, 2, 4, …, 2^k")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=command(run, outputs=("out",)))
 
 
 def run(args) -> int:
