@@ -91,7 +91,7 @@ class _Recorder(io.TextIOBase):
         self.stream = stream
         self.seen: list[str] = []
 
-    def write(self, text: str) -> int:  # type: ignore[override]
+    def write(self, text: str) -> int:
         if "warning:" in text:
             for line in text.splitlines():
                 head, sep, rest = line.strip().partition("warning:")

@@ -165,6 +165,7 @@ class Prepared:
     config: tuple[str, ...]
     higher_is_better: bool
     metric_name: str
+    max_stable_lr: float = math.nan  # rates at or above it diverge (NaN: unknown)
 
 
 def as_sweep(sweep) -> Sweep:
@@ -220,6 +221,7 @@ def prepare(sweep: Sweep, config) -> Prepared:
         config=config,
         higher_is_better=sweep.higher_is_better,
         metric_name=sweep.metric_name,
+        max_stable_lr=float(sweep.metadata.get("max_stable_lr", math.nan)),
     )
 
 
@@ -311,6 +313,7 @@ def steps_to_target(
     *,
     combine: str = "mean",
     config: str | Sequence[str] = "learning_rate",
+    max_stable_lr: float | None = None,
 ) -> StepsTable:
     r"""Steps and examples to first reach ``target``, best configuration per batch size.
 
@@ -336,6 +339,13 @@ def steps_to_target(
     config : str or sequence of str
         Column(s) that identify one hyper-parameter configuration at a batch size;
         e.g. ``["round", "org", "system"]`` for MLPerf submissions.
+    max_stable_lr : float, optional
+        The learning rate at and above which runs diverge (e.g. $2/h_{max}$ on a
+        quadratic); default: the sweep's ``metadata["max_stable_lr"]``, which
+        `empirical_batch.simulate.simulate_sweep` sets. A best rate at the top of its
+        grid is not at the edge when the grid's next value would reach this limit, or
+        when a run at that next value (or below it) diverged at this or a larger batch
+        size: the divergence is the other side of the bracket.
 
     Returns
     -------
@@ -347,8 +357,9 @@ def steps_to_target(
         ``n_configs_reached``, ``n_diverged``, ``n_at_first_point``,
         ``seed_steps``/``seed_examples`` (tuples, used for the bootstrap of
         `fit_tradeoff`), ``lr_at_grid_edge`` (the best learning rate is the
-        smallest or largest tried at that batch size) and the config columns. The
-        table also carries the target, the metric's name and direction and the
+        smallest or largest tried at that batch size, and at the largest the next
+        larger rate is not known to diverge: see ``max_stable_lr``) and the config
+        columns. The table also carries the target, the metric's name and direction and the
         combine rule; ``table["steps"]``, ``table.iloc`` and ``len(table)`` read the
         frame.
 
@@ -366,6 +377,11 @@ def steps_to_target(
     if not math.isfinite(target):
         raise InputError(f"target must be a finite number, got {target!r}")
     check_combine(combine)
+    if max_stable_lr is not None:
+        limit = as_float(max_stable_lr, "max_stable_lr")
+        if not limit > 0:
+            raise InputError(f"max_stable_lr must be > 0, got {max_stable_lr!r}")
+        sweep = sweep.with_metadata(max_stable_lr=limit)
     return steps_table(prepare(sweep, config), target, combine)
 
 
@@ -373,6 +389,22 @@ def steps_table(p: Prepared, target: float, combine: str) -> StepsTable:
     """`steps_to_target` on prepared data (one target)."""
     pr = per_run(p, target)
     return best_per_size(p, pr, config_table(p, pr, combine), target, combine)
+
+
+def _beyond_is_unstable(p: Prepared, ct: pd.DataFrame, batch: float,
+                        grid: np.ndarray) -> bool:
+    """Whether the grid's next larger rate, ``grid[-1]²/grid[-2]``, is known to diverge:
+    it reaches the sweep's ``max_stable_lr``, or a run with a rate above ``grid[-1]``
+    and not above it diverged at this or a larger batch size (a larger batch is no
+    more stable). The best rate at the top of such a grid is bracketed, not at an
+    edge."""
+    nxt = grid[-1] * grid[-1] / grid[-2]
+    if nxt >= p.max_stable_lr:
+        return True
+    lr = ct["learning_rate"].to_numpy(dtype=float)
+    hit = ((ct["batch_size"].to_numpy(dtype=float) >= batch) & (lr > grid[-1])
+           & (lr <= nxt * (1 + 1e-12)) & (ct["n_diverged"].to_numpy() > 0))
+    return bool(hit.any())
 
 
 def best_per_size(p: Prepared, pr: dict, ct: pd.DataFrame, target: float,
@@ -394,6 +426,8 @@ def best_per_size(p: Prepared, pr: dict, ct: pd.DataFrame, target: float,
                 "n_configs_reached": int(n_ok[j]), "n_diverged": int(n_div[j])}
         grid = np.unique(lrs[(b_idx == j) & np.isfinite(lrs)])
         edge = bool(grid.size >= 2 and lrs[c] in (grid[0], grid[-1]))
+        if edge and lrs[c] == grid[-1]:
+            edge = not _beyond_is_unstable(p, ct, float(sizes[j]), grid)
         if ct["reached"].iat[c]:
             s_seeds, e_seeds, n_first = _seeds_of(p, pr, int(c))
             rows.append({

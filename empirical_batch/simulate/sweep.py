@@ -66,7 +66,11 @@ def simulate_sweep(
     pandas.DataFrame
         One row per logged point: ``run`` (str), ``batch_size`` (int), ``learning_rate``,
         ``step`` (int), ``examples`` (= step × batch_size), ``metric`` (the loss; ``inf``
-        once a run diverges), ``seed`` (Int64, NA for exact), ``method``.
+        once a run diverges), ``seed`` (Int64, NA for exact), ``method``. Its
+        ``attrs["max_stable_lr"]`` is the problem's divergence limit
+        (`NoisyQuadratic.max_stable_lr`): `load_sweep` keeps it, and
+        `empirical_batch.fit.steps_to_target` does not call a best rate just under it
+        the edge of the grid.
 
     Examples
     --------
@@ -119,4 +123,5 @@ def simulate_sweep(
             "method": method,
         }
     )
+    df.attrs["max_stable_lr"] = problem.max_stable_lr  # read by load_sweep (edge check)
     return df
