@@ -501,22 +501,5 @@ def load_sweep(
         metric_name=str(name),
         higher_is_better=bool(higher_is_better),
         source=label,
-        metadata={"columns": {k: str(v) for k, v in mapping.items()},
-                  **_stability_limit(source)},
+        metadata={"columns": {k: str(v) for k, v in mapping.items()}},
     )
-
-
-def _stability_limit(source) -> dict:
-    """``max_stable_lr`` (the learning rate above which runs diverge) carried by the
-    source: a Sweep's metadata or a DataFrame's ``attrs`` (`simulate_sweep` sets it)."""
-    meta = source.metadata if isinstance(source, Sweep) else getattr(source, "attrs", {})
-    limit = meta.get("max_stable_lr") if isinstance(meta, Mapping) else None
-    if limit is None:
-        return {}
-    try:
-        value = float(limit)
-    except (TypeError, ValueError):
-        raise InputError(f"max_stable_lr must be a number, got {limit!r}") from None
-    if not value > 0:
-        raise InputError(f"max_stable_lr must be > 0, got {limit!r}")
-    return {"max_stable_lr": value}

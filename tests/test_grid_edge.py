@@ -38,7 +38,7 @@ def test_max_stable_lr_is_the_divergence_limit(options):
 
 def test_a_grid_stopping_under_the_limit_is_no_edge():
     df = _sweep(np.geomspace(1e-2, 1.9, 16))
-    assert df.attrs["max_stable_lr"] == pytest.approx(2.0)
+    np.testing.assert_allclose(df["max_stable_lr"], 2.0)
     table = steps_to_target(df, 0.37)
     top = table.frame["learning_rate"] == 1.9
     assert top.any()  # the large batches take the grid's largest rate ...
@@ -50,9 +50,14 @@ def test_a_grid_stopping_under_the_limit_is_no_edge():
         fit_tradeoff(table, seed=0, n_boot=400)
 
 
+def test_the_limit_survives_a_csv_file(tmp_path):
+    _sweep(np.geomspace(1e-2, 1.9, 16)).to_csv(tmp_path / "sweep.csv", index=False)
+    table = steps_to_target(load_sweep(tmp_path / "sweep.csv"), 0.37)
+    assert not table.frame["lr_at_grid_edge"].any()
+
+
 def test_without_the_limit_the_top_is_an_edge():
-    df = _sweep(np.geomspace(1e-2, 1.9, 16))
-    df.attrs.clear()
+    df = _sweep(np.geomspace(1e-2, 1.9, 16)).drop(columns="max_stable_lr")
     table = steps_to_target(df, 0.37)
     assert table.frame.loc[table.frame["learning_rate"] == 1.9, "lr_at_grid_edge"].all()
     # the limit given by hand brackets it again
@@ -84,13 +89,17 @@ def test_a_diverged_larger_rate_brackets_the_top():
     assert steps_to_target(ok, 0.5).frame["lr_at_grid_edge"].all()
 
 
-def test_the_limit_survives_load_sweep_and_is_checked():
+def test_the_limit_is_checked():
     df = _sweep([0.5, 1.0])
-    assert load_sweep(df).metadata["max_stable_lr"] == pytest.approx(2.0)
-    assert load_sweep(load_sweep(df)).metadata["max_stable_lr"] == pytest.approx(2.0)
     for bad in (0.0, -1.0, float("nan"), "x"):
         with pytest.raises(InputError, match="max_stable_lr"):
             steps_to_target(df, 0.37, max_stable_lr=bad)
+    for bad in (0.0, -2.0, "x"):
+        with pytest.raises(InputError, match="max_stable_lr"):
+            steps_to_target(df.assign(max_stable_lr=bad), 0.37)
+    # empty where unknown: the top of the grid is an edge there
+    table = steps_to_target(df.assign(max_stable_lr=np.nan), 0.37)
+    assert table.frame["lr_at_grid_edge"].any()
 
 
 def test_the_demo_prints_no_warning_about_its_own_data(tmp_path):

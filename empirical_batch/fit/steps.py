@@ -165,7 +165,7 @@ class Prepared:
     config: tuple[str, ...]
     higher_is_better: bool
     metric_name: str
-    max_stable_lr: float = math.nan  # rates at or above it diverge (NaN: unknown)
+    max_stable_lr: float = math.nan  # given to steps_to_target: rates at or above diverge
 
 
 def as_sweep(sweep) -> Sweep:
@@ -177,11 +177,20 @@ def as_sweep(sweep) -> Sweep:
     raise InputError(f"sweep must be a Sweep or a DataFrame, got {type(sweep).__name__}")
 
 
-def prepare(sweep: Sweep, config) -> Prepared:
+LIMIT = "max_stable_lr"  # optional sweep column: the rate at and above which runs diverge
+
+
+def prepare(sweep: Sweep, config, max_stable_lr: float = math.nan) -> Prepared:
     """Sorted numpy views of ``sweep`` grouped by configuration ``config`` (reused
     across targets by `steps_table`)."""
     config = (config,) if isinstance(config, str) else tuple(config)
     d = sweep.data
+    if LIMIT in d.columns:
+        lim = pd.to_numeric(d[LIMIT], errors="coerce").to_numpy(dtype=float)
+        if np.any((d[LIMIT].notna().to_numpy() & np.isnan(lim)) | (lim <= 0)):
+            raise InputError(f"column {LIMIT!r} must hold learning rates > 0 (or be empty "
+                             "where unknown)")
+        d[LIMIT] = lim
     for c in config:
         if c not in d.columns:
             raise NotFoundError(
@@ -198,6 +207,8 @@ def prepare(sweep: Sweep, config) -> Prepared:
     diverged = np.zeros(len(uniques), dtype=bool)  # codes[start] is 0, 1, ... in order
     diverged[np.unique(codes[bad])] = True
     info_cols = list(dict.fromkeys(["batch_size", "learning_rate", *config]))
+    if LIMIT in d.columns:
+        info_cols.append(LIMIT)
     runs = d.iloc[order[start]][info_cols].reset_index(drop=True)  # one row per run code
     keys = list(dict.fromkeys(["batch_size", *config]))
     cfg_code = runs.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
@@ -221,7 +232,7 @@ def prepare(sweep: Sweep, config) -> Prepared:
         config=config,
         higher_is_better=sweep.higher_is_better,
         metric_name=sweep.metric_name,
-        max_stable_lr=float(sweep.metadata.get("max_stable_lr", math.nan)),
+        max_stable_lr=float(max_stable_lr),
     )
 
 
@@ -341,8 +352,8 @@ def steps_to_target(
         e.g. ``["round", "org", "system"]`` for MLPerf submissions.
     max_stable_lr : float, optional
         The learning rate at and above which runs diverge (e.g. $2/h_{max}$ on a
-        quadratic); default: the sweep's ``metadata["max_stable_lr"]``, which
-        `empirical_batch.simulate.simulate_sweep` sets. A best rate at the top of its
+        quadratic); default: the sweep's optional column ``max_stable_lr`` (per run;
+        `empirical_batch.simulate.simulate_sweep` writes it), if any. A best rate at the top of its
         grid is not at the edge when the grid's next value would reach this limit, or
         when a run at that next value (or below it) diverged at this or a larger batch
         size: the divergence is the other side of the bracket.
@@ -377,12 +388,12 @@ def steps_to_target(
     if not math.isfinite(target):
         raise InputError(f"target must be a finite number, got {target!r}")
     check_combine(combine)
+    limit = math.nan
     if max_stable_lr is not None:
         limit = as_float(max_stable_lr, "max_stable_lr")
         if not limit > 0:
             raise InputError(f"max_stable_lr must be > 0, got {max_stable_lr!r}")
-        sweep = sweep.with_metadata(max_stable_lr=limit)
-    return steps_table(prepare(sweep, config), target, combine)
+    return steps_table(prepare(sweep, config, limit), target, combine)
 
 
 def steps_table(p: Prepared, target: float, combine: str) -> StepsTable:
@@ -399,7 +410,11 @@ def _beyond_is_unstable(p: Prepared, ct: pd.DataFrame, batch: float,
     more stable). The best rate at the top of such a grid is bracketed, not at an
     edge."""
     nxt = grid[-1] * grid[-1] / grid[-2]
-    if nxt >= p.max_stable_lr:
+    at = ct["batch_size"].to_numpy(dtype=float) == batch
+    limit = p.max_stable_lr
+    if LIMIT in ct.columns:
+        limit = float(np.fmin.reduce(np.r_[limit, ct[LIMIT].to_numpy(dtype=float)[at]]))
+    if nxt >= limit:
         return True
     lr = ct["learning_rate"].to_numpy(dtype=float)
     hit = ((ct["batch_size"].to_numpy(dtype=float) >= batch) & (lr > grid[-1])
