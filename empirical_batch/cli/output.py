@@ -108,6 +108,13 @@ class _Recorder(io.TextIOBase):
     def isatty(self) -> bool:
         return self.stream.isatty()
 
+    def __getattr__(self, name: str) -> Any:  # encoding, buffer, ...: the stream's own
+        return getattr(self.stream, name)
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.stream, "encoding", "utf-8")
+
 
 def _one_line(message: str) -> str:
     return " ".join(message.split())

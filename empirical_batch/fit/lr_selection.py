@@ -134,5 +134,5 @@ def select_family(b: np.ndarray, lr: np.ndarray, rss: dict, rss_half: float,
                          f"{level:g}; the smallest AICc is shown")
     best = min(cand, key=lambda f: aicc[f])
     return Selection(best, "undecided", tuple(cand), p, aicc,
-                     note or f"{', '.join(cand)} all fit these batch sizes; the smallest "
-                             "AICc is shown")
+                     note or f"these batch sizes cannot tell {' and '.join(cand)} apart; "
+                             "the one with the smallest AICc is shown")
