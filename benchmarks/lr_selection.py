@@ -1,13 +1,14 @@
 """Model selection and interval coverage of ``fit_lr_scaling`` on synthetic best rates.
 
 Run: ``python benchmarks/lr_selection.py [--reps 200] [--coverage-reps 400]
-[--n-boot 400]`` (about five minutes on one CPU core). Truth: 12 batch sizes 1 … 2048;
-the rates follow one family exactly — ``sgd`` ε = 0.5/(1 + B*/B), ``surge`` (Li et al. 2024) with ε_max = 0.01, or
-``power`` ε = 0.3/(1 + B*/B)^½ — times log-normal noise of σ = 0.1 or 0.2 (the spread of
-a best rate picked from a grid spaced 2^¼ to 2^½). Designs: ``wide`` (B* = 64, inside
-the batch sizes: the families differ), ``below`` (B* = 2^15: every batch far below it,
-where the surge law and α = ½ coincide) and ``above`` (B* = 2^-4: far above it, where
-the SGD and power laws are flat).
+[--n-boot 400]`` (about five minutes on one CPU core). Truth: 12 batch sizes
+1 … 2048; the rates follow one family exactly — ``sgd`` ε = 0.5/(1 + B*/B),
+``surge`` (Li et al. 2024) with ε_max = 0.01, or ``power`` ε = 0.3/(1 + B*/B)^½ —
+times log-normal noise of σ = 0.1 or 0.2 (the spread of a best rate picked from a
+grid spaced 2^¼ to 2^½). Designs: ``wide`` (B* = 64, inside the batch sizes: the
+families differ), ``below`` (B* = 2^15: every batch far below it, where the surge law
+and α = ½ coincide) and ``above`` (B* = 2^-4: far above it, where the SGD and power
+laws are flat).
 
 The first table gives, per design, noise and generating family, the share of fits
 whose selection names the generating family (``right``), another family (``wrong``) or
