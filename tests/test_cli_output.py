@@ -189,3 +189,36 @@ def test_a_closed_pipe_is_quiet(tmp_path):
                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.stderr == "", res.stderr
     assert res.stdout.splitlines() == ["line 0 " + "x" * 80, "status=141"]
+
+
+def test_check_no_overwrite_property(tmp_path):
+    """Property: any spelling of an input's path (./, sub/.., a symbolic link, absolute)
+    is refused as an output; a sibling file is not."""
+    from argparse import Namespace
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from empirical_batch.cli.output import check_no_overwrite
+    from empirical_batch.errors import InputError
+
+    (tmp_path / "d").mkdir()
+    target = tmp_path / "d" / "in.csv"
+    target.write_text("x\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.lists(st.sampled_from([".", "d/..", "./d/.."]), max_size=4),
+           st.booleans(), st.booleans())
+    def check(prefix, use_link, sibling):
+        name = "other.csv" if sibling else "in.csv"
+        out = link if use_link and not sibling else Path(tmp_path, *prefix, "d", name)
+        args = Namespace(log=target, out=out)
+        if sibling:
+            check_no_overwrite(args, ("log",), ("out",))
+        else:
+            with pytest.raises(InputError, match="replace an input"):
+                check_no_overwrite(args, ("log",), ("out",))
+
+    check()

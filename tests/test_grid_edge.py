@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from empirical_batch.errors import InputError
 from empirical_batch.fit import fit_tradeoff, steps_to_target
@@ -108,3 +110,23 @@ def test_the_demo_prints_no_warning_about_its_own_data(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "warning" not in res.stdout.lower() and "warning" not in res.stderr.lower()
     assert res.stderr == ""
+
+
+@settings(max_examples=40, deadline=None)
+@given(top=st.floats(1e-3, 10.0), ratio=st.floats(1.05, 4.0), n=st.integers(2, 6),
+       limit=st.floats(1e-3, 100.0))
+def test_top_of_the_grid_is_an_edge_unless_the_next_value_reaches_the_limit(
+        top, ratio, n, limit):
+    """Property: the best rate is the grid's largest; it is an edge exactly when the
+    grid's next value, top * ratio, stays under the divergence limit."""
+    lrs = top / ratio ** np.arange(n)[::-1]
+    rows = [{"run": f"r{k}", "batch_size": 8, "learning_rate": lr, "step": s,
+             "metric": 1.0 / (1.0 + lr * s / top)} for k, lr in enumerate(lrs)
+            for s in (0, 10, 100)]
+    frame = pd.DataFrame(rows)
+    table = steps_to_target(frame, 0.5, max_stable_lr=limit)
+    assert table.frame["learning_rate"].iloc[0] == pytest.approx(top)
+    nxt = lrs[-1] * lrs[-1] / lrs[-2]
+    assert bool(table.frame["lr_at_grid_edge"].iloc[0]) is bool(nxt < limit)
+    with_column = steps_to_target(frame.assign(max_stable_lr=limit), 0.5)
+    assert with_column.frame["lr_at_grid_edge"].iloc[0] == table.frame["lr_at_grid_edge"].iloc[0]
