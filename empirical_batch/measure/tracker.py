@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..errors import InputError, UsageError
+from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
     EstimatorMixin,
@@ -291,7 +291,8 @@ class GradientNoiseScale(EstimatorMixin):
                 warnings.warn(
                     f"{n} backward passes since the last step(), but accumulation_steps="
                     f"{self.accumulation_steps}: the step is skipped (pass "
-                    "micro_batch_size= per backward pass for a ragged step)", stacklevel=2)
+                    "micro_batch_size= per backward pass for a ragged step)",
+                    EmpiricalBatchWarning, stacklevel=2)
             return None
         b_small, b_big = self._sizes(micro_batch_size, n)
         if no_state:
