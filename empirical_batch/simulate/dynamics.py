@@ -203,19 +203,87 @@ def second_moment(problem: NoisyQuadratic, lr, batch_size, steps) -> np.ndarray:
     )
 
 
-def expected_loss(problem: NoisyQuadratic, lr, batch_size, steps):
-    """Exact expected loss: see `NoisyQuadratic.expected_loss`."""
-    h = problem.curvature
-    idx = 0 if problem.is_plain else loss_index(problem)
+def plain_loss_parts(problem: NoisyQuadratic, a: float, k: np.ndarray, *, rows: int = 0):
+    r"""The two sums of plain SGD's expected loss at one rate, affine in :math:`1/B`.
 
-    def fn(a, b, k):
-        if problem.is_plain:
-            return plain_moment(problem, a, b, k)
-        return linear_moments(problem, a, b, k)[..., idx]
+    With :math:`x_i = a\hat h_i`, :math:`\rho_i = (1 - x_i)^2` and
+    :math:`g_i(k) = (1 - \rho_i^k)/(1 - \rho_i)` (:math:`= k` at :math:`\rho_i = 1`),
+
+    .. math::
+        E[L](k) = \underbrace{\tfrac12\sum_i h_i \rho_i^k m_i(0)}_{P(a, k)}
+        + \frac1B\,\underbrace{\tfrac12\sum_i h_i a^2 \hat c_i\, g_i(k)}_{Q(a, k)},
+
+    so one pass over the directions per (rate, step) serves every batch size, and the
+    per-direction factors of one rate are shared by all its steps. ``k`` is 1-D (steps
+    > 0), handled ``rows`` at a time (default: ``CHUNK`` elements); returns ``P, Q`` of
+    its shape. The terms are those of `plain_moment` up to rounding (powers below the
+    smallest normal double count as 0)."""
+    h = problem.curvature
+    x = a * problem.update_curvature
+    with np.errstate(divide="ignore"):
+        logrho = 2.0 * np.log(np.abs(1.0 - x))  # 0 where rho = 1
+    one_minus = x * (2.0 - x)  # 1 - rho without cancellation
+    noise = a * a * problem.update_noise
+    flat = one_minus == 0  # rho = 1: g(k) = k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(noise == 0, 0.0, 0.5 * h * noise / np.where(flat, 1.0, one_minus))
+    w_flat = float(np.where(flat & (noise != 0), 0.5 * h * noise, 0.0).sum())
+    w_init = 0.5 * h * problem.init
+    p, q = np.empty(k.size), np.empty(k.size)
+    rows = rows or max(1, CHUNK // problem.dims)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for s in range(0, k.size, rows):
+            kk = k[s : s + rows]
+            e = np.multiply.outer(kk, logrho)
+            # rho^k below the smallest normal double is taken as 0: exp's subnormal
+            # results are many times slower to compute and weigh nothing in the loss
+            p[s : s + rows] = np.einsum("kd,d->k", np.exp(np.where(e < _LOG_TINY, -np.inf, e)),
+                                        w_init)
+            q[s : s + rows] = kk * w_flat - np.einsum("kd,d->k", np.expm1(e), w)
+    return p, q
+
+
+_LOG_TINY = float(np.log(np.finfo(float).tiny))
+
+
+def _plain_expected_loss(problem: NoisyQuadratic, a, b, k) -> np.ndarray:
+    """Plain SGD's expected loss on broadcast (a, b, k) from `plain_loss_parts`: the
+    sums over directions once per distinct (rate, step) pair, in chunks of bounded
+    memory; each batch size then costs one multiply-add."""
+    shape = np.broadcast_shapes(a.shape, b.shape, k.shape)
+    af = np.broadcast_to(a, shape).ravel()
+    kf = np.broadcast_to(k, shape).ravel()
+    inv_b = 1.0 / np.broadcast_to(b, shape).ravel()
+    pairs, inverse = np.unique(np.stack([af, kf], axis=1), axis=0, return_inverse=True)
+    p = np.full(len(pairs), problem.initial_loss())  # step 0: the initial loss
+    q = np.zeros(len(pairs))
+    later = np.flatnonzero(pairs[:, 1] > 0)
+    rates, starts = np.unique(pairs[later, 0], return_index=True)
+    ends = [*starts[1:], later.size][: rates.size]
+    for rate, lo, hi in zip(rates, starts, ends, strict=True):
+        idx = later[lo:hi]
+        p[idx], q[idx] = plain_loss_parts(problem, float(rate), pairs[idx, 1])
+    inverse = inverse.ravel()
+    with np.errstate(over="ignore", invalid="ignore"):
+        noise = np.where(inv_b == 0, 0.0, q[inverse] * inv_b)  # B_eff = inf: no noise
+        return (p[inverse] + noise).reshape(shape)
+
+
+def expected_loss(problem: NoisyQuadratic, lr, batch_size, steps):
+    """Exact expected loss: see `NoisyQuadratic.expected_loss`. Memory is bounded by
+    ``CHUNK`` elements of scratch plus the result, whatever the grid."""
+    h = problem.curvature
+    if problem.is_plain:
+        a, b = lr_and_batch(lr, batch_size)
+        loss = _plain_expected_loss(problem, a, noise_batch(problem, b), check_steps(steps))
+        return scalar_or_array(loss)
+    idx = loss_index(problem)
+
+    def fn(a, b, k):  # one loss per configuration: the moments never pile up
+        return 0.5 * (linear_moments(problem, a, b, k)[..., idx] @ h)
 
     with np.errstate(over="ignore", invalid="ignore"):
-        m = chunked(problem, lr, batch_size, steps, fn)
-        loss = 0.5 * np.einsum("...d,d->...", m, h)
+        loss = chunked(problem, lr, batch_size, steps, fn)
     return scalar_or_array(loss)
 
 
