@@ -131,7 +131,7 @@ def _trajectory(args):
 
 
 def run(args) -> int:
-    from empirical_batch.cli.output import dumps
+    from empirical_batch.result import dumps
     from empirical_batch.schedule import (
         design_schedule,
         seesaw_schedule,

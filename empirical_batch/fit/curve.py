@@ -3,7 +3,7 @@ r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target (§3).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,9 @@ class CriticalBatchCurve(FrameView):
     higher_is_better : bool
     frame : pandas.DataFrame
         One row per target: ``target, s_min, e_min, b_crit, b_crit_lo, b_crit_hi,
-        n_batch_sizes, log_rmse, extrapolation, status, note`` (``to_frame()``).
+        n_batch_sizes, log_rmse, extrapolation, status, note`` (``to_frame()``). A view
+        of the fits: each access returns a new copy, so editing it changes neither the
+        fits nor ``b_crit`` and ``status`` (which read the fits).
     """
 
     targets: tuple[float, ...]
@@ -39,15 +41,19 @@ class CriticalBatchCurve(FrameView):
     notes: tuple[str, ...]
     metric_name: str
     higher_is_better: bool
-    frame: pd.DataFrame
+    _table: pd.DataFrame = field(repr=False)
+
+    @property
+    def frame(self) -> pd.DataFrame:  # type: ignore[override]
+        return self._table.copy()
 
     @property
     def b_crit(self) -> np.ndarray:
-        return self.frame["b_crit"].to_numpy(dtype=float)
+        return np.array([np.nan if f is None else f.b_crit for f in self.fits], dtype=float)
 
     @property
     def status(self) -> tuple[str, ...]:
-        return tuple(self.frame["status"])
+        return tuple("not fitted" if f is None else f.status for f in self.fits)
 
     def __repr__(self) -> str:
         ok = sum(f is not None for f in self.fits)
@@ -145,7 +151,7 @@ def critical_batch_curve(
                 if fit.unreached_batch_sizes else "")
         rows.append({
             "target": float(t), "s_min": fit.s_min, "e_min": fit.e_min, "b_crit": fit.b_crit,
-            "b_crit_lo": fit.b_crit_ci[0], "b_crit_hi": fit.b_crit_ci[1],
+            "b_crit_lo": fit.b_crit_interval.low, "b_crit_hi": fit.b_crit_interval.high,
             "n_batch_sizes": fit.n_batch_sizes, "log_rmse": fit.log_rmse,
             "extrapolation": fit.extrapolation, "status": fit.status, "note": note,
         })
@@ -154,5 +160,5 @@ def critical_batch_curve(
     return CriticalBatchCurve(
         targets=tuple(float(t) for t in targets), fits=tuple(fits), notes=tuple(notes),
         metric_name=sweep.metric_name, higher_is_better=sweep.higher_is_better,
-        frame=pd.DataFrame(rows),
+        _table=pd.DataFrame(rows),
     )

@@ -15,7 +15,7 @@ NeurIPS 2024, arXiv:2405.14578.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -23,41 +23,45 @@ from scipy import optimize
 
 from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..errors import InputError
+from ..result import Interval, Result, deprecated_alias
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
 from .tradeoff_fit import TradeoffFit, fit_tradeoff
 
 
-@dataclass(frozen=True)
-class LRRecommendation:
-    """Learning rate (with interval) and predicted steps/examples at one batch size."""
+@dataclass(frozen=True, repr=False)
+class LRRecommendation(Result):
+    """Learning rate (with an `Interval`) and predicted steps/examples at one batch size
+    (``learning_rate_ci`` is the deprecated v0.2 name of the interval, as a pair)."""
 
     batch_size: float
     learning_rate: float
-    learning_rate_ci: tuple[float, float]
+    learning_rate_interval: Interval
     steps: float
     examples: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    _legacy_ci = ("learning_rate",)
+    learning_rate_ci = deprecated_alias("learning_rate_interval", "tuple", "learning_rate_ci")
 
 
-@dataclass(frozen=True)
-class LRScalingFit:
+@dataclass(frozen=True, repr=False)
+class LRScalingFit(Result):
     r"""Fit of $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ (paper eq. 2.6, App. C/E).
 
     ``alpha = 1`` for SGD (and momentum), between ½ and 1 for Adam-like optimizers.
     ``tradeoff_fit`` (when the fit was made from a sweep) supplies predicted steps.
+    ``eps_star_interval``, ``b_star_interval`` and ``alpha_interval`` are `Interval`\ s
+    at confidence ``level`` (``eps_star_ci``, ``b_star_ci``, ``alpha_ci`` and
+    ``ci_level`` are the deprecated v0.2 names).
     """
 
     eps_star: float
     b_star: float
     alpha: float
-    eps_star_ci: tuple[float, float]
-    b_star_ci: tuple[float, float]
-    alpha_ci: tuple[float, float]
-    ci_level: float
+    eps_star_interval: Interval
+    b_star_interval: Interval
+    alpha_interval: Interval
     alpha_fixed: bool
     batch_sizes: tuple[float, ...]
     learning_rates: tuple[float, ...]
@@ -68,6 +72,17 @@ class LRScalingFit:
     family: str = "power"
     selection: tuple[tuple[str, float, float, int], ...] = ()
     """With ``family="auto"``: (family, AIC, RSS, parameters) of every candidate."""
+
+    _legacy_ci = ("eps_star", "b_star", "alpha")
+    eps_star_ci = deprecated_alias("eps_star_interval", "tuple", "eps_star_ci")
+    b_star_ci = deprecated_alias("b_star_interval", "tuple", "b_star_ci")
+    alpha_ci = deprecated_alias("alpha_interval", "tuple", "alpha_ci")
+    ci_level = deprecated_alias("eps_star_interval", "level", "ci_level")
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals."""
+        return self.eps_star_interval.level
 
     def learning_rate(self, batch_size):
         r"""The fitted law at ``batch_size``: $\epsilon_*/(1 + B_*/B)^\alpha$
@@ -83,7 +98,7 @@ class LRScalingFit:
         if self._draws is not None and len(self._draws):
             e, bs, a = self._draws.T
             pred = _law(self.family, e, bs, a, b)
-            q = [(1 - self.ci_level) / 2, (1 + self.ci_level) / 2]
+            q = [(1 - self.level) / 2, (1 + self.level) / 2]
             lo, hi = np.quantile(pred, q)
             lr_ci = (float(lo), float(hi))
         else:
@@ -93,10 +108,10 @@ class LRScalingFit:
             examples = steps * b
         else:
             steps = examples = math.nan
-        return LRRecommendation(b, lr, lr_ci, steps, examples)
+        return LRRecommendation(b, lr, Interval(*lr_ci, self.level), steps, examples)
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("_draws", "tradeoff_fit")}
+        d = {k: v for k, v in super().to_dict().items() if k != "_draws"}
         d["tradeoff_fit"] = None if self.tradeoff_fit is None else self.tradeoff_fit.to_dict()
         return d
 
@@ -148,8 +163,9 @@ def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
         e_ci = (float(np.quantile(draws[:, 0], q[0])), float(np.quantile(draws[:, 0], q[1])))
         b_ci = (float(np.quantile(draws[:, 1], q[0])), float(np.quantile(draws[:, 1], q[1])))
     return LRScalingFit(
-        eps_star=math.exp(a), b_star=math.exp(c), alpha=math.nan, eps_star_ci=e_ci,
-        b_star_ci=b_ci, alpha_ci=(math.nan, math.nan), ci_level=ci, alpha_fixed=True,
+        eps_star=math.exp(a), b_star=math.exp(c), alpha=math.nan,
+        eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
+        alpha_interval=Interval(math.nan, math.nan, ci), alpha_fixed=True,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
         tradeoff_fit=tradeoff_fit, _draws=draws, family="surge",
@@ -335,7 +351,8 @@ def fit_lr_scaling(
         e_ci = b_ci = a_ci = (math.nan, math.nan)
     return LRScalingFit(
         eps_star=eps_star, b_star=math.exp(lbs), alpha=a_fit,
-        eps_star_ci=e_ci, b_star_ci=b_ci, alpha_ci=a_ci, ci_level=ci,
+        eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
+        alpha_interval=Interval(*a_ci, ci),
         alpha_fixed=alpha is not None,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),

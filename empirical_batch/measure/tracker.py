@@ -222,6 +222,8 @@ class GradientNoiseScale(EstimatorMixin):
         return post
 
     def _denominator(self, p):
+        if self.optimizer is None:
+            return None
         state = self.optimizer.state.get(p)
         if not state or "exp_avg_sq" not in state:
             return None

@@ -11,15 +11,12 @@ map. The functions take the problem as their first argument; the methods of
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._validate import as_array, check_positive, scalar_or_array
 from ..errors import InputError
-
-if TYPE_CHECKING:
-    from .quadratic import NoisyQuadratic
+from .problem import QuadraticProblem
 
 CHUNK = 1 << 19
 """Elements (configurations x dims) handled at once: bounded memory."""
@@ -37,7 +34,7 @@ def lr_and_batch(lr, batch_size) -> tuple[np.ndarray, np.ndarray]:
     return check_positive(lr, "lr"), check_positive(batch_size, "batch_size")
 
 
-def plain_terms(problem: NoisyQuadratic, a, b):
+def plain_terms(problem: QuadraticProblem, a, b):
     """log rho, q and 1 - rho for broadcast arrays a, b (shape (..., 1))."""
     x = a * problem.update_curvature  # a * p h
     with np.errstate(divide="ignore"):
@@ -47,7 +44,7 @@ def plain_terms(problem: NoisyQuadratic, a, b):
     return logrho, q, one_minus
 
 
-def plain_moment(problem: NoisyQuadratic, a, b, k):
+def plain_moment(problem: QuadraticProblem, a, b, k):
     logrho, q, one_minus = plain_terms(problem, a, b)
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         rk = np.where(k == 0, 1.0, np.exp(k * logrho))
@@ -57,7 +54,7 @@ def plain_moment(problem: NoisyQuadratic, a, b, k):
     return m
 
 
-def noise_batch(problem: NoisyQuadratic, b: np.ndarray) -> np.ndarray:
+def noise_batch(problem: QuadraticProblem, b: np.ndarray) -> np.ndarray:
     r"""The batch size the noise sees: :math:`B`, or with a finite pool of :math:`D`
     examples sampled without replacement, :math:`B_{eff} = 1/(1/B - 1/D) = BD/(D - B)`
     (the batch-mean variance is :math:`c(1/B - 1/D)`; ``inf`` at :math:`B = D`)."""
@@ -71,7 +68,7 @@ def noise_batch(problem: NoisyQuadratic, b: np.ndarray) -> np.ndarray:
         return np.where(b >= d, np.inf, b * d / np.maximum(d - b, 1e-300))
 
 
-def chunked(problem: NoisyQuadratic, lr, batch_size, steps, fn):
+def chunked(problem: QuadraticProblem, lr, batch_size, steps, fn):
     """Broadcast (lr, B, steps), apply fn(a, b, k) -> (..., d) chunk-wise (``b`` is the
     noise's batch size, `noise_batch`)."""
     a, b = lr_and_batch(lr, batch_size)
@@ -89,7 +86,7 @@ def chunked(problem: NoisyQuadratic, lr, batch_size, steps, fn):
     return res.reshape(shape + res.shape[1:])
 
 
-def plain_split(problem: NoisyQuadratic, a, b):
+def plain_split(problem: QuadraticProblem, a, b):
     """L_inf, weights w_i, log rho_i and convergence flag for (n, 1) arrays."""
     logrho, q, one_minus = plain_terms(problem, a, b)
     act = problem.active
@@ -106,18 +103,18 @@ def plain_split(problem: NoisyQuadratic, a, b):
     return l_inf, w, logrho, converges
 
 
-def state_dim(problem: NoisyQuadratic) -> int:
+def state_dim(problem: QuadraticProblem) -> int:
     return 1 + (problem.momentum > 0) + (problem.ema is not None)
 
 
-def loss_index(problem: NoisyQuadratic) -> int:
+def loss_index(problem: QuadraticProblem) -> int:
     """Index into vec(S) of the second moment whose loss is reported."""
     n = state_dim(problem)
     j = n - 1 if problem.ema is not None else 0
     return j * n + j
 
 
-def linear_system(problem: NoisyQuadratic, a, b):
+def linear_system(problem: QuadraticProblem, a, b):
     """A (..., d, n, n), noise vector bvec (..., d, n) and per-direction variance."""
     beta, g = problem.momentum, problem.ema
     n = state_dim(problem)
@@ -141,7 +138,7 @@ def linear_system(problem: NoisyQuadratic, a, b):
     return A, bv, var
 
 
-def affine_map(problem: NoisyQuadratic, a, b):
+def affine_map(problem: QuadraticProblem, a, b):
     """Augmented (m+1)x(m+1) matrix of vec S -> (A⊗A) vec S + var vec(bbᵀ)."""
     A, bv, var = linear_system(problem, a, b)
     n = A.shape[-1]
@@ -157,13 +154,13 @@ def affine_map(problem: NoisyQuadratic, a, b):
     return M, n
 
 
-def initial_state(problem: NoisyQuadratic, n):
+def initial_state(problem: QuadraticProblem, n):
     return np.concatenate(
         [np.repeat(problem.init[:, None], n * n, axis=1), np.ones((problem.dims, 1))], axis=1
     )
 
 
-def linear_moments(problem: NoisyQuadratic, a, b, k):
+def linear_moments(problem: QuadraticProblem, a, b, k):
     """vec(S_k) per direction, shape (rows, d, n*n), by repeated squaring."""
     M, n = affine_map(problem, a, b)  # (rows, d, m+1, m+1)
     k = np.broadcast_to(k, (*M.shape[:1], 1))[:, 0].astype(np.int64)
@@ -181,7 +178,7 @@ def linear_moments(problem: NoisyQuadratic, a, b, k):
     return v[..., : n * n]
 
 
-def linear_stationary(problem: NoisyQuadratic, a, b) -> float:
+def linear_stationary(problem: QuadraticProblem, a, b) -> float:
     M, n = affine_map(problem, a[None, :], b[None, :])
     M = M[0]
     m = n * n
@@ -194,7 +191,7 @@ def linear_stationary(problem: NoisyQuadratic, a, b) -> float:
     return float(0.5 * problem.curvature @ s[:, loss_index(problem)])
 
 
-def second_moment(problem: NoisyQuadratic, lr, batch_size, steps) -> np.ndarray:
+def second_moment(problem: QuadraticProblem, lr, batch_size, steps) -> np.ndarray:
     """Exact E[theta_i(k)^2]: see `NoisyQuadratic.second_moment`."""
     if problem.is_plain:
         return chunked(problem, lr, batch_size, steps, partial(plain_moment, problem))
@@ -203,7 +200,7 @@ def second_moment(problem: NoisyQuadratic, lr, batch_size, steps) -> np.ndarray:
     )
 
 
-def plain_loss_parts(problem: NoisyQuadratic, a: float, k: np.ndarray, *, rows: int = 0):
+def plain_loss_parts(problem: QuadraticProblem, a: float, k: np.ndarray, *, rows: int = 0):
     r"""The two sums of plain SGD's expected loss at one rate, affine in :math:`1/B`.
 
     With :math:`x_i = a\hat h_i`, :math:`\rho_i = (1 - x_i)^2` and
@@ -246,7 +243,7 @@ def plain_loss_parts(problem: NoisyQuadratic, a: float, k: np.ndarray, *, rows: 
 _LOG_TINY = float(np.log(np.finfo(float).tiny))
 
 
-def _plain_expected_loss(problem: NoisyQuadratic, a, b, k) -> np.ndarray:
+def _plain_expected_loss(problem: QuadraticProblem, a, b, k) -> np.ndarray:
     """Plain SGD's expected loss on broadcast (a, b, k) from `plain_loss_parts`: the
     sums over directions once per distinct (rate, step) pair, in chunks of bounded
     memory; each batch size then costs one multiply-add."""
@@ -269,7 +266,7 @@ def _plain_expected_loss(problem: NoisyQuadratic, a, b, k) -> np.ndarray:
         return (p[inverse] + noise).reshape(shape)
 
 
-def expected_loss(problem: NoisyQuadratic, lr, batch_size, steps):
+def expected_loss(problem: QuadraticProblem, lr, batch_size, steps):
     """Exact expected loss: see `NoisyQuadratic.expected_loss`. Memory is bounded by
     ``CHUNK`` elements of scratch plus the result, whatever the grid."""
     h = problem.curvature
@@ -287,7 +284,7 @@ def expected_loss(problem: NoisyQuadratic, lr, batch_size, steps):
     return scalar_or_array(loss)
 
 
-def stationary_loss(problem: NoisyQuadratic, lr, batch_size):
+def stationary_loss(problem: QuadraticProblem, lr, batch_size):
     """Limit of the expected loss: see `NoisyQuadratic.stationary_loss`."""
     a, b = lr_and_batch(lr, batch_size)
     b = noise_batch(problem, b)
