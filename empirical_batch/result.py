@@ -99,7 +99,7 @@ class Result:
     def __repr__(self) -> str:
         """``Name(field=value, ...)`` of the scalar and interval fields, at most
         `REPR_LIMIT` characters (arrays and tables are left out)."""
-        parts = []
+        parts: list[str] = []
         if dataclasses.is_dataclass(self):
             for f in dataclasses.fields(self):
                 if not f.repr:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from .._validate import as_array, check_level
 from ..errors import InputError
@@ -68,7 +70,7 @@ class CriticalBatchCurve(FrameView):
         cols = ["target", "b_crit", "b_crit_lo", "b_crit_hi", "status", "n_batch_sizes"]
         return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "metric_name": self.metric_name, "higher_is_better": self.higher_is_better,
             "rows": self.frame.to_dict(orient="records"),
@@ -76,14 +78,14 @@ class CriticalBatchCurve(FrameView):
 
 
 def critical_batch_curve(
-    sweep,
-    targets,
+    sweep: Any,
+    targets: ArrayLike,
     *,
     combine: str = "mean",
     config: str | Sequence[str] = "learning_rate",
     level: float | None = None,
     n_boot: int = 1000,
-    seed=0,
+    seed: int | np.random.Generator | None = 0,
     errors: str = "raise",
     progress: bool = False,
     interval: str = "profile",
@@ -124,12 +126,12 @@ def critical_batch_curve(
     lvl = check_level(level, ci)
     p = prepare(sweep, config)
     rng = np.random.default_rng(seed)
-    it = targets
+    it: Any = targets
     if progress:
         from tqdm.auto import tqdm
 
         it = tqdm(targets, desc="B_crit per target", unit="target")
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     fits: list[TradeoffFit | None] = []
     notes: list[str] = []
     for t in it:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from .._numeric import exp_or_inf
@@ -55,13 +57,14 @@ class PowerLaw(Result):
         r"""$\alpha = -1/k$ (Kaplan's $\alpha_B$ when y = B_crit, x = L)."""
         return -1.0 / self.exponent
 
-    def __call__(self, x):
+    def __call__(self, x: ArrayLike) -> Any:
         x = check_positive(x, "x")
         return scalar_or_array(self.coefficient * x**self.exponent)
 
 
 
-def fit_power_law(x, y, *, level: float | None = None, ci: float | None = None) -> PowerLaw:
+def fit_power_law(x: ArrayLike, y: ArrayLike, *, level: float | None = None,
+                  ci: float | None = None) -> PowerLaw:
     r"""Fit $y = a x^k$ by ordinary least squares of $\log y$ on $\log x$.
 
     Intervals are Student-t intervals of the regression (n − 2 degrees of freedom);
