@@ -1,4 +1,4 @@
-r"""Sweep logs: load, recognise columns, validate (DESIGN.md, "The sweep schema").
+r"""Sweep logs: load, recognise columns, validate (docs/design.md, "The sweep schema").
 
 A *sweep* is a set of training runs at several batch sizes (and learning rates,
 and seeds), each logging a metric against optimizer steps. Every source — a CSV
