@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ HVP_CHUNK = 64
 SAVED_BYTES = 2**31
 
 #: fit options used everywhere in the harness (library defaults, stated once)
-FIT_OPTIONS = {"combine": "mean", "ci": 0.95, "n_boot": 1000, "seed": 0}
+FIT_OPTIONS: dict[str, Any] = {"combine": "mean", "ci": 0.95, "n_boot": 1000, "seed": 0}
 
 
 def load_sweeps(paths: Iterable[str | Path]):
