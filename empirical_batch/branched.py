@@ -65,15 +65,17 @@ from scipy import stats
 
 from .errors import InputError
 from .result import Interval, Result, deprecated_alias
+from .rules import RULES, ratio_rules
 
 __all__ = ["BranchedCriticalBatch", "branched_critical_batch"]
 
 TrainSteps = Callable[..., tuple[Any, Sequence[float]]]
 
+# the learning-rate rules of empirical_batch.rules that depend on the batch factor alone
+# (sqrt: Adam-like, linear: SGD), and "constant" (the rate kept)
 _LR_RULES: dict[str, Callable[[float], float]] = {
-    "sqrt": math.sqrt,  # Adam-like (Malladi et al. 2022)
-    "linear": float,  # SGD (Goyal et al. 2017)
-    "constant": lambda k: 1.0,
+    **{name: RULES[name].factor for name in ratio_rules()},
+    "constant": RULES["unchanged"].factor,
 }
 
 

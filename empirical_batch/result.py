@@ -22,6 +22,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .errors import EmpiricalBatchDeprecationWarning, UsageError
+
 __all__ = ["REPR_LIMIT", "Interval", "Result", "deprecated_alias", "dumps", "json_safe"]
 
 REPR_LIMIT = 300
@@ -88,7 +90,7 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         if not dataclasses.is_dataclass(self):  # pragma: no cover - every result is one
-            raise TypeError(f"{type(self).__name__} is not a dataclass")
+            raise UsageError(f"{type(self).__name__} is not a dataclass: override to_dict")
         out = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
         for stem in self._legacy_ci:
             ci = getattr(self, f"{stem}_interval")
@@ -145,14 +147,15 @@ def _plain(value: Any) -> Any:
 
 
 def deprecated_alias(interval: str, part: str, old: str) -> property:
-    """A read-only property ``old`` that warns (``DeprecationWarning``) and returns
+    """A read-only property ``old`` that warns (`EmpiricalBatchDeprecationWarning`, a
+    ``DeprecationWarning``) and returns
     ``part`` of the `Interval` attribute ``interval``: ``"low"``, ``"high"``,
     ``"level"`` or ``"tuple"`` (``(low, high)``)."""
 
     def get(self: Any) -> Any:
         warnings.warn(f"{type(self).__name__}.{old} is deprecated: use "
                       f"{interval}{'' if part == 'tuple' else '.' + part} (an Interval)",
-                      DeprecationWarning, stacklevel=2)
+                      EmpiricalBatchDeprecationWarning, stacklevel=2)
         ci = getattr(self, interval)
         return (ci.low, ci.high) if part == "tuple" else getattr(ci, part)
 

@@ -35,6 +35,7 @@ import torch
 
 from ..branched import branched_critical_batch
 from ..errors import InputError
+from ..rules import default_lr_rule
 from . import library
 from .config import BranchSpec
 from .noise import ReferenceRun, evenly_spaced
@@ -45,7 +46,7 @@ __all__ = ["BranchSpec", "run_branched"]
 
 #: learning-rate rule of each optimizer's branches: k for SGD (Goyal et al. 2017),
 #: sqrt(k) for Adam (Malladi et al. 2022)
-_RULES = {"sgd": "linear", "adam": "sqrt"}
+_RULES = {opt: default_lr_rule(opt) for opt in ("sgd", "adam")}  # from empirical_batch.rules
 
 
 def _train_steps(task: Task, optimizer: str):
