@@ -200,7 +200,7 @@ def fit_fixed_budget(
         Interval level (``ci`` accepted as in the fit functions). Bootstrap of the
         exponents: the residuals of each log-log line resampled
         (scaled by $\sqrt{n/(n-2)}$); the laws' own Student-t intervals are in
-        ``b_opt.exponent_ci`` and ``lr_opt.exponent_ci``.
+        ``b_opt.exponent_interval`` and ``lr_opt.exponent_interval``.
 
     Returns
     -------

@@ -197,7 +197,7 @@ def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 
             raise InputError("the curve's metric is higher-is-better; B_crit(L) needs "
                              "targets that are losses")
         frame = curve.frame[curve.frame["status"].isin(statuses)]
-        levels = {f.ci_level for f in curve.fits if f is not None}
+        levels = {f.level for f in curve.fits if f is not None}
         input_level = levels.pop() if len(levels) == 1 else input_level
         loss, b_crit = frame["target"].to_numpy(float), frame["b_crit"].to_numpy(float)
         lo, hi = frame["b_crit_lo"].to_numpy(float), frame["b_crit_hi"].to_numpy(float)
