@@ -43,6 +43,7 @@ import pandas as pd
 
 from ._io import read_csv
 from .errors import DataError, InputError
+from .result import unwrap_table
 
 __all__ = ["COLUMN_ALIASES", "SCHEMA", "Sweep", "load_sweep"]
 
@@ -199,7 +200,9 @@ class Sweep:
 
 def read_table(source) -> tuple[pd.DataFrame, str, int]:
     """Read a sweep source (path to CSV/TSV/Parquet, optionally gzipped; a DataFrame; a
-    `Sweep`) as (frame, label, line offset) where ``line = index + offset`` for files."""
+    `Sweep`; a result object holding a table, such as `simulate_sweep`'s) as (frame,
+    label, line offset) where ``line = index + offset`` for files."""
+    source = unwrap_table(source)
     if isinstance(source, Sweep):
         return source.data.copy(), source.source, 0
     if isinstance(source, pd.DataFrame):

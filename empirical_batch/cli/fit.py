@@ -119,7 +119,7 @@ def run(args) -> int:
     if path.suffix.lower() == ".json":
         from empirical_batch.loaders import load_mlperf_rcp
 
-        frame, label = load_mlperf_rcp(path), str(path)
+        frame, label = load_mlperf_rcp(path).to_frame(), str(path)
     else:
         frame, label, _ = read_table(path)
     frame = _where(frame, args.where, label)

@@ -152,7 +152,7 @@ def run(args) -> int:
 
         model = fit_throughput(read_csv(args.timings))
     df = plan(t, hw, batch_sizes=args.batch_sizes, devices=args.devices,
-              throughput_model=model)
+              throughput_model=model).frame
     f = frontier(df)
     bend = frontier_bend(df)
     if args.json:

@@ -29,7 +29,7 @@ from scipy import optimize
 from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..errors import InputError
-from ..result import Interval, Result, deprecated_alias
+from ..result import Interval, Result, deprecated_alias, unwrap_table
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
@@ -306,6 +306,7 @@ def fit_lr_scaling(
     if family in ("sgd", "surge") and alpha is not None:
         raise InputError(f"alpha applies to family='power' only, not {family!r}")
     tradeoff_fit = None
+    source = unwrap_table(source)
     if isinstance(source, Sweep) or (
         isinstance(source, pd.DataFrame) and "metric" in source.columns
     ):

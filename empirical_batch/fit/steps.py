@@ -11,6 +11,7 @@ import pandas as pd
 
 from .._validate import as_float
 from ..errors import InputError, NotFoundError
+from ..result import unwrap_table
 from ..sweeps import Sweep, load_sweep
 
 __all__ = ["StepsTable", "steps_to_target"]
@@ -169,7 +170,9 @@ class Prepared:
 
 
 def as_sweep(sweep) -> Sweep:
-    """A `Sweep` from a Sweep or a DataFrame in the sweep schema."""
+    """A `Sweep` from a Sweep, a DataFrame in the sweep schema or a result holding one
+    (`empirical_batch.simulate.SimulatedSweep`)."""
+    sweep = unwrap_table(sweep)
     if isinstance(sweep, Sweep):
         return sweep
     if isinstance(sweep, pd.DataFrame):

@@ -15,7 +15,7 @@ from scipy import stats
 
 from .._validate import as_float, check_level, check_positive
 from ..errors import EmpiricalBatchWarning, FitError, InputError
-from ..result import Interval, Result, deprecated_alias
+from ..result import Interval, Result, deprecated_alias, unwrap_table
 from ..tradeoff import Tradeoff
 from .profile import fit_many, fit_point, profile_grid, profile_interval, rss_at
 from .steps import StepsTable, check_combine, combine_seeds
@@ -413,7 +413,7 @@ def _pair(v) -> tuple[float, float]:
 
 
 def _check_table(table) -> pd.DataFrame:
-    frame = table.frame if isinstance(table, StepsTable) else table
+    frame = table.frame if isinstance(table, StepsTable) else unwrap_table(table)
     if not isinstance(frame, pd.DataFrame):
         raise InputError(
             f"table must be a StepsTable or a pandas DataFrame, got {type(table).__name__}"
