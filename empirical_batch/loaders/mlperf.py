@@ -141,7 +141,8 @@ def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
     Returns
     -------
     RCPTable
-        Its ``frame`` has one row per seed: ``ruleset``, ``benchmark``, ``rcp_name``, ``batch_size``,
+        Its ``frame`` has one row per seed: ``ruleset``, ``benchmark``, ``rcp_name``,
+        ``batch_size``,
         ``learning_rate``, ``run``, ``seed`` (index within the entry), ``value`` and
         ``value_unit`` (as published), ``examples`` and ``steps = examples /
         batch_size`` where the unit converts to examples (else NaN), and

@@ -101,7 +101,8 @@ def simulate_sweep(
     Returns
     -------
     SimulatedSweep
-        Its ``frame`` has one row per logged point: ``run`` (str), ``batch_size`` (int), ``learning_rate``,
+        Its ``frame`` has one row per logged point: ``run`` (str), ``batch_size`` (int),
+        ``learning_rate``,
         ``step`` (int), ``examples`` (= step × batch_size), ``metric`` (the loss; ``inf``
         once a run diverges), ``seed`` (Int64, NA for exact), ``method`` and
         ``max_stable_lr``, the problem's divergence limit
