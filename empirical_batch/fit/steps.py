@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ __all__ = ["StepsTable", "steps_to_target"]
 _COMBINE = ("mean", "median", "min")
 
 
-def check_combine(combine) -> None:
+def check_combine(combine: object) -> None:
     """Raise unless ``combine`` is one of ``"mean"``, ``"median"``, ``"min"``."""
     if combine not in _COMBINE:
         raise InputError(f"combine must be one of {_COMBINE}, got {combine!r}")
@@ -32,18 +33,18 @@ class FrameView:
 
     frame: pd.DataFrame
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         return self.frame[key]
 
     def __len__(self) -> int:
         return len(self.frame)
 
     @property
-    def iloc(self):
+    def iloc(self) -> Any:
         return self.frame.iloc
 
     @property
-    def loc(self):
+    def loc(self) -> Any:
         return self.frame.loc
 
     @property
@@ -51,7 +52,8 @@ class FrameView:
         return self.frame.columns
 
     def _repr_html_(self) -> str | None:
-        return self.frame._repr_html_()  # type: ignore[operator]
+        html: str | None = self.frame._repr_html_()  # type: ignore[operator]
+        return html
 
     def to_frame(self) -> pd.DataFrame:
         """A copy of the table as a DataFrame."""
@@ -140,7 +142,7 @@ class StepsTable(FrameView):
                 "lr_at_grid_edge"]
         return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target, "metric_name": self.metric_name,
             "higher_is_better": self.higher_is_better, "combine": self.combine,
@@ -169,7 +171,7 @@ class Prepared:
     max_stable_lr: float = math.nan  # given to steps_to_target: rates at or above diverge
 
 
-def as_sweep(sweep) -> Sweep:
+def as_sweep(sweep: object) -> Sweep:
     """A `Sweep` from a Sweep, a DataFrame in the sweep schema or a result holding one
     (`empirical_batch.simulate.SimulatedSweep`)."""
     sweep = unwrap_table(sweep)
@@ -183,7 +185,8 @@ def as_sweep(sweep) -> Sweep:
 LIMIT = "max_stable_lr"  # optional sweep column: the rate at and above which runs diverge
 
 
-def prepare(sweep: Sweep, config, max_stable_lr: float = math.nan) -> Prepared:
+def prepare(sweep: Sweep, config: str | Sequence[str],
+            max_stable_lr: float = math.nan) -> Prepared:
     """Sorted numpy views of ``sweep`` grouped by configuration ``config`` (reused
     across targets by `steps_table`)."""
     config = (config,) if isinstance(config, str) else tuple(config)
@@ -239,14 +242,15 @@ def prepare(sweep: Sweep, config, max_stable_lr: float = math.nan) -> Prepared:
     )
 
 
-def _interp(lo, hi, frac):
+def _interp(lo: np.ndarray, hi: np.ndarray, frac: np.ndarray) -> np.ndarray:
     """Interpolate linearly in log space where both ends are > 0, else linearly."""
     out = lo + frac * (hi - lo)
     pos = (lo > 0) & (hi > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         logv = np.exp(np.log(np.where(pos, lo, 1.0)) + frac * (
             np.log(np.where(pos, hi, 1.0)) - np.log(np.where(pos, lo, 1.0))))
-    return np.where(pos, logv, out)
+    res: np.ndarray = np.where(pos, logv, out)
+    return res
 
 
 def per_run(p: Prepared, target: float) -> dict[str, np.ndarray]:
@@ -279,8 +283,9 @@ def per_run(p: Prepared, target: float) -> dict[str, np.ndarray]:
             "at_first_point": at_first & reached}
 
 
-def combine_seeds(values: np.ndarray, how: str, axis=-1):
-    """Seeds combined by ``how`` (``"mean"``, ``"median"`` or ``"min"``) along ``axis``."""
+def combine_seeds(values: np.ndarray, how: str, axis: int = -1) -> Any:
+    """Seeds combined by ``how`` (``"mean"``, ``"median"`` or ``"min"``) along ``axis``
+    (an array, or a number where ``values`` is 1-D)."""
     if how == "mean":
         return np.mean(values, axis=axis)
     if how == "median":
@@ -288,7 +293,7 @@ def combine_seeds(values: np.ndarray, how: str, axis=-1):
     return np.min(values, axis=axis)
 
 
-def config_table(p: Prepared, pr: dict, combine: str) -> pd.DataFrame:
+def config_table(p: Prepared, pr: dict[str, np.ndarray], combine: str) -> pd.DataFrame:
     """One row per (batch size, configuration), seeds combined (vectorised)."""
     n_cfg = len(p.cfg_info)
     reached = pr["reached"]
@@ -315,14 +320,15 @@ def config_table(p: Prepared, pr: dict, combine: str) -> pd.DataFrame:
     return out
 
 
-def _seeds_of(p: Prepared, pr: dict, c: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _seeds_of(p: Prepared, pr: dict[str, np.ndarray],
+              c: int) -> tuple[np.ndarray, np.ndarray, int]:
     runs = p.cfg_order[p.cfg_start[c]:p.cfg_start[c + 1]]
     runs = runs[pr["reached"][runs]]
     return pr["steps"][runs], pr["examples"][runs], int(pr["at_first_point"][runs].sum())
 
 
 def steps_to_target(
-    sweep,
+    sweep: object,
     target: float,
     *,
     combine: str = "mean",
@@ -425,7 +431,7 @@ def _beyond_is_unstable(p: Prepared, ct: pd.DataFrame, batch: float,
     return bool(hit.any())
 
 
-def best_per_size(p: Prepared, pr: dict, ct: pd.DataFrame, target: float,
+def best_per_size(p: Prepared, pr: dict[str, np.ndarray], ct: pd.DataFrame, target: float,
                   combine: str) -> StepsTable:
     """The `steps_to_target` table from per-run results and the configuration table."""
     cfg_cols = [c for c in p.config if c not in ("learning_rate", "batch_size")]

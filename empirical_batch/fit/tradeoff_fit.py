@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -209,7 +210,7 @@ def fit_tradeoff(
     *,
     level: float | None = None,
     n_boot: int = 1000,
-    seed=0,
+    seed: int | np.random.Generator | None = 0,
     combine: str | None = None,
     bootstrap: str = "auto",
     interval: str = "profile",
@@ -408,11 +409,11 @@ def fit_tradeoff(
     )
 
 
-def _pair(v) -> tuple[float, float]:
+def _pair(v: Sequence[float] | np.ndarray) -> tuple[float, float]:
     return float(v[0]), float(v[1])
 
 
-def _check_table(table) -> pd.DataFrame:
+def _check_table(table: object) -> pd.DataFrame:
     frame = table.frame if isinstance(table, StepsTable) else unwrap_table(table)
     if not isinstance(frame, pd.DataFrame):
         raise InputError(
@@ -429,7 +430,8 @@ def _check_table(table) -> pd.DataFrame:
     return frame
 
 
-def _check_options(ci, n_boot, bootstrap, interval) -> tuple[float, int]:
+def _check_options(ci: float, n_boot: int, bootstrap: str,
+                   interval: str) -> tuple[float, int]:
     ci = as_float(ci, "ci")
     if not 0 < ci < 1:
         raise InputError(f"ci must be in (0, 1), got {ci}")
@@ -446,8 +448,10 @@ BOOT_CHUNK = 20_000
 """Bootstrap draws fitted at once: memory stays bounded whatever ``n_boot`` is."""
 
 
-def _bootstrap(groups, combine, bootstrap, y, fitted, resid, log_b, lc, n_boot, rng,
-               bounded) -> dict[str, np.ndarray]:
+def _bootstrap(groups: Sequence[np.ndarray], combine: str, bootstrap: str, y: np.ndarray,
+               fitted: np.ndarray, resid: np.ndarray, log_b: np.ndarray, lc: float,
+               n_boot: int, rng: np.random.Generator,
+               bounded: bool) -> dict[str, np.ndarray]:
     """Draws of (B_crit, S_min, E_min) and of the profile statistic at the estimate.
 
     ``"seeds"``: seeds resampled within each batch size and recentred on the fitted
@@ -492,7 +496,8 @@ def _status(b_ci: tuple[float, float]) -> str:
     return "identified"
 
 
-def _warnings(b, y, b_crit, stepstable, n_boot, ci, interval) -> tuple[str, ...]:
+def _warnings(b: np.ndarray, y: np.ndarray, b_crit: float, stepstable: StepsTable | None,
+              n_boot: int, ci: float, interval: str) -> tuple[str, ...]:
     notes = []
     if stepstable is not None:
         edge = stepstable.reached & stepstable.lr_at_grid_edge
@@ -526,7 +531,7 @@ def _warnings(b, y, b_crit, stepstable, n_boot, ci, interval) -> tuple[str, ...]
     return tuple(notes)
 
 
-def _active_bound(y, log_b, lc, lsm) -> str:
+def _active_bound(y: np.ndarray, log_b: np.ndarray, lc: float, lsm: float) -> str:
     """Which constraint of ``bounded`` is active at the optimum (or exceeded)."""
     unc = np.mean(y - np.logaddexp(0.0, lc - log_b))
     if lsm < unc - 1e-12:
