@@ -27,10 +27,45 @@ __all__ = [
 ]
 
 
+def _real_kind(value, name: str) -> None:
+    """Refuse what ``np.asarray(value, dtype=float)`` would silently turn into a number:
+    booleans (True -> 1.0), complex values (imaginary part dropped), strings ("3")."""
+    if value is None or isinstance(value, bool | np.bool_ | complex | np.complexfloating
+                                   | str | bytes):
+        raise InputError(f"{name} must be numeric (a real number), got {type(value).__name__}: "
+                         f"{value!r}")
+    if isinstance(value, np.ndarray):
+        kind = value.dtype.kind
+    elif hasattr(value, "dtype") and getattr(value.dtype, "kind", None) is not None:
+        kind = value.dtype.kind  # pandas Series / Index
+    else:
+        try:
+            kind = np.asarray(value).dtype.kind
+        except (TypeError, ValueError, OverflowError):
+            return  # ragged or exotic: the float conversion reports it
+    if kind in "bcUSV":
+        what = {"b": "booleans", "c": "complex values", "U": "strings", "S": "bytes",
+                "V": "structured values"}[kind]
+        raise InputError(f"{name} must be numeric (real numbers), got {what}")
+    if kind == "O" or isinstance(value, list | tuple):
+        for v in np.asarray(value, dtype=object).reshape(-1):
+            if v is None or isinstance(v, bool | np.bool_ | complex | np.complexfloating
+                                       | str | bytes):
+                raise InputError(f"{name} must be numeric (real numbers), got "
+                                 f"{type(v).__name__} {v!r}")
+
+
 def as_array(value, name: str, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
-    """Return ``value`` as a finite float array, or raise naming ``name``."""
+    """Return ``value`` as a finite float array, or raise naming ``name``.
+
+    Booleans, complex numbers and strings are refused (not read as 1.0, their real
+    part or a parsed number); integers too large for a float are refused as such."""
+    _real_kind(value, name)
     try:
         arr = np.asarray(value, dtype=float)
+    except OverflowError:
+        raise InputError(f"{name} must be a finite real number; an integer in it is too "
+                         "large for a float (> 1.8e308)") from None
     except (TypeError, ValueError) as exc:
         raise InputError(f"{name} must be numeric, got {type(value).__name__}: {exc}") from None
     if ndim is not None:
@@ -46,9 +81,9 @@ def as_array(value, name: str, *, ndim: int | tuple[int, ...] | None = None) -> 
 
 def as_float(value, name: str) -> float:
     """Return ``value`` as a finite Python float, or raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real | np.ndarray):
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real | np.ndarray):
         raise InputError(f"{name} must be a real number, got {type(value).__name__}")
-    arr = np.asarray(value, dtype=float)
+    arr = as_array(value, name)
     if arr.ndim != 0:
         raise InputError(f"{name} must be a scalar, got shape {arr.shape}")
     check_finite(arr, name)

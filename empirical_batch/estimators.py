@@ -40,10 +40,10 @@ from ._validate import (
     as_float,
     check_nonnegative,
     check_positive,
-    check_unit_interval,
     scalar_or_array,
 )
 from .errors import InputError, NotFoundError, UsageError
+from .params import check
 
 __all__ = [
     "GNSEstimate",
@@ -57,8 +57,9 @@ __all__ = [
 
 
 def _sizes(b_small, b_big):
-    bs = check_positive(b_small, "b_small")
-    bb = check_positive(b_big, "b_big")
+    bs = check("b_small", b_small)
+    bb = check("b_big", b_big)
+    _broadcast(("b_small", bs), ("b_big", bb))
     if np.any(bs >= bb):
         raise InputError(
             f"b_small must be < b_big (two different batch sizes are needed), got "
@@ -112,20 +113,39 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big, *,
     >>> gns_two_batch(2 + 40 / 4, 4, 2 + 40 / 16, 16)
     (2.0, 40.0)
     """
-    s = check_nonnegative(sq_norm_small, "sq_norm_small")
-    g = check_nonnegative(sq_norm_big, "sq_norm_big")
+    s = check("sq_norm_small", sq_norm_small)
+    g = check("sq_norm_big", sq_norm_big)
     bs, bb = _sizes(b_small, b_big)
-    g2 = (bb * g - bs * s) / (bb - bs)
-    trace_sigma = (s - g) / (1.0 / bs - 1.0 / bb)
+    _broadcast(("sq_norm_small", s), ("b_small", bs), ("sq_norm_big", g), ("b_big", bb))
+    # = (B_big g - B_small s)/(B_big - B_small) and (s - g)/(1/B_small - 1/B_big), written
+    # so that no intermediate product overflows when the estimates themselves are finite
+    with np.errstate(over="ignore"):
+        g2 = g + (g - s) * (bs / (bb - bs))
+        trace_sigma = (s - g) * (bs / (1.0 - bs / bb))
+    _finite_estimates(g2, trace_sigma)
     if dataset_size is not None:
         d = _dataset_size(dataset_size, bb)
         g2 = g2 + trace_sigma / d
     return scalar_or_array(g2), scalar_or_array(trace_sigma)
 
 
+def _finite_estimates(g2, trace_sigma) -> None:
+    if not (np.all(np.isfinite(g2)) and np.all(np.isfinite(trace_sigma))):
+        raise InputError("the estimates of |G|^2 and tr(Sigma) overflow a float for these "
+                         "squared norms and batch sizes (rescale the norms)")
+
+
+def _broadcast(*named) -> None:
+    """Refuse arrays whose shapes do not broadcast together, naming them."""
+    try:
+        np.broadcast_shapes(*(np.shape(v) for _, v in named))
+    except ValueError:
+        shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in named)
+        raise InputError(f"shapes do not broadcast together: {shapes}") from None
+
+
 def _dataset_size(dataset_size, b_big) -> float:
-    if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size or dataset_size < 2:
-        raise InputError(f"dataset_size must be an integer >= 2, got {dataset_size!r}")
+    dataset_size = float(check("dataset_size", dataset_size))
     if np.any(np.asarray(b_big) > dataset_size):
         raise InputError(f"batches of {float(np.max(b_big)):g} cannot be drawn without "
                          f"replacement from dataset_size={dataset_size} examples")
@@ -252,7 +272,7 @@ def ema(values, beta: float):
 
 
 def _beta(beta) -> float:
-    return check_unit_interval(beta, "beta")
+    return float(check("beta", as_float(beta, "beta")))
 
 
 def _max_history(value) -> int | None:
@@ -261,6 +281,51 @@ def _max_history(value) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"max_history must be a positive integer or None, got {value!r}")
     return value
+
+
+def _checked_state(state, dataset_size) -> dict:
+    """The entries of a `GNSEstimator.state_dict`, each checked (type, finiteness, sign),
+    as plain Python values; raises before anything is changed."""
+    if not isinstance(state, dict):
+        raise InputError(f"state must be a dict (from state_dict()), got {type(state).__name__}")
+    missing = [k for k in ("beta", "keep_history", "steps", "w", "w2", "mean_s", "mean_g",
+                           "css", "cgg", "csg", "history") if k not in state]
+    if missing:
+        raise NotFoundError(f"state is missing the entry {missing[0]!r}")
+    out: dict = {"beta": _beta(state["beta"])}
+    if not isinstance(state["keep_history"], bool | np.bool_):
+        raise InputError(f"state['keep_history'] must be a bool, got {state['keep_history']!r}")
+    out["keep_history"] = bool(state["keep_history"])
+    out["max_history"] = _max_history(state.get("max_history"))
+    ds = state.get("dataset_size", dataset_size)
+    out["dataset_size"] = None if ds is None else int(_dataset_size(ds, 0))
+    steps = state["steps"]
+    if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
+        raise InputError(f"state['steps'] must be an integer >= 0, got {steps!r}")
+    out["steps"] = int(steps)
+    for k in ("w", "w2", "mean_s", "mean_g", "css", "cgg", "csg"):
+        out[k] = as_float(state[k], f"state[{k!r}]")
+    for k in ("w", "w2", "css", "cgg"):
+        if out[k] < 0:
+            raise InputError(f"state[{k!r}] must be >= 0 (a sum of weights or squares), "
+                             f"got {out[k]!r}")
+    if (out["steps"] == 0) != (out["w"] == 0) or out["w2"] > out["w"] * out["w"] * (1 + 1e-12):
+        raise InputError(f"state's weights w={out['w']!r}, w2={out['w2']!r} do not fit "
+                         f"steps={out['steps']} (w = 0 exactly when steps = 0, w2 <= w^2)")
+    hist = state["history"]
+    if not isinstance(hist, dict):
+        raise InputError(f"state['history'] must be a dict of lists, got {type(hist).__name__}")
+    rows = {}
+    for c in GNSEstimator._COLUMNS:
+        if c not in hist:
+            raise NotFoundError(f"state['history'] is missing the column {c!r}")
+        col = as_array(hist[c], f"state['history'][{c!r}]", ndim=1)
+        rows[c] = [int(v) for v in col] if c == "step" else col.tolist()
+    if len({len(v) for v in rows.values()}) > 1:
+        raise InputError("state['history'] columns differ in length: "
+                         f"{ {c: len(v) for c, v in rows.items()} }")
+    out["history"] = rows
+    return out
 
 
 def _ratio(num: float, den: float) -> float:
@@ -378,7 +443,8 @@ class GNSEstimator:
                         ("sq_norm_big", sq_norm_big), ("b_big", b_big)):
             # plain finite Python numbers skip numpy (the collectors call this per step)
             t = type(v)
-            x = float(v) if (t is float or t is int) and math.isfinite(v) else as_float(v, name)
+            x = float(v) if (t is float and math.isfinite(v)) or (t is int and abs(v) < 2**1000) \
+                else as_float(v, name)
             vals[name] = x
             if x < 0 or (x == 0 and name.startswith("b_")):
                 raise InputError(f"{name} must be {'> 0' if name[0] == 'b' else '>= 0'}, "
@@ -388,8 +454,9 @@ class GNSEstimator:
             raise InputError(f"b_small must be < b_big (two different batch sizes are "
                              f"needed), got b_small={bs!r} and b_big={bb!r}")
         # the same arithmetic as gns_two_batch, on Python floats
-        g2 = (bb * sq_b - bs * sq_s) / (bb - bs)
-        s = (sq_s - sq_b) / (1.0 / bs - 1.0 / bb)
+        g2 = sq_b + (sq_b - sq_s) * (bs / (bb - bs))
+        s = (sq_s - sq_b) * (bs / (1.0 - bs / bb))
+        _finite_estimates(g2, s)
         if self.dataset_size is not None:  # without replacement: 1/B - 1/D
             if bb > self.dataset_size:
                 raise InputError(f"b_big={bb:g} exceeds dataset_size={self.dataset_size}")
@@ -508,27 +575,25 @@ class GNSEstimator:
         """Plain-Python state; `load_state_dict` resumes bit-identically."""
         return {
             "beta": self.beta, "keep_history": self.keep_history,
-            "max_history": self.max_history, "steps": self.steps,
+            "max_history": self.max_history, "dataset_size": self.dataset_size,
+            "steps": self.steps,
             "w": self._w, "w2": self._w2, "mean_s": self._mean_s, "mean_g": self._mean_g,
             "css": self._css, "cgg": self._cgg, "csg": self._csg,
             "history": {c: list(v) for c, v in self._history.items()},
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore a `state_dict` (replaces everything, ``beta`` included)."""
-        try:
-            self.beta = _beta(state["beta"])
-            self.keep_history = bool(state["keep_history"])
-            self.max_history = _max_history(state.get("max_history"))
-            self.steps = int(state["steps"])
-            self._w, self._w2 = float(state["w"]), float(state["w2"])
-            self._mean_s, self._mean_g = float(state["mean_s"]), float(state["mean_g"])
-            self._css, self._cgg = float(state["css"]), float(state["cgg"])
-            self._csg = float(state["csg"])
-            hist = state["history"]
-            self._history = self._empty_history({c: hist[c] for c in self._COLUMNS})
-        except KeyError as exc:
-            raise NotFoundError(f"state is missing the entry {exc.args[0]!r}") from None
+        """Restore a `state_dict` (replaces everything, ``beta`` and ``dataset_size``
+        included; a state written before ``dataset_size`` was saved keeps this
+        estimator's own). Every entry is checked first: on an error nothing changes."""
+        new = _checked_state(state, self.dataset_size)
+        self.beta, self.keep_history, self.max_history = new["beta"], new["keep_history"], \
+            new["max_history"]
+        self.dataset_size, self.steps = new["dataset_size"], new["steps"]
+        self._w, self._w2 = new["w"], new["w2"]
+        self._mean_s, self._mean_g = new["mean_s"], new["mean_g"]
+        self._css, self._cgg, self._csg = new["css"], new["cgg"], new["csg"]
+        self._history = self._empty_history(new["history"])
 
     # ----------------------------------------------------------------- views
     def history(self) -> dict[str, np.ndarray]:

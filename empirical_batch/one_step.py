@@ -9,15 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import (
-    as_array,
-    check_nonnegative,
-    check_positive,
-    check_symmetric,
-    check_unit_interval,
-    scalar_or_array,
-)
+from ._validate import as_array, as_float, check_symmetric, scalar_or_array
 from .errors import InputError
+from .params import check
 
 __all__ = [
     "check_momentum",
@@ -33,9 +27,10 @@ __all__ = [
 
 def inverse_batch(batch_size, dataset_size=None) -> np.ndarray:
     """1/B, or 1/B − 1/D for sampling without replacement from D examples (checked)."""
-    b = check_positive(batch_size, "batch_size")
+    b = check("batch_size", batch_size)
     inv = 1.0 / b
     if dataset_size is not None:
+        dataset_size = check("dataset_size", dataset_size)
         if np.any(b > dataset_size):
             raise InputError(
                 f"batch_size must be <= dataset_size={dataset_size} when sampling "
@@ -47,7 +42,21 @@ def inverse_batch(batch_size, dataset_size=None) -> np.ndarray:
 
 def check_momentum(momentum) -> float:
     """The momentum coefficient m, checked to lie in [0, 1)."""
-    return check_unit_interval(momentum, "momentum")
+    return float(check("momentum", as_float(momentum, "momentum")))
+
+
+def _scales(batch_size, rate, b_noise, rate_name):
+    """batch_size, the rate scale and b_noise checked against their declared domains and
+    broadcast together (a shape mismatch names them)."""
+    b = np.asarray(check("batch_size", batch_size))
+    r = np.asarray(check(rate_name, rate))
+    n = np.asarray(check("b_noise", b_noise))
+    try:
+        b, r, n = np.broadcast_arrays(b, r, n)
+    except ValueError:
+        raise InputError(f"batch_size, {rate_name} and b_noise must broadcast together, got "
+                         f"shapes {b.shape}, {r.shape} and {n.shape}") from None
+    return b, r, n
 
 
 def effective_learning_rate(eps, momentum=0.0):
@@ -67,7 +76,7 @@ def effective_learning_rate(eps, momentum=0.0):
     >>> effective_learning_rate(0.05, momentum=0.5)
     0.1
     """
-    e = check_nonnegative(eps, "eps")
+    e = check("eps", eps)
     return scalar_or_array(e / (1.0 - check_momentum(momentum)))
 
 
@@ -87,9 +96,7 @@ def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
     >>> eps_opt([10.0, 30.0], eps_max=1.0, b_noise=10.0)
     array([0.5 , 0.75])
     """
-    b = check_positive(batch_size, "batch_size")
-    e = check_positive(eps_max, "eps_max")
-    n = check_nonnegative(b_noise, "b_noise")
+    b, e, n = _scales(batch_size, eps_max, b_noise, "eps_max")
     return scalar_or_array((1.0 - check_momentum(momentum)) * e / (1.0 + n / b))
 
 
@@ -103,9 +110,7 @@ def dl_opt(batch_size, dl_max, b_noise):
     >>> dl_opt(30.0, dl_max=2.0, b_noise=10.0)
     1.5
     """
-    b = check_positive(batch_size, "batch_size")
-    d = check_positive(dl_max, "dl_max")
-    n = check_nonnegative(b_noise, "b_noise")
+    b, d, n = _scales(batch_size, dl_max, b_noise, "dl_max")
     return scalar_or_array(d / (1.0 + n / b))
 
 
@@ -167,9 +172,9 @@ def surge_eps_opt(batch_size, eps_max, b_noise):
     >>> round(surge_eps_opt(16.0, eps_max=1.0, b_noise=64.0), 6)
     0.8
     """
-    b = check_positive(batch_size, "batch_size")
-    e = check_positive(eps_max, "eps_max")
-    n = check_positive(b_noise, "b_noise")
+    b, e, n = _scales(batch_size, eps_max, b_noise, "eps_max")
+    if np.any(n <= 0):
+        raise InputError(f"b_noise must be > 0 for the surge law, got {n!r}")
     return scalar_or_array(e / (0.5 * (np.sqrt(n / b) + np.sqrt(b / n))))
 
 
@@ -217,17 +222,28 @@ def sign_descent_eps_opt(batch_size, gradient, hessian, noise_std):
     """
     from scipy.special import erf
 
-    b = check_positive(batch_size, "batch_size")
+    b = np.asarray(check("batch_size", batch_size))
     g = as_array(gradient, "gradient", ndim=1)
     h = as_array(hessian, "hessian", ndim=2)
     if h.shape != (g.size, g.size):
         raise InputError(f"hessian must be ({g.size}, {g.size}), got {h.shape}")
     check_symmetric(h, "hessian")
-    s = np.broadcast_to(check_positive(noise_std, "noise_std"), g.shape)
+    s = np.asarray(check("noise_std", noise_std))
+    if s.ndim > 1 or (s.ndim == 1 and s.shape != g.shape):
+        raise InputError(f"noise_std must be a scalar or have the gradient's shape {g.shape}, "
+                         f"got shape {s.shape}")
+    s = np.broadcast_to(s, g.shape)
     sg = np.sign(g)
     mu = erf(np.abs(g)[None, :] * np.sqrt(b.reshape(-1, 1) / 2.0) / s[None, :])  # (nb, n)
     hs = h * sg[:, None] * sg[None, :]
     diag = np.trace(h)
     off = np.einsum("bi,ij,bj->b", mu, hs, mu) - np.einsum("bi,i,bi->b", mu, np.diag(h), mu)
-    out = (mu @ np.abs(g)) / (diag + off)
+    den = diag + off
+    if np.any(den <= 0):
+        bad = b.reshape(-1)[np.argmax(den <= 0)]
+        raise InputError(
+            f"hessian has curvature <= 0 along the expected sign step at batch_size={bad:g} "
+            f"(E[s^T H s] = {float(den[np.argmax(den <= 0)]):.3g}): the quadratic model's "
+            "improvement grows without bound in the rate, so no optimal rate exists")
+    out = (mu @ np.abs(g)) / den
     return scalar_or_array(out.reshape(b.shape))
