@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass

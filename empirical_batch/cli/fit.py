@@ -197,7 +197,7 @@ def run(args) -> int:
             errors="report", progress=sys.stderr.isatty())
         say("\ncritical batch size per target:")
         say(curve.frame.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
-        if curve["b_crit"].isna().all():
+        if (curve.to_frame()["status"] == "not fitted").all():
             raise InputError("no target was reached by at least 3 batch sizes")
         if args.json:
             print(dumps({"source": label, "fits": [

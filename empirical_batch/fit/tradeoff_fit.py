@@ -113,8 +113,23 @@ class TradeoffFit:
     def b_crit_hi(self) -> float:
         return self.b_crit_ci[1]
 
+    def determined(self) -> dict[str, float]:
+        """``s_min``, ``e_min``, ``b_crit`` as the data determine them (NaN where they do
+        not) and ``b_crit_bound``: all three for ``"identified"`` and ``"unknown"`` (no
+        interval asked for); for ``"lower_bound"`` $B_{crit}$ and $S_{min}$ are not
+        determined (steps still fall like 1/B at the largest batch sizes, $E_{min}$ is);
+        for ``"upper_bound"`` $B_{crit}$ and $E_{min}$ are not; for ``"unidentified"``
+        none is. Tables, JSON and the command line report these values."""
+        s, e, b = self.s_min, self.e_min, self.b_crit
+        if self.status in ("lower_bound", "unidentified"):
+            s = b = math.nan
+        if self.status in ("upper_bound", "unidentified"):
+            e = b = math.nan
+        return {"s_min": s, "e_min": e, "b_crit": b, "b_crit_bound": self.b_crit_bound}
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields, with the values the data do not determine as NaN (`determined`)."""
+        return asdict(self) | self.determined()
 
     def to_frame(self) -> pd.DataFrame:
         """Per batch size: measured steps/examples, fitted values, log-residual."""
@@ -244,7 +259,9 @@ def fit_tradeoff(
         percentile intervals under-cover. The ends are found by root-finding on the
         continuous profile, so the interval always contains the estimate. An end is 0
         or ``inf`` when the set reaches the edge of the searched range
-        ($B_{crit}$ not bounded by the data; see ``status``).
+        ($B_{crit}$ not bounded by the data; see ``status``); the other, finite end of
+        such a one-sided set is then the ``"f"`` set's (it depends on the data only, so a
+        reported bound does not move with ``seed``).
         ``"f"``: the same set with $c$ the F(1, n − 2) quantile (exact for
         Gaussian log-errors, no bootstrap needed). ``"percentile"``: quantiles of the
         bootstrap $B_{crit}$ (under-covers with few points: 0.80–0.85 at nominal
@@ -369,9 +386,17 @@ def fit_tradeoff(
         b_ci = (b_ci[0], math.inf)
     if lc <= grid[0] + edge and not math.isnan(b_ci[1]):
         b_ci = (0.0, b_ci[1])
+    status = _status(b_ci)
+    if interval == "profile" and status in ("lower_bound", "upper_bound") \
+            and rss_min > 1e-24 * n:
+        # a one-sided set: its finite end from the F(1, n-2) calibration, which depends on
+        # the data only (the bootstrap-calibrated end moves with the random stream)
+        f_ci = profile_interval(y, log_b, grid, prof, lc, rss_min, n - 2,
+                                float(stats.f.ppf(ci, 1, n - 2)), bounded)
+        b_ci = (f_ci[0], math.inf) if status == "lower_bound" else (0.0, f_ci[1])
+        status = _status(b_ci)
     s_min = math.exp(lsm)
     b_crit = math.exp(lc)
-    status = _status(b_ci)
     notes = _warnings(b, y, b_crit, stepstable, n_boot, ci, interval)
     for w in notes:
         warnings.warn(w, FitWarning, stacklevel=2)

@@ -1,0 +1,106 @@
+"""A value the data do not determine is NaN or a bound with a status, in every table,
+repr and JSON; fits on top of fits use the identified rows only."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from empirical_batch.fit import FitWarning, critical_batch_curve, fit_power_law, fit_tradeoff
+from empirical_batch.tradeoff import Tradeoff
+from tests._synth_fit import synthetic_sweep
+
+B = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512], dtype=float)
+
+
+def _quiet(func, *args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        return func(*args, **kw)
+
+
+def _halving(seed=0, sigma=0.03):
+    steps = 1e6 / B * np.exp(sigma * np.random.default_rng(seed).normal(size=B.size))
+    return pd.DataFrame({"batch_size": B, "steps": steps})
+
+
+@settings(max_examples=15, deadline=None)
+@given(data_seed=st.integers(0, 10_000), s1=st.integers(0, 10_000), s2=st.integers(0, 10_000))
+def test_a_lower_bound_does_not_move_with_the_random_stream(data_seed, s1, s2):
+    frame = _halving(data_seed)
+    a = _quiet(fit_tradeoff, frame, n_boot=200, seed=s1)
+    b = _quiet(fit_tradeoff, frame, n_boot=200, seed=s2)
+    assert a.status == b.status
+    if a.status == "lower_bound":
+        assert a.b_crit_bound == b.b_crit_bound
+        assert 0 < a.b_crit_bound < 0.5 * 1000 * B.max()  # inside the searched range
+
+
+def test_bounds_are_not_point_values_in_tables_json_or_repr():
+    fit = _quiet(fit_tradeoff, _halving(), n_boot=200)
+    assert fit.status == "lower_bound"
+    d = fit.to_dict()
+    assert math.isnan(d["b_crit"]) and math.isnan(d["s_min"]) and d["e_min"] > 0
+    assert d["b_crit_bound"] == fit.b_crit_bound
+    assert f"{fit.b_crit:.4g}" not in repr(fit)
+
+
+def test_curve_frame_repr_and_power_law_use_identified_rows_only():
+    # steps fall like 1/B over the whole grid at the late targets (B_crit grows with
+    # progress beyond the largest batch), and bend inside it at the early ones
+    rows = []
+    rng = np.random.default_rng(0)
+    for b in [4, 8, 16, 32, 64, 128, 256]:
+        for k in range(2):
+            # metric = log-progress; B_crit(L) = 10 * exp(3 (1 - L)): 10 .. 2e4
+            steps = np.geomspace(1, 1e6, 400)
+            noise = np.exp(0.03 * rng.standard_normal())
+            # progress at step s: the target L is reached at S(B; L) = s_min(L)(1 + bc/B)
+            loss = []
+            for s in steps:
+                lo, hi = 0.0, 3.0
+                for _ in range(60):  # bisection on L: S(B; L) increasing in 3 - L
+                    mid = (lo + hi) / 2
+                    need = 100 * math.exp(3 - mid) * (1 + 10 * math.exp(3 * (3 - mid)) / b)
+                    lo, hi = (mid, hi) if need * noise > s else (lo, mid)
+                loss.append(lo)
+            rows.append(pd.DataFrame({"run": f"b{b}-s{k}", "batch_size": b,
+                                      "learning_rate": 0.1, "seed": k, "step": steps,
+                                      "loss": loss}))
+    sweep = pd.concat(rows, ignore_index=True)
+    targets = [2.6, 2.4, 2.2, 2.0, 1.6, 1.2, 0.9]
+    curve = _quiet(critical_batch_curve, sweep, targets, n_boot=200, errors="report")
+    frame = curve.to_frame()
+    assert "b_crit_bound" in frame.columns
+    ident = frame["status"] == "identified"
+    assert ident.sum() >= 3 and (frame["status"] == "lower_bound").any()
+    # no number where the data give a bound only
+    assert frame.loc[~ident & (frame["status"] != "unknown"), "b_crit"].isna().all()
+    low = frame["status"] == "lower_bound"
+    true_bc = 10 * np.exp(3 * (3 - frame["target"]))
+    assert (frame.loc[low, "b_crit_bound"] < 1.5 * true_bc[low]).all()  # a bound, not 1000x
+    assert (frame["b_crit"].dropna() < 256 * 100).all()
+    assert "B_crit >" in repr(curve) and len(repr(curve)) < 300
+    # the docs' power-law recipe: identified rows only
+    law = fit_power_law(frame.loc[ident, "target"], frame.loc[ident, "b_crit"])
+    assert law.exponent < 0  # B_crit grows as the loss falls
+    with pytest.raises(ValueError, match="finite"):
+        fit_power_law(frame["target"], frame["b_crit"])
+    json.dumps(curve.to_dict(), default=float)
+
+
+def test_empty_target_list_gives_an_empty_curve_with_a_repr():
+    t = Tradeoff.from_b_crit(20.0, s_min=300)
+    sweep = synthetic_sweep(t, [4, 8, 16, 32], rng=0)
+    curve = critical_batch_curve(sweep, [], n_boot=10)
+    assert len(curve.to_frame()) == 0 and "b_crit" in curve.to_frame().columns
+    assert "0 targets" in repr(curve)
+    assert "target" in curve.summary()
+    assert curve.b_crit.size == 0
