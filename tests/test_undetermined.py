@@ -104,3 +104,51 @@ def test_empty_target_list_gives_an_empty_curve_with_a_repr():
     assert "0 targets" in repr(curve)
     assert "target" in curve.summary()
     assert curve.b_crit.size == 0
+
+
+# ------------------------------------------------------------------ fixed budget
+def _budget_frame(b_grid, flat=False):
+    def loss(c, b, lr):
+        if flat:
+            return np.full(np.shape(b), 2.0)
+        return 2 + 0.01 * (np.log(b / (0.3 * c**0.33)) ** 2
+                           + np.log(lr * c**0.125 / 0.3) ** 2)
+
+    rows = [(c, b, lr, float(loss(c, b, lr))) for c in np.geomspace(1e17, 1e21, 9)
+            for b in b_grid for lr in np.geomspace(1e-5, 1, 25)]
+    return pd.DataFrame(rows, columns=["compute", "batch_size", "learning_rate", "loss"])
+
+
+def test_fixed_budget_with_every_optimum_at_the_largest_batch_is_not_identified():
+    from empirical_batch.budget import fit_fixed_budget
+
+    frame = _budget_frame(2.0 ** np.arange(4, 12))  # B* = 1e5 .. 2e6, grid stops at 2048
+    with pytest.warns(FitWarning, match="b_opt"):
+        f = fit_fixed_budget(frame, n_boot=100)
+    assert f.b_opt_status == "unidentified" and math.isnan(f.b_opt.exponent)
+    assert math.isnan(f.b_opt_exponent_ci[0])
+    assert f.optima["b_opt_at_edge"].all()
+    assert "B_opt not identified" in repr(f) and "^0.000" not in repr(f)
+    assert f.lr_opt_status == "identified"
+    assert f.lr_opt.exponent == pytest.approx(-0.125, abs=0.03)
+    assert f.to_dict()["b_opt_status"] == "unidentified"
+
+
+def test_fixed_budget_flat_loss_identifies_neither_law():
+    from empirical_batch.budget import fit_fixed_budget
+
+    with pytest.warns(FitWarning):
+        f = fit_fixed_budget(_budget_frame(2.0 ** np.arange(8, 26), flat=True), n_boot=50)
+    assert (f.b_opt_status, f.lr_opt_status) == ("unidentified", "unidentified")
+    assert "not identified" in repr(f)
+
+
+def test_fixed_budget_law_uses_the_budgets_inside_the_grid_only():
+    from empirical_batch.budget import fit_fixed_budget
+
+    # the grid stops at 2^21: the largest budgets' bands reach it
+    with pytest.warns(FitWarning, match="left out"):
+        f = fit_fixed_budget(_budget_frame(2.0 ** np.arange(8, 22)), n_boot=100)
+    assert f.b_opt_status == "identified"
+    assert f.optima["b_opt_at_edge"].any() and not f.optima["b_opt_at_edge"].all()
+    assert f.b_opt.exponent == pytest.approx(0.33, abs=0.05)
