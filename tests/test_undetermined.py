@@ -152,3 +152,38 @@ def test_fixed_budget_law_uses_the_budgets_inside_the_grid_only():
     assert f.b_opt_status == "identified"
     assert f.optima["b_opt_at_edge"].any() and not f.optima["b_opt_at_edge"].all()
     assert f.b_opt.exponent == pytest.approx(0.33, abs=0.05)
+
+
+# ------------------------------------------------------------ learning-rate laws
+@pytest.mark.parametrize("family", ["power", "sgd", "surge"])
+def test_lr_law_whose_rates_still_rise_at_the_largest_batch_is_a_bound(family):
+    from empirical_batch.fit import fit_lr_scaling
+
+    b = 2.0 ** np.arange(2, 11)
+    lr = 1e-3 * b * np.exp(0.01 * np.random.default_rng(0).normal(size=b.size))
+    table = pd.DataFrame({"batch_size": b, "learning_rate": lr})
+    with pytest.warns(FitWarning, match="only a lower bound"):
+        f = fit_lr_scaling(table, family=family, n_boot=100)
+    assert f.status == "lower_bound"
+    assert f.b_star_ci[1] == math.inf and f.b_star_bound == f.b_star_ci[0]
+    assert 0 < f.b_star_bound < 0.5 * 1000 * b.max()  # not the edge of the searched range
+    with pytest.warns(FitWarning):
+        other = fit_lr_scaling(table, family=family, n_boot=100, seed=7)
+    assert other.b_star_bound == f.b_star_bound  # the data fix it, not the draws
+    d = f.to_dict()
+    assert math.isnan(d["b_star"]) and d["b_star_bound"] == f.b_star_bound
+    assert f"{f.b_star:.4g}" not in repr(f) and "lower_bound" in repr(f)
+    # the law still evaluates inside the measured range
+    assert f.learning_rate(64.0) == pytest.approx(0.064, rel=0.05)
+
+
+def test_lr_law_with_a_bend_inside_the_grid_stays_identified():
+    from empirical_batch.fit import fit_lr_scaling
+
+    b = 2.0 ** np.arange(2, 11)
+    table = pd.DataFrame({"batch_size": b, "learning_rate": 0.1 / (1 + 64 / b)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FitWarning)
+        f = fit_lr_scaling(table, family="sgd", n_boot=100)
+    assert f.status == "identified" and f.b_star == pytest.approx(64, rel=1e-4)
+    assert "B*=64" in repr(f)

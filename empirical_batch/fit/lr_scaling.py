@@ -68,6 +68,29 @@ class LRScalingFit:
     family: str = "power"
     selection: tuple[tuple[str, float, float, int], ...] = ()
     """With ``family="auto"``: (family, AIC, RSS, parameters) of every candidate."""
+    status: str = "identified"
+    """``"identified"``, or ``"lower_bound"`` / ``"upper_bound"`` when the fitted $B_*$
+    sits at the top / bottom of the searched range (1000 times beyond the measured batch
+    sizes): the rates still rise (or are flat) at the ends of the grid, so $B_*$ is
+    only bounded; ``to_dict`` then gives ``b_star`` as NaN and the bound in
+    ``b_star_bound``, and ``b_star_ci`` is one-sided. The law still evaluates in the
+    measured range."""
+
+    def __repr__(self) -> str:
+        b = (f"B*={self.b_star:.4g}" if self.status == "identified" else
+             f"B* {'>' if self.status == 'lower_bound' else '<'} {self.b_star_bound:.4g} "
+             f"({self.status})")
+        return (f"LRScalingFit({self.family}: eps*={self.eps_star:.4g}, {b}, "
+                f"alpha={self.alpha:.3g}, {len(self.batch_sizes)} batch sizes)")
+
+    @property
+    def b_star_bound(self) -> float:
+        """The finite end of ``b_star_ci`` for a bound, ``b_star`` when identified."""
+        if self.status == "lower_bound":
+            return self.b_star_ci[0]
+        if self.status == "upper_bound":
+            return self.b_star_ci[1]
+        return self.b_star
 
     def learning_rate(self, batch_size):
         r"""The fitted law at ``batch_size``: $\epsilon_*/(1 + B_*/B)^\alpha$
@@ -98,6 +121,9 @@ class LRScalingFit:
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("_draws", "tradeoff_fit")}
         d["tradeoff_fit"] = None if self.tradeoff_fit is None else self.tradeoff_fit.to_dict()
+        d["b_star_bound"] = self.b_star_bound
+        if self.status != "identified":
+            d["b_star"] = math.nan
         return d
 
 
@@ -147,13 +173,47 @@ def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
         q = [(1 - ci) / 2, (1 + ci) / 2]
         e_ci = (float(np.quantile(draws[:, 0], q[0])), float(np.quantile(draws[:, 0], q[1])))
         b_ci = (float(np.quantile(draws[:, 1], q[0])), float(np.quantile(draws[:, 1], q[1])))
+    status, b_ci = _edge_status(rss[0], grid, n - 2, ci, b_ci, "surge")
     return LRScalingFit(
         eps_star=math.exp(a), b_star=math.exp(c), alpha=math.nan, eps_star_ci=e_ci,
         b_star_ci=b_ci, alpha_ci=(math.nan, math.nan), ci_level=ci, alpha_fixed=True,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
-        tradeoff_fit=tradeoff_fit, _draws=draws, family="surge",
+        tradeoff_fit=tradeoff_fit, _draws=draws, family="surge", status=status,
     )
+
+
+def _edge_status(rss, grid, dof, ci, b_ci, family) -> tuple[str, tuple[float, float]]:
+    r"""Whether the data bound $B_*$: the profile set $\{B_* : F \le F_{1,dof}(ci)\}$,
+    $F = [\mathrm{RSS}(B_*) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/dof]$, on the
+    searched grid. A set that reaches the top of the grid (1000 times the largest batch
+    size: the rates still rise like a power of B there) leaves only a lower bound, its
+    lowest point; one that reaches the bottom only an upper bound. These ends depend on
+    the data only."""
+    import warnings
+
+    from scipy import stats
+
+    from .tradeoff_fit import FitWarning
+
+    rss = np.asarray(rss, dtype=float)
+    rss_min = float(rss.min())
+    if dof < 1:
+        return "identified", b_ci
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (rss - rss_min) / (max(rss_min, 1e-300) / dof)
+    inside = np.flatnonzero(f <= float(stats.f.ppf(ci, 1, dof)))
+    top, bottom = inside[-1] == len(grid) - 1, inside[0] == 0
+    if not (top or bottom):
+        return "identified", b_ci
+    lo, hi = float(np.exp(grid[inside[0]])), float(np.exp(grid[inside[-1]]))
+    status = ("unidentified" if top and bottom else "lower_bound" if top else "upper_bound")
+    what = {"lower_bound": f"only a lower bound (B* > {lo:.4g}): the best rates still rise "
+                           "like a power of B at the largest batch sizes",
+            "upper_bound": f"only an upper bound (B* < {hi:.4g})",
+            "unidentified": "not identified by the data"}[status]
+    warnings.warn(f"learning-rate law ({family}): B* is {what}", FitWarning, stacklevel=3)
+    return status, (0.0 if bottom else lo, math.inf if top else hi)
 
 
 def _best_lr_refined(cfg: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -333,8 +393,9 @@ def fit_lr_scaling(
                              float(np.quantile(draws[:, j], q[1]))) for j in range(3))
     else:
         e_ci = b_ci = a_ci = (math.nan, math.nan)
+    status, b_ci = _edge_status(rss[0], grid, n - n_par - 1, ci, b_ci, family)
     return LRScalingFit(
-        eps_star=eps_star, b_star=math.exp(lbs), alpha=a_fit,
+        eps_star=eps_star, b_star=math.exp(lbs), alpha=a_fit, status=status,
         eps_star_ci=e_ci, b_star_ci=b_ci, alpha_ci=a_ci, ci_level=ci,
         alpha_fixed=alpha is not None,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
