@@ -187,3 +187,33 @@ def test_lr_law_with_a_bend_inside_the_grid_stays_identified():
         f = fit_lr_scaling(table, family="sgd", n_boot=100)
     assert f.status == "identified" and f.b_star == pytest.approx(64, rel=1e-4)
     assert "B*=64" in repr(f)
+
+
+# ------------------------------------------------------- branched and throughput
+def test_branched_refuses_a_loss_list_of_the_wrong_length():
+    from empirical_batch.branched import branched_critical_batch
+
+    for wrong in (lambda n: n - 1, lambda n: n + 3, lambda n: 1):
+        def train_steps(state, batch_size, lr, n_steps, seed=0, wrong=wrong):
+            n = n_steps if batch_size == 32 else wrong(n_steps)
+            return state, [1.0 + 1e-3 * seed] * max(n, 1)
+
+        with pytest.raises(ValueError, match=r"losses for factor .* one loss per step"):
+            branched_critical_batch(train_steps, None, 32, examples=32 * 64, lr=1e-3)
+
+
+def test_throughput_fit_that_misses_the_timings_is_flagged():
+    from empirical_batch.throughput import fit_throughput
+
+    m = np.array([8, 16, 32, 64, 8, 16, 32, 64])
+    good = 0.02 + 0.00125 * m
+    t = pd.DataFrame({"micro_batch": m, "step_seconds": good * np.array(
+        [1, 2.2, 0.5, 1.8, 2.0, 0.6, 1.9, 0.55])})
+    with pytest.warns(FitWarning, match="misses the timings"):
+        model = fit_throughput(t)
+    assert model.status == "poor_fit" and model.rms_relative_error > 0.1
+    assert "POOR FIT" in repr(model) and model.to_dict()["status"] == "poor_fit"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FitWarning)
+        ok = fit_throughput(pd.DataFrame({"micro_batch": m, "step_seconds": good}))
+    assert ok.status == "fitted"
