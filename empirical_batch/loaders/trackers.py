@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..sweeps import Sweep, load_sweep
+from ._files import a_file
 
 __all__ = ["load_tensorboard", "load_wandb"]
 
@@ -94,10 +95,7 @@ def _frame(obj, name) -> pd.DataFrame:
     if isinstance(obj, pd.DataFrame):
         return obj.copy()
     if isinstance(obj, str | os.PathLike):
-        p = Path(obj)
-        if not p.exists():
-            raise FileNotFoundError(f"{name} file not found: {p}")
-        return pd.read_csv(p)
+        return pd.read_csv(a_file(Path(obj), f"{name} file"))
     raise InputError(f"{name} must be a path or a DataFrame, got {type(obj).__name__}")
 
 
