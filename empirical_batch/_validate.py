@@ -7,6 +7,7 @@ Nothing is clipped or guessed.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -16,6 +17,7 @@ from .errors import InputError
 __all__ = [
     "as_array",
     "as_float",
+    "check_count",
     "check_finite",
     "check_nonnegative",
     "check_positive",
@@ -96,6 +98,27 @@ def positive_float(value, name: str, *, allow_zero: bool = False) -> float:
     if x < 0 or (x == 0 and not allow_zero):
         raise InputError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {x!r}")
     return x
+
+
+MAX_COUNT = 2**53
+"""Largest count (steps, seeds, batch sizes as integers) accepted: above it integers are
+not exact as floats."""
+
+
+def check_count(value, name: str, low: int = 0) -> int:
+    """An integer in [``low``, 2^53] as a Python int (integral floats accepted); booleans,
+    fractions, NaN, inf, complex and strings are refused naming ``name``."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise InputError(f"{name} must be an integer >= {low}, got {type(value).__name__} "
+                         f"{value!r}")
+    if isinstance(value, numbers.Integral):
+        ok = True
+    else:
+        x = float(value)
+        ok = math.isfinite(x) and x == math.floor(x)
+    if not ok or value < low or value > MAX_COUNT:
+        raise InputError(f"{name} must be an integer in [{low}, 2^53], got {value!r}")
+    return int(value)
 
 
 def scalar_or_array(arr):

@@ -137,12 +137,12 @@ def noise_scales_from_scalars(g2, ghg, trace_sigma, trace_h_sigma) -> dict:
     g, h, s, hs = (np.asarray(v, dtype=float) for v in (g2, ghg, trace_sigma, trace_h_sigma))
     ok_h = np.isfinite(h) & (h != 0)
     ok_g = np.isfinite(g) & (g != 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         out = {
             "b_noise": np.where(ok_h, hs / h, np.nan),
             "b_simple": np.where(ok_g, s / g, np.nan),
             "eps_max": np.where(ok_h & ok_g, g / h, np.nan),
-            "dl_max": np.where(ok_h & ok_g, 0.5 * g * g / h, np.nan),
+            "dl_max": np.where(ok_h & ok_g, 0.5 * g * (g / h), np.nan),  # no g*g overflow
         }
     return {k: scalar_or_array(v) for k, v in out.items()}
 

@@ -308,8 +308,10 @@ def adaptive_schedule(
     steps = s_min + i_half / np.sqrt(rate)
     examples = e_min + np.sqrt(rate) * i_half
     gamma = i_half**2 / (s_min * e_min)
-    fixed_b = e_min / (steps - s_min)  # E_s[B] S_min / (S - S_min), E_s[B] = e_min/s_min
-    fixed_b_same_e = (examples - e_min) / s_min  # E = E_min + B S_min for constant B
+    # E_s[B] S_min / (S - S_min) with E_s[B] = e_min/s_min and S - S_min = i_half/sqrt(r),
+    # written without the difference (which rounds to 0 for a huge r)
+    fixed_b = e_min * np.sqrt(rate) / i_half
+    fixed_b_same_e = np.sqrt(rate) * i_half / s_min  # E = E_min + B S_min for constant B
     fixed_steps = s_min + e_min / fixed_b_same_e
     return AdaptiveSchedule(
         s=grid, noise_scale=b, batch_size=batch, r=rate, steps=float(steps),

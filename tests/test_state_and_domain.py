@@ -270,3 +270,70 @@ def test_shape_mismatch_and_huge_batches_name_the_parameters():
 def test_sign_descent_without_positive_curvature_has_no_optimal_rate():
     with pytest.raises(InputError, match="hessian has curvature <= 0"):
         one_step.sign_descent_eps_opt(16.0, [1.0, -0.5], -np.eye(2), 1.0)
+
+
+# ------------------------------------------------------ planner and simulator
+from empirical_batch.planning import Hardware, plan  # noqa: E402
+from empirical_batch.simulate import NoisyQuadratic, greedy_run, simulate_sweep  # noqa: E402
+
+odd_count = st.one_of(
+    odd, st.integers(min_value=2**54, max_value=2**80), st.just(1e308),
+    st.floats(0.1, 0.9), st.integers(max_value=0))
+
+
+def _refused_or_finite(call, name):
+    """The call answers with finite numbers (no warning) or refuses naming ``name``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            out = call()
+        except InputError as exc:
+            assert name in str(exc), (name, str(exc))
+            return None
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(v=odd_count, which=st.sampled_from(["batch_sizes", "devices"]))
+def test_planner_counts_are_refused_or_planned(v, which):
+    t = Tradeoff(100.0, 6400.0)
+    df = _refused_or_finite(lambda: plan(t, **{which: [v]}), which)
+    if df is not None:
+        assert np.isfinite(df[["steps", "wall_hours", "cost"]].to_numpy()).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(v=odd_count, which=st.sampled_from(["max_devices", "max_device_batch"]))
+def test_hardware_counts_are_refused_or_kept(v, which):
+    _refused_or_finite(lambda: plan(Tradeoff(100.0, 6400.0), Hardware(**{which: v})), which)
+
+
+@settings(max_examples=60, deadline=None)
+@given(v=odd_count)
+def test_simulator_step_counts_are_refused_naming_them(v):
+    nq = NoisyQuadratic([1.0, 0.1], 1.0, 1.0)
+    out = _refused_or_finite(lambda: simulate_sweep(nq, [2, 4], [0.1, 0.5], v, n_points=5),
+                             "max_steps")
+    if out is not None:
+        assert isinstance(v, int) and 1 <= v <= 2**53
+
+
+@settings(max_examples=60, deadline=None)
+@given(v=st.one_of(odd, st.just(2**70), st.just(1e300)),
+       which=st.sampled_from(["curvature", "noise", "init"]))
+def test_noisy_quadratic_near_the_float_limits(v, which):
+    kwargs = {"curvature": [1.0, 0.1], "noise": 1.0, "init": 1.0}
+    kwargs[which] = v if which != "curvature" else [v, 0.1]
+    q = _refused_or_finite(lambda: NoisyQuadratic(**kwargs), which)
+    if q is not None:
+        r = _refused_or_finite(lambda: greedy_run(q, 0.01, np.array([2.0, 8.0]),
+                                                  max_steps=50), "target")
+        assert r is None or np.all(np.isfinite(r["examples"]) | np.isinf(r["steps"]))
+
+
+def test_greedy_run_batch_sizes_are_real_numbers():
+    q = NoisyQuadratic([1.0, 0.1], 1.0, 1.0)
+    for bad in ([True, 4.0], [1 + 1j], ["8"], [10**400], [math.nan]):
+        with pytest.raises(InputError, match="batch"):
+            greedy_run(q, 0.1, bad, max_steps=10)
+    assert greedy_run(q, 0.1, [math.inf, 4], max_steps=100)["steps"][0] >= 1
