@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -195,6 +196,9 @@ def check_level(level, ci, default: float = 0.95) -> float:
     (the v0.1 name in the fit functions, kept working); in (0, 1)."""
     if level is not None and ci is not None and float(level) != float(ci):
         raise InputError(f"give level= or its old name ci=, not both ({level!r} and {ci!r})")
+    if ci is not None:
+        warnings.warn("the keyword ci= is renamed level=; ci= will be removed in the next "
+                      "release", DeprecationWarning, stacklevel=3)
     value = default if level is None and ci is None else (level if level is not None else ci)
     name = "level" if level is not None or ci is None else "ci"
     v = as_float(value, name)
@@ -207,5 +211,8 @@ def resolve_count(new, old, default: int):
     """A count given by its new name (``n_seeds``) or its v0.1 name (``seeds``)."""
     if new is not None and old is not None and new != old:
         raise InputError(f"give n_seeds= or its old name seeds=, not both ({new!r}, {old!r})")
+    if old is not None:
+        warnings.warn("the keyword seeds= is renamed n_seeds=; seeds= will be removed in the "
+                      "next release", DeprecationWarning, stacklevel=3)
     return default if new is None and old is None else (new if new is not None else old)
 

@@ -26,7 +26,9 @@ import numpy as np
 from ._validate import as_array
 from .errors import InputError, NotFoundError
 
-__all__ = ["DOMAINS", "Domain", "check", "domain_table", "renamed_keywords"]
+__all__ = [
+    "DOMAINS", "Domain", "check", "domain_table", "markdown_table", "renamed_keywords",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -109,7 +111,7 @@ DOMAINS: dict[str, Domain] = {
                            meaning="examples batches are drawn from without replacement"),
     # the model's scales (§2)
     "b_noise": _nonneg("noise scale B_noise"),
-    "b_simple": _nonneg("simple noise scale tr(Σ)/|G|²"),
+    "b_simple": _nonneg("simple noise scale: tr(Σ) over the squared gradient norm"),
     "b_crit": _pos("critical batch size E_min/S_min"),
     "s_min": _pos("minimal number of steps"),
     "e_min": _pos("minimal number of examples"),
@@ -151,6 +153,14 @@ def domain_table() -> list[tuple[str, str, str]]:
     return [(k, str(d), d.meaning) for k, d in sorted(DOMAINS.items())]
 
 
+def markdown_table() -> str:
+    """`domain_table` as a Markdown table (``python -m empirical_batch.params`` prints it;
+    the API reference shows it)."""
+    rows = ["| parameter | domain | meaning |", "| --- | --- | --- |"]
+    rows += [f"| `{name}` | {dom} | {meaning} |" for name, dom, meaning in domain_table()]
+    return "\n".join(rows)
+
+
 def renamed_keywords(**old_to_new: str) -> Callable[[F], F]:
     """Decorator: accept each old keyword name for its new one, with a
     ``DeprecationWarning``; giving both is an `InputError`.
@@ -181,3 +191,7 @@ def renamed_keywords(**old_to_new: str) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return deco
+
+
+if __name__ == "__main__":
+    print(markdown_table())

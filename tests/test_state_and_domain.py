@@ -337,3 +337,25 @@ def test_greedy_run_batch_sizes_are_real_numbers():
         with pytest.raises(InputError, match="batch"):
             greedy_run(q, 0.1, bad, max_steps=10)
     assert greedy_run(q, 0.1, [math.inf, 4], max_steps=100)["steps"][0] >= 1
+
+
+def test_old_keyword_names_still_work_with_a_deprecation_warning():
+    from empirical_batch.fit import fit_power_law
+    from empirical_batch.simulate import simulate_sweep as sweep
+
+    with pytest.warns(DeprecationWarning, match="ci= is renamed level="):
+        law = fit_power_law([1, 2, 4, 8], [3.0, 6.1, 11.9, 24.0], ci=0.9)
+    assert law.ci_level == 0.9
+    nq = NoisyQuadratic([1.0, 0.1], 1.0, 1.0)
+    with pytest.warns(DeprecationWarning, match="seeds= is renamed n_seeds="):
+        sweep(nq, [2, 4], [0.1], 10, n_points=3, seeds=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        fit_power_law([1, 2, 4, 8], [3.0, 6.1, 11.9, 24.0], level=0.9)
+
+
+def test_the_api_reference_shows_the_declared_domains():
+    import pathlib
+
+    api = (pathlib.Path(__file__).parents[1] / "docs" / "api.md").read_text()
+    assert params.markdown_table() in api
