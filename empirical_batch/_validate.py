@@ -112,14 +112,13 @@ def check_count(value, name: str, low: int = 0) -> int:
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise InputError(f"{name} must be an integer >= {low}, got {type(value).__name__} "
                          f"{value!r}")
-    if isinstance(value, numbers.Integral):
-        ok = True
-    else:
-        x = float(value)
-        ok = math.isfinite(x) and x == math.floor(x)
-    if not ok or value < low or value > MAX_COUNT:
+    x = float(value) if not isinstance(value, numbers.Integral) else None
+    if x is not None and not (math.isfinite(x) and x == math.floor(x)):
         raise InputError(f"{name} must be an integer in [{low}, 2^53], got {value!r}")
-    return int(value)
+    n = int(value) if x is None else int(x)  # type: ignore[call-overload]
+    if n < low or n > MAX_COUNT:
+        raise InputError(f"{name} must be an integer in [{low}, 2^53], got {value!r}")
+    return n
 
 
 def scalar_or_array(arr):
