@@ -38,6 +38,7 @@ import numpy as np
 from ._validate import (
     as_array,
     as_float,
+    check_count,
     check_nonnegative,
     check_positive,
     scalar_or_array,
@@ -189,13 +190,14 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: 
     >>> gns_many(12.0, 4.5, 4, n=4)  # the same from the mean of the |g_j|^2
     (2.0, 40.0)
     """
-    b = check_positive(batch_size, "batch_size")
+    b = check("batch_size", batch_size)
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, int | np.integer):
             raise InputError(f"n must be an integer, got {n!r}")
         if n < 2:
             raise InputError(f"n must be >= 2 micro-batches, got {n}")
-        return gns_two_batch(sq_norms, b, sq_norm_mean, n * b, dataset_size=dataset_size)
+        n = check_count(n, "n", 2)
+        return gns_two_batch(sq_norms, b, sq_norm_mean, _big(n, b), dataset_size=dataset_size)
     sq = as_array(sq_norms, "sq_norms")
     if sq.ndim == 0:
         raise InputError("sq_norms must have an axis of micro-batches, got a scalar")
@@ -203,8 +205,18 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: 
     if n < 2:
         raise InputError(f"sq_norms needs >= 2 micro-batches along axis {axis}, got {n}")
     check_nonnegative(sq, "sq_norms")
-    return gns_two_batch(np.mean(sq, axis=axis), b, sq_norm_mean, n * b,
+    return gns_two_batch(np.mean(sq, axis=axis), b, sq_norm_mean, _big(n, b),
                          dataset_size=dataset_size)
+
+
+def _big(n: int, b: np.ndarray) -> np.ndarray:
+    """n micro-batches of b examples: n b, refused naming both where it overflows."""
+    with np.errstate(over="ignore"):
+        big = n * b
+    if not np.all(np.isfinite(big)):
+        raise InputError(f"n * batch_size overflows a float (n={n}, batch_size up to "
+                         f"{float(np.max(b)):g})")
+    return big
 
 
 def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
@@ -242,11 +254,19 @@ def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
         )
     if np.unique(b).size < 2:
         raise InputError("batch_sizes needs at least two distinct values")
+    # least squares of y on x = 1/B, on x and y scaled to at most 1 (no overflow in the
+    # sums of products for values near the float limits), scaled back at the end
     x = 1.0 / b
-    xc = x - x.mean()
-    y = np.moveaxis(y, axis, -1)
-    slope = (y @ xc) / (xc @ xc)
-    intercept = y.mean(axis=-1) - slope * x.mean()
+    sx = float(np.max(x))
+    sy = float(np.max(y)) or 1.0
+    xs = x / sx
+    xc = xs - xs.mean()
+    ys = np.moveaxis(y, axis, -1) / sy
+    slope_s = (ys @ xc) / (xc @ xc)
+    intercept_s = ys.mean(axis=-1) - slope_s * xs.mean()
+    with np.errstate(over="ignore"):
+        intercept, slope = sy * intercept_s, slope_s * (sy / sx)
+    _finite_estimates(intercept, slope)
     return scalar_or_array(intercept), scalar_or_array(slope)
 
 
