@@ -93,6 +93,11 @@ def test_curve_frame_repr_and_power_law_use_identified_rows_only():
     assert law.exponent < 0  # B_crit grows as the loss falls
     with pytest.raises(ValueError, match="finite"):
         fit_power_law(frame["target"], frame["b_crit"])
+    from empirical_batch.fit import fit_b_crit_law
+
+    assert fit_b_crit_law(curve).n == ident.sum()  # identified rows by default
+    with pytest.raises(ValueError, match="fit identified rows only"):
+        fit_b_crit_law(curve, statuses=("identified", "lower_bound"))
     json.dumps(curve.to_dict(), default=float)
 
 
