@@ -200,10 +200,9 @@ def check_level(level, ci, default: float = 0.95) -> float:
                       "release", DeprecationWarning, stacklevel=3)
     value = default if level is None and ci is None else (level if level is not None else ci)
     name = "level" if level is not None or ci is None else "ci"
-    v = as_float(value, name)
-    if not 0 < v < 1:
-        raise InputError(f"{name} must be in (0, 1), got {value!r}")
-    return v
+    from .params import check  # the declared domain of "level" (params imports this module)
+
+    return float(check("level", as_float(value, name), label=name))
 
 
 def resolve_count(new, old, default: int):

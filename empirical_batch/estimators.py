@@ -561,9 +561,7 @@ class GNSEstimator:
         steps.
         """
         self._require()
-        level = as_float(level, "level")
-        if not 0.0 < level < 1.0:
-            raise InputError(f"level must be in (0, 1), got {level!r}")
+        level = float(check("level", as_float(level, "level")))
         vss, vgg, vsg = self._var_of_means()
         if math.isnan(vss):
             return math.nan, math.nan

@@ -146,6 +146,22 @@ CORE = [
 ]
 
 
+def _power_law(level):
+    from empirical_batch.fit import fit_power_law
+
+    return fit_power_law([1, 2, 4, 8], [3.0, 6.1, 11.9, 24.0], level=level)
+
+
+def _interval(level):
+    est = GNSEstimator()
+    est.update(12.0, 4, 4.5, 16)
+    est.update(13.0, 4, 4.4, 16)
+    return est.b_simple_interval(level)
+
+
+CORE += [(_power_law, {"level": 0.9}, "level"), (_interval, {"level": 0.9}, "level")]
+
+
 def _edges(dom):
     """Values just inside and just outside the declared domain."""
     inside, outside = [], [math.nan, math.inf, True, 1 + 1j, "1"]
