@@ -99,6 +99,10 @@ def test_curve_frame_repr_and_power_law_use_identified_rows_only():
     with pytest.raises(ValueError, match="fit identified rows only"):
         fit_b_crit_law(curve, statuses=("identified", "lower_bound"))
     json.dumps(curve.to_dict(), default=float)
+    from empirical_batch.plot.fit import plot_critical_batch_curve
+
+    ax = plot_critical_batch_curve(curve)
+    assert any("lower bound only" in t.get_text() for t in ax.get_legend().get_texts())
 
 
 def test_empty_target_list_gives_an_empty_curve_with_a_repr():
