@@ -397,3 +397,25 @@ def test_regression_and_many_estimates_at_any_scale(scale_y, scale_b):
                 continue
         assert g2 == pytest.approx(2 * scale_y, rel=1e-9, abs=0)
         assert math.isfinite(tr)
+
+
+def test_collector_and_callback_states_are_checked_before_loading():
+    torch = pytest.importorskip("torch")
+    from empirical_batch.measure._common import checked_skipped
+
+    good = {"estimator": GNSEstimator().state_dict(), "skipped": {"non_finite": 2}}
+    assert checked_skipped(good) == {"non_finite": 2}
+    for bad in ({"estimator": {}}, {"estimator": {}, "skipped": {"non_finite": -1}},
+                {"estimator": {}, "skipped": {"non_finite": 1.5}}, [1]):
+        with pytest.raises((InputError, NotFoundError)):
+            checked_skipped(bad)
+    pytest.importorskip("lightning")
+    from empirical_batch.integrations.lightning import NoiseScaleCallback
+
+    cb = NoiseScaleCallback(8)
+    state = {"estimator": GNSEstimator().state_dict(), "skipped": {"non_finite": 0}}
+    state["estimator"]["steps"] = -3
+    with pytest.raises(InputError, match="steps"):
+        cb.load_state_dict(state)
+    assert cb.state_dict() == {}
+    del torch
