@@ -419,3 +419,16 @@ def test_collector_and_callback_states_are_checked_before_loading():
         cb.load_state_dict(state)
     assert cb.state_dict() == {}
     del torch
+
+
+@settings(max_examples=100, deadline=None)
+@given(g=st.floats(1e-150, 1e300), h=st.floats(1e-150, 1e300), c=st.floats(0, 1e300))
+def test_quadratic_model_near_the_float_limits(g, h, c):
+    from empirical_batch.theory import QuadraticModel
+
+    m = _refused_or_finite(lambda: QuadraticModel([g, 1.0], [h, 2.0], [c, 1.0]), "gradient")
+    if m is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            values = (m.b_noise, m.b_simple, m.eps_max, m.eps_opt(4.0), m.dl_opt(4.0))
+        assert all(math.isfinite(v) and v >= 0 for v in values)
