@@ -290,6 +290,11 @@ class QuadraticModel(Frozen):
         self.dataset_size = dataset_size
         self._derived = noise_scales_from_scalars(
             self.g2, self.ghg, self.trace_sigma, self.trace_h_sigma)
+        over = [k for k, v in self._derived.items() if not math.isfinite(v)]
+        if over:
+            raise InputError(f"{', '.join(over)} of this model exceed the largest float "
+                             "(the gradient, hessian or noise are too large or too small "
+                             "relative to each other); rescale them")
         self._freeze()
 
     # --- the paper's scalars ---------------------------------------------------

@@ -426,7 +426,7 @@ def test_collector_and_callback_states_are_checked_before_loading():
 def test_quadratic_model_near_the_float_limits(g, h, c):
     from empirical_batch.theory import QuadraticModel
 
-    m = _refused_or_finite(lambda: QuadraticModel([g, 1.0], [h, 2.0], [c, 1.0]), "gradient")
+    m = _refused_or_finite(lambda: QuadraticModel([g, 1.0], [h, 2.0], [c, 1.0]), "rescale")
     if m is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
