@@ -261,7 +261,8 @@ def fit_tradeoff(
         or ``inf`` when the set reaches the edge of the searched range
         ($B_{crit}$ not bounded by the data; see ``status``); the other, finite end of
         such a one-sided set is then the ``"f"`` set's (it depends on the data only, so a
-        reported bound does not move with ``seed``).
+        reported bound does not move with ``seed``; ``benchmarks/bound_stability.py``),
+        except with ``bounded=True``.
         ``"f"``: the same set with $c$ the F(1, n − 2) quantile (exact for
         Gaussian log-errors, no bootstrap needed). ``"percentile"``: quantiles of the
         bootstrap $B_{crit}$ (under-covers with few points: 0.80–0.85 at nominal
@@ -388,9 +389,10 @@ def fit_tradeoff(
         b_ci = (0.0, b_ci[1])
     status = _status(b_ci)
     if interval == "profile" and status in ("lower_bound", "upper_bound") \
-            and rss_min > 1e-24 * n:
+            and rss_min > 1e-24 * n and not bounded:
         # a one-sided set: its finite end from the F(1, n-2) calibration, which depends on
-        # the data only (the bootstrap-calibrated end moves with the random stream)
+        # the data only (the bootstrap-calibrated end moves with the random stream); not
+        # with bounded=True, where the F calibration under-covers (coverage_fit.py)
         f_ci = profile_interval(y, log_b, grid, prof, lc, rss_min, n - 2,
                                 float(stats.f.ppf(ci, 1, n - 2)), bounded)
         b_ci = (f_ci[0], math.inf) if status == "lower_bound" else (0.0, f_ci[1])
