@@ -43,7 +43,8 @@ from ._validate import (
     check_positive,
     scalar_or_array,
 )
-from .errors import InputError, NotFoundError, UsageError
+from .errors import InputError, UsageError
+from .estimator_state import check_beta, check_dataset_size, check_max_history, checked_state
 from .params import check
 
 __all__ = [
@@ -125,7 +126,7 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big, *,
         trace_sigma = (s - g) * (bs / (1.0 - bs / bb))
     _finite_estimates(g2, trace_sigma)
     if dataset_size is not None:
-        d = _dataset_size(dataset_size, bb)
+        d = check_dataset_size(dataset_size, bb)
         g2 = g2 + trace_sigma / d
     return scalar_or_array(g2), scalar_or_array(trace_sigma)
 
@@ -143,14 +144,6 @@ def _broadcast(*named) -> None:
     except ValueError:
         shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in named)
         raise InputError(f"shapes do not broadcast together: {shapes}") from None
-
-
-def _dataset_size(dataset_size, b_big) -> float:
-    dataset_size = float(check("dataset_size", dataset_size))
-    if np.any(np.asarray(b_big) > dataset_size):
-        raise InputError(f"batches of {float(np.max(b_big)):g} cannot be drawn without "
-                         f"replacement from dataset_size={dataset_size} examples")
-    return float(dataset_size)
 
 
 def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1,
@@ -282,69 +275,12 @@ def ema(values, beta: float):
     [1.0, 2.3333333333333335]
     """
     x = as_array(values, "values", ndim=1)
-    beta = _beta(beta)
+    beta = check_beta(beta)
     out = np.empty_like(x)
     m = 0.0
     for t, v in enumerate(x, start=1):
         m = beta * m + (1.0 - beta) * v
         out[t - 1] = m / (1.0 - beta**t)
-    return out
-
-
-def _beta(beta) -> float:
-    return float(check("beta", as_float(beta, "beta")))
-
-
-def _max_history(value) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"max_history must be a positive integer or None, got {value!r}")
-    return value
-
-
-def _checked_state(state, dataset_size) -> dict:
-    """The entries of a `GNSEstimator.state_dict`, each checked (type, finiteness, sign),
-    as plain Python values; raises before anything is changed."""
-    if not isinstance(state, dict):
-        raise InputError(f"state must be a dict (from state_dict()), got {type(state).__name__}")
-    missing = [k for k in ("beta", "keep_history", "steps", "w", "w2", "mean_s", "mean_g",
-                           "css", "cgg", "csg", "history") if k not in state]
-    if missing:
-        raise NotFoundError(f"state is missing the entry {missing[0]!r}")
-    out: dict = {"beta": _beta(state["beta"])}
-    if not isinstance(state["keep_history"], bool | np.bool_):
-        raise InputError(f"state['keep_history'] must be a bool, got {state['keep_history']!r}")
-    out["keep_history"] = bool(state["keep_history"])
-    out["max_history"] = _max_history(state.get("max_history"))
-    ds = state.get("dataset_size", dataset_size)
-    out["dataset_size"] = None if ds is None else int(_dataset_size(ds, 0))
-    steps = state["steps"]
-    if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
-        raise InputError(f"state['steps'] must be an integer >= 0, got {steps!r}")
-    out["steps"] = int(steps)
-    for k in ("w", "w2", "mean_s", "mean_g", "css", "cgg", "csg"):
-        out[k] = as_float(state[k], f"state[{k!r}]")
-    for k in ("w", "w2", "css", "cgg"):
-        if out[k] < 0:
-            raise InputError(f"state[{k!r}] must be >= 0 (a sum of weights or squares), "
-                             f"got {out[k]!r}")
-    if (out["steps"] == 0) != (out["w"] == 0) or out["w2"] > out["w"] * out["w"] * (1 + 1e-12):
-        raise InputError(f"state's weights w={out['w']!r}, w2={out['w2']!r} do not fit "
-                         f"steps={out['steps']} (w = 0 exactly when steps = 0, w2 <= w^2)")
-    hist = state["history"]
-    if not isinstance(hist, dict):
-        raise InputError(f"state['history'] must be a dict of lists, got {type(hist).__name__}")
-    rows = {}
-    for c in GNSEstimator._COLUMNS:
-        if c not in hist:
-            raise NotFoundError(f"state['history'] is missing the column {c!r}")
-        col = as_array(hist[c], f"state['history'][{c!r}]", ndim=1)
-        rows[c] = [int(v) for v in col] if c == "step" else col.tolist()
-    if len({len(v) for v in rows.values()}) > 1:
-        raise InputError("state['history'] columns differ in length: "
-                         f"{ {c: len(v) for c, v in rows.items()} }")
-    out["history"] = rows
     return out
 
 
@@ -428,11 +364,11 @@ class GNSEstimator:
 
     def __init__(self, beta: float = 0.99, *, keep_history: bool = True,
                  max_history: int | None = None, dataset_size: int | None = None):
-        self.beta = _beta(beta)
+        self.beta = check_beta(beta)
         self.keep_history = bool(keep_history)
-        self.max_history = _max_history(max_history)
+        self.max_history = check_max_history(max_history)
         self.dataset_size = None if dataset_size is None else int(
-            _dataset_size(dataset_size, 0))
+            check_dataset_size(dataset_size, 0))
         self.reset()
 
     def reset(self) -> None:
@@ -604,7 +540,7 @@ class GNSEstimator:
         """Restore a `state_dict` (replaces everything, ``beta`` and ``dataset_size``
         included; a state written before ``dataset_size`` was saved keeps this
         estimator's own). Every entry is checked first: on an error nothing changes."""
-        new = _checked_state(state, self.dataset_size)
+        new = checked_state(state, self.dataset_size, self._COLUMNS)
         self.beta, self.keep_history, self.max_history = new["beta"], new["keep_history"], \
             new["max_history"]
         self.dataset_size, self.steps = new["dataset_size"], new["steps"]
