@@ -114,8 +114,8 @@ def test_every_load_state_dict_in_the_library_is_checked():
     root = pathlib.Path(estimators.__file__).parent
     found = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if "def load_state_dict" in p.read_text())
-    assert found == ["estimators.py", "integrations/lightning.py", "measure/_common.py",
-                     "schedule/scheduler.py"]
+    assert found == ["estimators.py", "integrations/adaptive.py", "integrations/lightning.py",
+                     "integrations/steps.py", "measure/_common.py", "schedule/scheduler.py"]
 
 
 # ----------------------------------------------------------- declared domains
@@ -432,3 +432,30 @@ def test_quadratic_model_near_the_float_limits(g, h, c):
             warnings.simplefilter("error")
             values = (m.b_noise, m.b_simple, m.eps_max, m.eps_opt(4.0), m.dl_opt(4.0))
         assert all(math.isfinite(v) and v >= 0 for v in values)
+
+
+def test_step_counters_and_batch_growth_states_are_checked_first():
+    pytest.importorskip("torch")
+    from empirical_batch.integrations.steps import StepAccount
+
+    acc = StepAccount()
+    before = acc.state_dict()
+    for bad in ({"examples": -1}, {"steps": 1.5}, {"unit": "bytes"}, {"unit_fixed": "yes"},
+                {"token_rule": "half"}, {"secret": 1}, {"examples": 3, "tokens": True}):
+        with pytest.raises(InputError):
+            acc.load_state_dict(bad)
+        assert acc.state_dict() == before
+    acc.load_state_dict({**before, "examples": 12, "steps": 3})
+    assert (acc.examples, acc.steps) == (12, 3)
+    from empirical_batch.integrations.adaptive import BatchGrowth
+
+    growth = BatchGrowth.__new__(BatchGrowth)  # the state alone matters here
+    growth.accumulation, growth.last_change_at, growth.changes = 2, 5, []
+    for bad in ({"accumulation": 0, "last_change_at": 0, "changes": []},
+                {"accumulation": 2, "last_change_at": -1, "changes": []},
+                {"accumulation": 2.5, "last_change_at": 0, "changes": []},
+                {"accumulation": 2, "last_change_at": 0, "changes": "none"},
+                {"accumulation": 2}):
+        with pytest.raises(InputError):
+            growth.load_state_dict(bad)
+        assert (growth.accumulation, growth.last_change_at, growth.changes) == (2, 5, [])
