@@ -18,6 +18,7 @@ from .errors import InputError
 __all__ = [
     "as_array",
     "as_float",
+    "check_broadcast",
     "check_count",
     "check_finite",
     "check_nonnegative",
@@ -119,6 +120,16 @@ def check_count(value, name: str, low: int = 0) -> int:
     if n < low or n > MAX_COUNT:
         raise InputError(f"{name} must be an integer in [{low}, 2^53], got {value!r}")
     return n
+
+
+def check_broadcast(*named) -> None:
+    """Refuse arrays, given as ``(name, array)`` pairs, whose shapes do not broadcast
+    together, naming them and their shapes."""
+    try:
+        np.broadcast_shapes(*(np.shape(v) for _, v in named))
+    except ValueError:
+        shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in named)
+        raise InputError(f"shapes do not broadcast together: {shapes}") from None
 
 
 def scalar_or_array(arr):

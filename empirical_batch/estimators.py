@@ -38,6 +38,7 @@ import numpy as np
 from ._validate import (
     as_array,
     as_float,
+    check_broadcast,
     check_count,
     check_nonnegative,
     check_positive,
@@ -61,7 +62,7 @@ __all__ = [
 def _sizes(b_small, b_big):
     bs = check("b_small", b_small)
     bb = check("b_big", b_big)
-    _broadcast(("b_small", bs), ("b_big", bb))
+    check_broadcast(("b_small", bs), ("b_big", bb))
     if np.any(bs >= bb):
         raise InputError(
             f"b_small must be < b_big (two different batch sizes are needed), got "
@@ -118,7 +119,7 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big, *,
     s = check("sq_norm_small", sq_norm_small)
     g = check("sq_norm_big", sq_norm_big)
     bs, bb = _sizes(b_small, b_big)
-    _broadcast(("sq_norm_small", s), ("b_small", bs), ("sq_norm_big", g), ("b_big", bb))
+    check_broadcast(("sq_norm_small", s), ("b_small", bs), ("sq_norm_big", g), ("b_big", bb))
     # = (B_big g - B_small s)/(B_big - B_small) and (s - g)/(1/B_small - 1/B_big), written
     # so that no intermediate product overflows when the estimates themselves are finite
     with np.errstate(over="ignore"):
@@ -135,15 +136,6 @@ def _finite_estimates(g2, trace_sigma) -> None:
     if not (np.all(np.isfinite(g2)) and np.all(np.isfinite(trace_sigma))):
         raise InputError("the estimates of |G|^2 and tr(Sigma) overflow a float for these "
                          "squared norms and batch sizes (rescale the norms)")
-
-
-def _broadcast(*named) -> None:
-    """Refuse arrays whose shapes do not broadcast together, naming them."""
-    try:
-        np.broadcast_shapes(*(np.shape(v) for _, v in named))
-    except ValueError:
-        shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in named)
-        raise InputError(f"shapes do not broadcast together: {shapes}") from None
 
 
 def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1,

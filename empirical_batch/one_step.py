@@ -31,6 +31,8 @@ def inverse_batch(batch_size, dataset_size=None) -> np.ndarray:
     inv = 1.0 / b
     if dataset_size is not None:
         dataset_size = check("dataset_size", dataset_size)
+        if dataset_size.ndim:
+            raise InputError(f"dataset_size must be one number, got shape {dataset_size.shape}")
         if np.any(b > dataset_size):
             raise InputError(
                 f"batch_size must be <= dataset_size={dataset_size} when sampling "

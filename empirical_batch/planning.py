@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ._validate import as_array, positive_float, scalar_or_array
+from ._validate import as_array, check_broadcast, positive_float, scalar_or_array
 from .errors import InputError
 from .params import check
 from .tradeoff import Tradeoff
@@ -112,6 +112,7 @@ class Hardware:
         """Seconds per optimizer step for global batch ``batch_size`` on ``devices``."""
         b = check("batch_size", batch_size)
         n = check("devices", devices)
+        check_broadcast(("batch_size", b), ("devices", n))
         return scalar_or_array(b / n / self.throughput + self.step_overhead_s
                                + self.comm_seconds(n))
 

@@ -24,7 +24,14 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ._numeric import trapezoid
-from ._validate import as_array, as_float, check_positive, positive_float, scalar_or_array
+from ._validate import (
+    as_array,
+    as_float,
+    check_broadcast,
+    check_positive,
+    positive_float,
+    scalar_or_array,
+)
 from .errors import InputError
 from .params import check
 
@@ -161,8 +168,9 @@ class Tradeoff:
 
     def residual(self, steps, examples):
         r"""$(S/S_{min} - 1)(E/E_{min} - 1) - 1$: zero on the tradeoff curve."""
-        s = check_positive(steps, "steps")
-        e = check_positive(examples, "examples")
+        s = check("steps", steps)
+        e = check("examples", examples)
+        check_broadcast(("steps", s), ("examples", e))
         return scalar_or_array((s / self.s_min - 1.0) * (e / self.e_min - 1.0) - 1.0)
 
     def to_dict(self) -> dict:

@@ -459,3 +459,12 @@ def test_step_counters_and_batch_growth_states_are_checked_first():
         with pytest.raises(InputError):
             growth.load_state_dict(bad)
         assert (growth.accumulation, growth.last_change_at, growth.changes) == (2, 5, [])
+
+
+def test_shape_mismatches_in_the_planner_and_tradeoff_name_the_parameters():
+    with pytest.raises(InputError, match=r"batch_size .* devices"):
+        Hardware().step_seconds([1, 2], [1, 2, 4])
+    with pytest.raises(InputError, match=r"steps .* examples"):
+        Tradeoff(1.0, 2.0).residual([3.0, 4.0], [5.0, 6.0, 7.0])
+    with pytest.raises(InputError, match="dataset_size must be one number"):
+        one_step.inverse_batch([1.0, 2.0], dataset_size=[3, 4, 5])
