@@ -150,8 +150,11 @@ def critical_batch_curve(
             fits.append(None)
             notes.append(str(exc))
             continue
-        note = (f"unreached: {list(fit.unreached_batch_sizes)}"
-                if fit.unreached_batch_sizes else "")
+        parts = [f"unreached: {list(fit.unreached_batch_sizes)}"] \
+            if fit.unreached_batch_sizes else []
+        if fit.status not in ("identified", "unknown"):  # why b_crit is NaN
+            parts.insert(0, fit.b_crit_text())
+        note = "; ".join(parts)
         rows.append({
             "target": float(t), **fit.determined(),
             "b_crit_lo": fit.b_crit_ci[0], "b_crit_hi": fit.b_crit_ci[1],

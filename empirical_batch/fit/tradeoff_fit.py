@@ -151,7 +151,9 @@ class TradeoffFit:
             return self.b_crit_ci[1]
         return self.b_crit if self.status == "identified" else math.nan
 
-    def _b_crit_text(self) -> str:
+    def b_crit_text(self) -> str:
+        """B_crit as the data support it, in words: a value with its interval, a bound or
+        "not identified"."""
         lo, hi = self.b_crit_ci
         if self.status == "lower_bound":
             return f"B_crit > {lo:.4g} (lower bound only)"
@@ -165,7 +167,7 @@ class TradeoffFit:
     def __repr__(self) -> str:
         warn = f", {len(self.warnings)} warnings" if self.warnings else ""
         return (
-            f"TradeoffFit({self._b_crit_text()}, status={self.status!r}, "
+            f"TradeoffFit({self.b_crit_text()}, status={self.status!r}, "
             f"s_min={self.s_min:.4g}, e_min={self.e_min:.4g}, "
             f"{self.n_batch_sizes} batch sizes{warn})"
         )
@@ -173,7 +175,7 @@ class TradeoffFit:
     def summary(self) -> str:
         """The fit, its interval and its warnings, in a few lines."""
         lines = [
-            f"{self._b_crit_text()} ({self.ci_level:.0%}, {self.bootstrap} bootstrap, "
+            f"{self.b_crit_text()} ({self.ci_level:.0%}, {self.bootstrap} bootstrap, "
             f"n_boot={self.n_boot}); status {self.status}",
             f"S_min = {self.s_min:.4g}, E_min = {self.e_min:.4g}; {self.n_batch_sizes} batch "
             f"sizes ({self.n_below} below, {self.n_above} above B_crit), log-RMSE "
