@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import EmpiricalBatchDeprecationWarning, InputError
 
 __all__ = [
     "as_array",
@@ -132,7 +133,7 @@ def check_broadcast(*named) -> None:
         raise InputError(f"shapes do not broadcast together: {shapes}") from None
 
 
-def scalar_or_array(arr):
+def scalar_or_array(arr: Any) -> Any:
     """A 0-d result as a Python float, anything else as the array (scalars stay scalars)."""
     arr = np.asarray(arr)
     return float(arr) if arr.ndim == 0 else arr
@@ -208,12 +209,13 @@ def check_level(level, ci, default: float = 0.95) -> float:
         raise InputError(f"give level= or its old name ci=, not both ({level!r} and {ci!r})")
     if ci is not None:
         warnings.warn("the keyword ci= is renamed level=; ci= will be removed in the next "
-                      "release", DeprecationWarning, stacklevel=3)
+                      "release", EmpiricalBatchDeprecationWarning, stacklevel=3)
     value = default if level is None and ci is None else (level if level is not None else ci)
     name = "level" if level is not None or ci is None else "ci"
-    from .params import check  # the declared domain of "level" (params imports this module)
-
-    return float(check("level", as_float(value, name), label=name))
+    v = as_float(value, name)
+    if not 0 < v < 1:  # params.DOMAINS["level"] (tests/test_state_and_domain.py: they agree)
+        raise InputError(f"{name} must be in (0, 1), got {value!r}")
+    return v
 
 
 def resolve_count(new, old, default: int):
@@ -222,6 +224,6 @@ def resolve_count(new, old, default: int):
         raise InputError(f"give n_seeds= or its old name seeds=, not both ({new!r}, {old!r})")
     if old is not None:
         warnings.warn("the keyword seeds= is renamed n_seeds=; seeds= will be removed in the "
-                      "next release", DeprecationWarning, stacklevel=3)
+                      "next release", EmpiricalBatchDeprecationWarning, stacklevel=3)
     return default if new is None and old is None else (new if new is not None else old)
 

@@ -47,12 +47,13 @@ from ._validate import check_level
 from .errors import InputError
 from .fit.power_law import PowerLaw, fit_power_law
 from .fit.tradeoff_fit import FitWarning
+from .result import Interval, Result, deprecated_alias
 
 __all__ = ["FixedBudgetFit", "fit_fixed_budget"]
 
 
 @dataclass(frozen=True, repr=False)
-class FixedBudgetFit:
+class FixedBudgetFit(Result):
     """The result of `fit_fixed_budget`.
 
     Attributes
@@ -66,8 +67,10 @@ class FixedBudgetFit:
         Every configuration within ``tolerance`` of its budget's best loss.
     b_opt, lr_opt : PowerLaw
         Least-squares power laws through the per-budget ``b_opt`` and ``lr_opt``.
-    b_opt_exponent_ci, lr_opt_exponent_ci : tuple of float
-        Residual-bootstrap percentile intervals of the exponents.
+    b_opt_exponent_interval, lr_opt_exponent_interval : Interval
+        Residual-bootstrap percentile intervals of the exponents, at confidence
+        ``level`` (``b_opt_exponent_ci``, ``lr_opt_exponent_ci`` and ``ci_level`` are
+        the deprecated v0.2 names).
     b_opt_status, lr_opt_status : str
         ``"identified"`` when the law is fitted through at least 3 budgets whose
         near-optimal band stays inside that budget's grid; ``"unidentified"`` otherwise
@@ -83,12 +86,22 @@ class FixedBudgetFit:
     band: pd.DataFrame = field(repr=False)
     b_opt: PowerLaw
     lr_opt: PowerLaw
-    b_opt_exponent_ci: tuple[float, float]
-    lr_opt_exponent_ci: tuple[float, float]
-    ci_level: float
+    b_opt_exponent_interval: Interval
+    lr_opt_exponent_interval: Interval
     n_boot: int
     b_opt_status: str = "identified"
     lr_opt_status: str = "identified"
+
+    b_opt_exponent_ci = deprecated_alias("b_opt_exponent_interval", "tuple",
+                                         "b_opt_exponent_ci")
+    lr_opt_exponent_ci = deprecated_alias("lr_opt_exponent_interval", "tuple",
+                                          "lr_opt_exponent_ci")
+    ci_level = deprecated_alias("b_opt_exponent_interval", "level", "ci_level")
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals."""
+        return self.b_opt_exponent_interval.level
 
     def batch_size(self, budget) -> np.ndarray | float:
         """$B_{opt}$ at ``budget`` from the fitted power law."""
@@ -118,9 +131,9 @@ class FixedBudgetFit:
         return f"{what} ∝ {self.budget_name}^{law.exponent:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
     def __repr__(self) -> str:
-        b = self._law_text("B_opt", self.b_opt, self.b_opt_exponent_ci, self.b_opt_status,
+        b = self._law_text("B_opt", self.b_opt, self.b_opt_exponent_interval, self.b_opt_status,
                            "b_opt_at_edge")
-        lr = self._law_text("lr_opt", self.lr_opt, self.lr_opt_exponent_ci,
+        lr = self._law_text("lr_opt", self.lr_opt, self.lr_opt_exponent_interval,
                             self.lr_opt_status, "lr_opt_at_edge")
         return (f"FixedBudgetFit({b}, {lr}, {len(self.optima)} budgets, tolerance "
                 f"{self.tolerance:.2%})")
@@ -135,9 +148,12 @@ class FixedBudgetFit:
         return {
             "budget_name": self.budget_name, "tolerance": self.tolerance,
             "b_opt": self.b_opt.to_dict(), "lr_opt": self.lr_opt.to_dict(),
-            "b_opt_exponent_ci": list(self.b_opt_exponent_ci),
-            "lr_opt_exponent_ci": list(self.lr_opt_exponent_ci),
-            "ci_level": self.ci_level, "n_boot": self.n_boot,
+            "b_opt_exponent_interval": self.b_opt_exponent_interval.to_dict(),
+            "lr_opt_exponent_interval": self.lr_opt_exponent_interval.to_dict(),
+            # the v0.2 keys, for one more release
+            "b_opt_exponent_ci": list(self.b_opt_exponent_interval),
+            "lr_opt_exponent_ci": list(self.lr_opt_exponent_interval),
+            "ci_level": self.level, "n_boot": self.n_boot,
             "b_opt_status": self.b_opt_status, "lr_opt_status": self.lr_opt_status,
             "optima": self.optima.to_dict(orient="records"),
         }
@@ -201,7 +217,7 @@ def fit_fixed_budget(
         Interval level (``ci`` accepted as in the fit functions). Bootstrap of the
         exponents: the residuals of each log-log line resampled
         (scaled by $\sqrt{n/(n-2)}$); the laws' own Student-t intervals are in
-        ``b_opt.exponent_ci`` and ``lr_opt.exponent_ci``.
+        ``b_opt.exponent_interval`` and ``lr_opt.exponent_interval``.
 
     Returns
     -------
@@ -281,12 +297,14 @@ def fit_fixed_budget(
     return FixedBudgetFit(
         budget_name=budget, tolerance=float(tolerance), optima=optima,
         band=pd.concat(band, ignore_index=True), b_opt=law_b, lr_opt=law_lr,
-        b_opt_exponent_ci=b_ci, lr_opt_exponent_ci=lr_ci, ci_level=float(ci),
+        b_opt_exponent_interval=Interval(*b_ci, ci),
+        lr_opt_exponent_interval=Interval(*lr_ci, ci),
         n_boot=int(n_boot), b_opt_status=b_status, lr_opt_status=lr_status,
     )
 
 
-def _law(optima: pd.DataFrame, budget: str, col: str, ci: float, n_boot: int, rng):
+def _law(optima: pd.DataFrame, budget: str, col: str, ci: float, n_boot: int,
+         rng: np.random.Generator) -> tuple[PowerLaw, tuple[float, float], str]:
     """The power law of ``col`` through the budgets whose band is inside the grid, its
     bootstrap interval and status; NaN and ``"unidentified"`` with fewer than 3."""
     inside = ~optima[f"{col}_at_edge"].to_numpy(dtype=bool)
@@ -297,9 +315,9 @@ def _law(optima: pd.DataFrame, budget: str, col: str, ci: float, n_boot: int, rn
             f"{col}: the near-optimal band reaches the smallest or largest value tried at "
             f"{int((~inside).sum())} of {len(inside)} budgets, leaving {int(inside.sum())} "
             "inside the grid; the law needs 3 (widen the grid)", FitWarning, stacklevel=3)
-        nan2 = (math.nan, math.nan)
-        return PowerLaw(math.nan, math.nan, nan2, nan2, ci, math.nan, int(inside.sum())), \
-            nan2, "unidentified"
+        nan = Interval(math.nan, math.nan, ci)
+        return PowerLaw(math.nan, math.nan, nan, nan, math.nan, int(inside.sum())), \
+            (math.nan, math.nan), "unidentified"
     if not inside.all():
         warnings.warn(f"{col}: {int((~inside).sum())} budget(s) with the band at the grid's "
                       "edge left out of the law", FitWarning, stacklevel=3)

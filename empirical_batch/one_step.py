@@ -7,7 +7,10 @@ the noise scales from four scalars, and the variants for momentum, Adam-like
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_array, as_float, check_symmetric, scalar_or_array
 from .errors import InputError
@@ -25,29 +28,30 @@ __all__ = [
 ]
 
 
-def inverse_batch(batch_size, dataset_size=None) -> np.ndarray:
+def inverse_batch(batch_size: ArrayLike, dataset_size: float | None = None) -> np.ndarray:
     """1/B, or 1/B − 1/D for sampling without replacement from D examples (checked)."""
     b = check("batch_size", batch_size)
     inv = 1.0 / b
     if dataset_size is not None:
-        dataset_size = check("dataset_size", dataset_size)
-        if dataset_size.ndim:
-            raise InputError(f"dataset_size must be one number, got shape {dataset_size.shape}")
-        if np.any(b > dataset_size):
+        d = check("dataset_size", dataset_size)
+        if d.ndim:
+            raise InputError(f"dataset_size must be one number, got shape {d.shape}")
+        if np.any(b > d):
             raise InputError(
-                f"batch_size must be <= dataset_size={dataset_size} when sampling "
+                f"batch_size must be <= dataset_size={float(d):g} when sampling "
                 f"without replacement, got {b.max()!r}"
             )
-        inv = inv - 1.0 / dataset_size
+        inv = inv - 1.0 / d
     return inv
 
 
-def check_momentum(momentum) -> float:
+def check_momentum(momentum: float) -> float:
     """The momentum coefficient m, checked to lie in [0, 1)."""
     return float(check("momentum", as_float(momentum, "momentum")))
 
 
-def _scales(batch_size, rate, b_noise, rate_name):
+def _scales(batch_size: ArrayLike, rate: ArrayLike, b_noise: ArrayLike,
+            rate_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """batch_size, the rate scale and b_noise checked against their declared domains and
     broadcast together (a shape mismatch names them)."""
     b = np.asarray(check("batch_size", batch_size))
@@ -61,7 +65,7 @@ def _scales(batch_size, rate, b_noise, rate_name):
     return b, r, n
 
 
-def effective_learning_rate(eps, momentum=0.0):
+def effective_learning_rate(eps: ArrayLike, momentum: float = 0.0) -> Any:
     r"""The plain-SGD step that heavy-ball momentum ``m`` at rate ``eps`` amounts to.
 
     $$
@@ -82,7 +86,8 @@ def effective_learning_rate(eps, momentum=0.0):
     return scalar_or_array(e / (1.0 - check_momentum(momentum)))
 
 
-def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
+def eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike, *,
+            momentum: float = 0.0) -> Any:
     r"""Optimal learning rate at batch size B (eq. 2.6).
 
     $$
@@ -102,7 +107,7 @@ def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
     return scalar_or_array((1.0 - check_momentum(momentum)) * e / (1.0 + n / b))
 
 
-def dl_opt(batch_size, dl_max, b_noise):
+def dl_opt(batch_size: ArrayLike, dl_max: ArrayLike, b_noise: ArrayLike) -> Any:
     r"""Expected loss improvement of one step at the optimal rate (eq. 2.7).
 
     $$
@@ -116,7 +121,8 @@ def dl_opt(batch_size, dl_max, b_noise):
     return scalar_or_array(d / (1.0 + n / b))
 
 
-def noise_scales_from_scalars(g2, ghg, trace_sigma, trace_h_sigma) -> dict:
+def noise_scales_from_scalars(g2: ArrayLike, ghg: ArrayLike, trace_sigma: ArrayLike,
+                              trace_h_sigma: ArrayLike) -> dict[str, Any]:
     r"""The paper's derived scalars from the four summary scalars (eqs. 2.6–2.9).
 
     $$
@@ -149,7 +155,7 @@ def noise_scales_from_scalars(g2, ghg, trace_sigma, trace_h_sigma) -> dict:
     return {k: scalar_or_array(v) for k, v in out.items()}
 
 
-def surge_eps_opt(batch_size, eps_max, b_noise):
+def surge_eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike) -> Any:
     r"""Optimal learning rate of an Adam-like (sign-descent) optimizer (Li et al. 2024).
 
     $$
@@ -180,7 +186,8 @@ def surge_eps_opt(batch_size, eps_max, b_noise):
     return scalar_or_array(e / (0.5 * (np.sqrt(n / b) + np.sqrt(b / n))))
 
 
-def sign_descent_eps_opt(batch_size, gradient, hessian, noise_std):
+def sign_descent_eps_opt(batch_size: ArrayLike, gradient: ArrayLike, hessian: ArrayLike,
+                         noise_std: ArrayLike) -> Any:
     r"""Optimal rate of one sign-descent step, with its large-batch plateau.
 
     The update $-\epsilon\,\mathrm{sign}(\hat G)$ of a batch gradient

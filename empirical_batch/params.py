@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ._validate import as_array
-from .errors import InputError, NotFoundError
+from .errors import EmpiricalBatchDeprecationWarning, InputError, NotFoundError
 
 __all__ = [
     "DOMAINS", "Domain", "check", "domain_table", "markdown_table", "renamed_keywords",
@@ -78,7 +78,7 @@ class Domain:
             ok &= x == np.round(x)
         return ok
 
-    def check(self, value, name: str):
+    def check(self, value: Any, name: str) -> np.ndarray:
         """``value`` as a float array (0-d for a scalar), or `InputError` naming ``name``."""
         arr = as_array(value, name)
         ok = self.contains(arr)
@@ -136,7 +136,7 @@ DOMAINS: dict[str, Domain] = {
 """Domain of each public parameter, by name."""
 
 
-def check(name: str, value, *, label: str | None = None):
+def check(name: str, value: Any, *, label: str | None = None) -> np.ndarray:
     """Validate ``value`` against ``DOMAINS[name]``; the error names ``label or name``.
 
     Returns a float array (0-d for a scalar), like ``numpy.asarray``."""
@@ -171,8 +171,8 @@ def renamed_keywords(**old_to_new: str) -> Callable[[F], F]:
     >>> import warnings
     >>> with warnings.catch_warnings(record=True) as w:
     ...     warnings.simplefilter("always")
-    ...     f(ci=0.9), w[0].category.__name__
-    (0.9, 'DeprecationWarning')
+    ...     f(ci=0.9), issubclass(w[0].category, DeprecationWarning)
+    (0.9, True)
     """
 
     def deco(func: F) -> F:
@@ -184,7 +184,7 @@ def renamed_keywords(**old_to_new: str) -> Callable[[F], F]:
                         raise InputError(f"give {new}= or its old name {old}=, not both")
                     warnings.warn(f"{func.__name__}: the keyword {old}= is renamed {new}=; "
                                   f"{old}= will be removed in the next release",
-                                  DeprecationWarning, stacklevel=2)
+                                  EmpiricalBatchDeprecationWarning, stacklevel=2)
                     kwargs[new] = kwargs.pop(old)
             return func(*args, **kwargs)
 

@@ -34,8 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from .errors import InputError
-from .fit.tradeoff_fit import FitWarning
+from .errors import EmpiricalBatchWarning, InputError
 
 __all__ = ["ThroughputModel", "fit_throughput"]
 
@@ -56,7 +55,7 @@ class ThroughputModel:
     notes: tuple[str, ...] = field(default=())
     status: str = "fitted"
     """``"fitted"``, or ``"poor_fit"`` when the rms relative error exceeds `POOR_FIT`
-    (also a note and a `FitWarning`)."""
+    (also a note and an `EmpiricalBatchWarning`)."""
 
     def grad_seconds(self, micro_batch):
         return self.alpha_grad + self.beta_grad * np.asarray(micro_batch, dtype=float)
@@ -228,7 +227,7 @@ def fit_throughput(timings: pd.DataFrame) -> ThroughputModel:
                 f"{POOR_FIT:.0%}): its predictions are not reliable; check the timings "
                 "(warm-up steps, other jobs) or whether the setup fits the model")
         notes.append(note)
-        warnings.warn(note, FitWarning, stacklevel=2)
+        warnings.warn(note, EmpiricalBatchWarning, stacklevel=2)
     return ThroughputModel(
         alpha_grad=float(ag), beta_grad=float(bg), alpha_sync=float(as_),
         beta_sync=float(bs), gamma=float(g),

@@ -135,7 +135,7 @@ def test_fixed_budget_with_every_optimum_at_the_largest_batch_is_not_identified(
     with pytest.warns(FitWarning, match="b_opt"):
         f = fit_fixed_budget(frame, n_boot=100)
     assert f.b_opt_status == "unidentified" and math.isnan(f.b_opt.exponent)
-    assert math.isnan(f.b_opt_exponent_ci[0])
+    assert math.isnan(f.b_opt_exponent_interval.low)
     assert f.optima["b_opt_at_edge"].all()
     assert "B_opt not identified" in repr(f) and "^0.000" not in repr(f)
     assert f.lr_opt_status == "identified"
@@ -174,7 +174,7 @@ def test_lr_law_whose_rates_still_rise_at_the_largest_batch_is_a_bound(family):
     with pytest.warns(FitWarning, match="only a lower bound"):
         f = fit_lr_scaling(table, family=family, n_boot=100)
     assert f.status == "lower_bound"
-    assert f.b_star_ci[1] == math.inf and f.b_star_bound == f.b_star_ci[0]
+    assert f.b_star_interval.high == math.inf and f.b_star_bound == f.b_star_interval.low
     assert 0 < f.b_star_bound < 0.5 * 1000 * b.max()  # not the edge of the searched range
     with pytest.warns(FitWarning):
         other = fit_lr_scaling(table, family=family, n_boot=100, seed=7)
@@ -218,11 +218,13 @@ def test_throughput_fit_that_misses_the_timings_is_flagged():
     good = 0.02 + 0.00125 * m
     t = pd.DataFrame({"micro_batch": m, "step_seconds": good * np.array(
         [1, 2.2, 0.5, 1.8, 2.0, 0.6, 1.9, 0.55])})
-    with pytest.warns(FitWarning, match="misses the timings"):
+    from empirical_batch.errors import EmpiricalBatchWarning
+
+    with pytest.warns(EmpiricalBatchWarning, match="misses the timings"):
         model = fit_throughput(t)
     assert model.status == "poor_fit" and model.rms_relative_error > 0.1
     assert "POOR FIT" in repr(model) and model.to_dict()["status"] == "poor_fit"
     with warnings.catch_warnings():
-        warnings.simplefilter("error", FitWarning)
+        warnings.simplefilter("error", EmpiricalBatchWarning)
         ok = fit_throughput(pd.DataFrame({"micro_batch": m, "step_seconds": good}))
     assert ok.status == "fitted"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -30,41 +30,45 @@ from scipy import optimize, stats
 from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..errors import InputError
+from ..result import Interval, Result, deprecated_alias
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
 from .tradeoff_fit import FitWarning, TradeoffFit, fit_tradeoff
 
 
-@dataclass(frozen=True)
-class LRRecommendation:
-    """Learning rate (with interval) and predicted steps/examples at one batch size."""
+@dataclass(frozen=True, repr=False)
+class LRRecommendation(Result):
+    """Learning rate (with an `Interval`) and predicted steps/examples at one batch size
+    (``learning_rate_ci`` is the deprecated v0.2 name of the interval, as a pair)."""
 
     batch_size: float
     learning_rate: float
-    learning_rate_ci: tuple[float, float]
+    learning_rate_interval: Interval
     steps: float
     examples: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    _legacy_ci = ("learning_rate",)
+    learning_rate_ci = deprecated_alias("learning_rate_interval", "tuple", "learning_rate_ci")
 
 
-@dataclass(frozen=True)
-class LRScalingFit:
+@dataclass(frozen=True, repr=False)
+class LRScalingFit(Result):
     r"""Fit of $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ (paper eq. 2.6, App. C/E).
 
     ``alpha = 1`` for SGD (and momentum), between ½ and 1 for Adam-like optimizers.
     ``tradeoff_fit`` (when the fit was made from a sweep) supplies predicted steps.
+    ``eps_star_interval``, ``b_star_interval`` and ``alpha_interval`` are `Interval`\ s
+    at confidence ``level`` (``eps_star_ci``, ``b_star_ci``, ``alpha_ci`` and
+    ``ci_level`` are the deprecated v0.2 names).
     """
 
     eps_star: float
     b_star: float
     alpha: float
-    eps_star_ci: tuple[float, float]
-    b_star_ci: tuple[float, float]
-    alpha_ci: tuple[float, float]
-    ci_level: float
+    eps_star_interval: Interval
+    b_star_interval: Interval
+    alpha_interval: Interval
     alpha_fixed: bool
     batch_sizes: tuple[float, ...]
     learning_rates: tuple[float, ...]
@@ -90,7 +94,7 @@ class LRScalingFit:
     sits at the top / bottom of the searched range (1000 times beyond the measured batch
     sizes): the rates still rise (or are flat) at the ends of the grid, so $B_*$ is
     only bounded; ``to_dict`` then gives ``b_star`` as NaN and the bound in
-    ``b_star_bound``, and ``b_star_ci`` is one-sided. The law still evaluates in the
+    ``b_star_bound``, and ``b_star_interval`` is one-sided. The law still evaluates in the
     measured range."""
 
     def __repr__(self) -> str:
@@ -103,12 +107,23 @@ class LRScalingFit:
 
     @property
     def b_star_bound(self) -> float:
-        """The finite end of ``b_star_ci`` for a bound, ``b_star`` when identified."""
+        """The finite end of ``b_star_interval`` for a bound, ``b_star`` when identified."""
         if self.status == "lower_bound":
-            return self.b_star_ci[0]
+            return self.b_star_interval.low
         if self.status == "upper_bound":
-            return self.b_star_ci[1]
+            return self.b_star_interval.high
         return self.b_star
+
+    _legacy_ci = ("eps_star", "b_star", "alpha")
+    eps_star_ci = deprecated_alias("eps_star_interval", "tuple", "eps_star_ci")
+    b_star_ci = deprecated_alias("b_star_interval", "tuple", "b_star_ci")
+    alpha_ci = deprecated_alias("alpha_interval", "tuple", "alpha_ci")
+    ci_level = deprecated_alias("eps_star_interval", "level", "ci_level")
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals."""
+        return self.eps_star_interval.level
 
     def learning_rate(self, batch_size):
         r"""The fitted law at ``batch_size``: $\epsilon_*/(1 + B_*/B)^\alpha$
@@ -125,7 +140,7 @@ class LRScalingFit:
             e, bs, a = self._draws.T
             pred = _law(self.family, e, bs, a, b)
             n_par = 2 if self.family in ("sgd", "surge") or self.alpha_fixed else 3
-            lo, hi = np.quantile(pred, _tails(self.ci_level, len(self.batch_sizes) - n_par))
+            lo, hi = np.quantile(pred, _tails(self.level, len(self.batch_sizes) - n_par))
             lr_ci = (float(lo), float(hi))
         else:
             lr_ci = (math.nan, math.nan)
@@ -134,10 +149,10 @@ class LRScalingFit:
             examples = steps * b
         else:
             steps = examples = math.nan
-        return LRRecommendation(b, lr, lr_ci, steps, examples)
+        return LRRecommendation(b, lr, Interval(*lr_ci, self.level), steps, examples)
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("_draws", "tradeoff_fit")}
+        d = {k: v for k, v in super().to_dict().items() if k != "_draws"}
         d["tradeoff_fit"] = None if self.tradeoff_fit is None else self.tradeoff_fit.to_dict()
         d["b_star_bound"] = self.b_star_bound
         if self.status != "identified":
@@ -207,8 +222,9 @@ def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
         b_ci = (float(np.quantile(draws[:, 1], q[0])), float(np.quantile(draws[:, 1], q[1])))
     status, b_ci = _edge_status(rss[0], grid, n - 2, ci, b_ci, "surge")
     return LRScalingFit(
-        eps_star=exp_or_inf(a), b_star=exp_or_inf(c), alpha=math.nan, eps_star_ci=e_ci,
-        b_star_ci=b_ci, alpha_ci=(math.nan, math.nan), ci_level=ci, alpha_fixed=True,
+        eps_star=exp_or_inf(a), b_star=exp_or_inf(c), alpha=math.nan,
+        eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
+        alpha_interval=Interval(math.nan, math.nan, ci), alpha_fixed=True,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
         tradeoff_fit=tradeoff_fit, _draws=draws, family="surge", status=status,
@@ -427,7 +443,8 @@ def fit_lr_scaling(
     status, b_ci = _edge_status(rss[0], grid, n - n_par - 1, ci, b_ci, family)
     return LRScalingFit(
         eps_star=eps_star, b_star=exp_or_inf(lbs), alpha=a_fit, status=status,
-        eps_star_ci=e_ci, b_star_ci=b_ci, alpha_ci=a_ci, ci_level=ci,
+        eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
+        alpha_interval=Interval(*a_ci, ci),
         alpha_fixed=alpha is not None,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
@@ -476,8 +493,8 @@ def _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit) -> LRScalingFit:
     chosen = fits[sel.family]
     if chosen.status != "identified":
         warnings.warn(f"learning-rate law ({sel.family}): B* is only a "
-                      f"{chosen.status.replace('_', ' ')} ({chosen.b_star_ci[0]:.4g}, "
-                      f"{chosen.b_star_ci[1]:.4g})", FitWarning, stacklevel=3)
+                      f"{chosen.status.replace('_', ' ')} ({chosen.b_star_interval.low:.4g}, "
+                      f"{chosen.b_star_interval.high:.4g})", FitWarning, stacklevel=3)
     return replace(chosen, refined=tuple(bool(v) for v in refined),
                    tradeoff_fit=tradeoff_fit, selection=rows,
                    selection_status=sel.status, candidates=sel.candidates,

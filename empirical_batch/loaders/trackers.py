@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._io import read_csv
 from ..errors import InputError
 from ..sweeps import Sweep, load_sweep
 from ._files import a_file
@@ -95,7 +96,7 @@ def _frame(obj, name) -> pd.DataFrame:
     if isinstance(obj, pd.DataFrame):
         return obj.copy()
     if isinstance(obj, str | os.PathLike):
-        return pd.read_csv(a_file(Path(obj), f"{name} file"))
+        return read_csv(a_file(Path(obj), f"{name} file"))
     raise InputError(f"{name} must be a path or a DataFrame, got {type(obj).__name__}")
 
 

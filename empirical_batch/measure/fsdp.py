@@ -69,6 +69,9 @@ class _Recorder(_PlainReduceScatter):
     """One parameter group's reduce-scatter: the real collective plus two norms."""
 
     def __init__(self):
+        self._reset()
+
+    def _reset(self) -> None:
         self.calls = 0
         self.ops: set[str] = set()
         self.local: list[torch.Tensor] = []
@@ -87,7 +90,7 @@ class _Recorder(_PlainReduceScatter):
 
     def take(self):
         local, shard, calls, ops = self.local, self.shard, self.calls, self.ops
-        self.__init__()
+        self._reset()
         return local, shard, calls, ops
 
 

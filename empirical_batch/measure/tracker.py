@@ -50,7 +50,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..errors import InputError, UsageError
+from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
     EstimatorMixin,
@@ -246,6 +246,8 @@ class GradientNoiseScale(EstimatorMixin):
         return post
 
     def _denominator(self, p):
+        if self.optimizer is None:
+            return None
         state = self.optimizer.state.get(p)
         if not state or "exp_avg_sq" not in state:
             return None
@@ -370,7 +372,8 @@ class GradientNoiseScale(EstimatorMixin):
                 warnings.warn(
                     f"{n} backward passes since the last step(), but accumulation_steps="
                     f"{self.accumulation_steps}: the step is skipped (pass "
-                    "micro_batch_size= per backward pass for a ragged step)", stacklevel=2)
+                    "micro_batch_size= per backward pass for a ragged step)",
+                    EmpiricalBatchWarning, stacklevel=2)
             return None
         sizes = self._sizes(micro_batch_size, n)
         c = self._weights(weights, n)
