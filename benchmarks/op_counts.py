@@ -38,6 +38,19 @@ def linear_stack(n_tensors: int, d: int = 16) -> nn.Module:
     return nn.Sequential(*layers)
 
 
+def layernorm_stack(n_tensors: int, d: int = 16) -> nn.Module:
+    """``n_tensors / 2`` LayerNorm layers (weight and bias), ``tanh`` between them."""
+    if n_tensors < 2 or n_tensors % 2:
+        raise ValueError(f"n_tensors must be an even number >= 2, got {n_tensors}")
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for i in range(n_tensors // 2):
+        if i:
+            layers.append(nn.Tanh())
+        layers.append(nn.LayerNorm(d))
+    return nn.Sequential(*layers)
+
+
 def aten_ops(fn) -> int:
     """Number of ``aten::`` ops the profiler records while ``fn()`` runs."""
     from torch.profiler import ProfilerActivity, profile
@@ -63,14 +76,14 @@ def added_ops(collector: str, n_tensors: int, *, batch: int = 8, seq: int = 4,
               d: int = 16) -> int:
     """ATen ops per step that ``collector`` adds to the plain step.
 
-    ``collector``: ``"micro-batch"`` (`GradientNoiseScale`, k = 4),
-    ``"per-example"`` (`PerExampleNoiseScale`, all layers) or ``"layernorm"`` (not
-    applicable to a linear stack: see ``bench_measure.py``).
+    ``collector``: ``"micro-batch"`` (`GradientNoiseScale`, k = 4) or
+    ``"per-example"`` (`PerExampleNoiseScale`) on the linear stack, or
+    ``"layernorm"`` (`PerExampleNoiseScale(params="layernorm")`) on the LayerNorm stack.
     """
     from empirical_batch.measure import GradientNoiseScale, PerExampleNoiseScale
 
     def step_fn(with_collector: bool):
-        model = linear_stack(n_tensors, d)
+        model = (layernorm_stack if collector == "layernorm" else linear_stack)(n_tensors, d)
         g = torch.Generator().manual_seed(1)
         x = torch.randn(batch * (K if collector == "micro-batch" else 1), seq, d, generator=g)
         tracker = None
@@ -78,10 +91,12 @@ def added_ops(collector: str, n_tensors: int, *, batch: int = 8, seq: int = 4,
             if collector == "micro-batch":
                 tracker = GradientNoiseScale(model, micro_batch_size=batch,
                                              accumulation_steps=K, sync_every=10**6)
-            elif collector == "per-example":
+            elif collector in ("per-example", "layernorm"):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    tracker = PerExampleNoiseScale(model, sync_every=10**6)
+                    tracker = PerExampleNoiseScale(
+                        model, sync_every=10**6,
+                        params="layernorm" if collector == "layernorm" else None)
             else:
                 raise ValueError(f"unknown collector {collector!r}")
 

@@ -222,7 +222,10 @@ def module_sq_norms(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
     if not wgrad:
         return _rowsq(d.sum(1))
     xhat = F.layer_norm(seq(inputs), m.normalized_shape, eps=m.eps)  # type: ignore[arg-type]
-    sw = (d * xhat.to(d.dtype)).sum(1)
+    if xhat.dtype != d.dtype:
+        xhat = xhat.to(torch.promote_types(xhat.dtype, d.dtype))
+        d = d.to(xhat.dtype)
+    sw = xhat.mul_(d).sum(1)  # in place: x̂ is a fresh buffer
     # both sums in one reduction: (B, 2, d) -> (B,)
     return _rowsq(torch.stack([sw, d.sum(1)], 1)) if bgrad else _rowsq(sw)
 

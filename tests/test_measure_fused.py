@@ -1,0 +1,161 @@
+"""Fused collectors: ops per step that do not grow with the number of parameter tensors,
+the same values under ``torch.compile``, and both per-example forms of a linear layer
+(Gram and materialised) exact against a float64 per-example reference."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from hypothesis import given, note  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from torch import nn  # noqa: E402
+
+from empirical_batch.measure import (  # noqa: E402
+    GradientNoiseScale,
+    PerExampleNoiseScale,
+    per_example_sq_norms,
+)
+from empirical_batch.measure.per_example import uses_gram  # noqa: E402
+from tests import measure_oracle as orc  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import op_counts  # noqa: E402
+
+pytestmark = [
+    pytest.mark.usefixtures("one_torch_thread"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning"),
+]
+
+
+# ------------------------------------------------------------------ op counts
+def test_micro_batch_ops_do_not_grow_with_the_number_of_tensors():
+    """k = 4 micro-batches: the same ATen ops per step for 4 and for 200 tensors (one
+    fused norm per backward pass, not one norm per tensor)."""
+    small, large = op_counts.added_ops("micro-batch", 4), op_counts.added_ops("micro-batch", 200)
+    assert small == large
+    assert small <= 40  # a handful per backward pass
+
+
+@pytest.mark.parametrize(("seq", "d"), [(4, 16), (16, 8), (1, 16)],
+                         ids=["gram", "materialised", "one-position"])
+def test_per_example_ops_at_most_8_per_tensor(seq, d):
+    if seq > 1:  # the shapes pick the form they are named after
+        assert uses_gram(seq, d, d) == (seq * 2 * d <= d * d)
+    for n in (4, 200):
+        ops = op_counts.added_ops("per-example", n, seq=seq, d=d)
+        assert ops <= 8 * n, (n, ops)
+    # and the cost per tensor does not creep up with depth
+    assert op_counts.added_ops("per-example", 200, seq=seq, d=d) <= \
+        50 * op_counts.added_ops("per-example", 4, seq=seq, d=d)
+
+
+def test_layernorm_ops_at_most_4_per_tensor():
+    ops = op_counts.added_ops("layernorm", 200)
+    assert ops <= 4 * 200, ops
+
+
+# ---------------------------------------------------------------- torch.compile
+def _micro_run(model, steps=3, k=4, b=8):
+    x, y = orc.dataset()
+    gns = GradientNoiseScale(model, micro_batch_size=b, accumulation_steps=k)
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        for _ in range(k):
+            idx = rng.integers(0, orc.N, b)
+            (orc.loss_fn(model(x[idx]), y[idx]) / k).backward()
+        gns.step()
+        model.zero_grad()
+    return gns.to_frame()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_step_gives_identical_values(backend):
+    torch._dynamo.reset()
+    eager = _micro_run(orc.model())
+    model = orc.model()
+    compiled = _micro_run(torch.compile(model, backend=backend))
+    for col in ("sq_norm_small", "sq_norm_big"):
+        if backend == "aot_eager":  # the same ATen ops: bit for bit
+            np.testing.assert_array_equal(compiled[col], eager[col])
+        else:  # generated kernels may sum in another order: float64 rounding only
+            np.testing.assert_allclose(compiled[col], eager[col], rtol=1e-12)
+
+
+def test_compiled_model_per_example_matches_eager():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.LayerNorm(7), nn.Linear(7, 2)).double()
+    x = torch.randn(6, 3, 5, dtype=torch.float64)
+
+    def run(model, measured):
+        pe = PerExampleNoiseScale(measured, sync_every=1)
+        for _ in range(2):
+            model(x).square().mean().backward()
+            pe.step()
+            measured.zero_grad()
+        return pe.to_frame()
+
+    eager = run(base, base)
+    twin = nn.Sequential(*[m for m in base])  # same parameters, fresh hooks
+    got = run(torch.compile(twin, backend="aot_eager"), twin)
+    for col in ("sq_norm_small", "sq_norm_big"):
+        np.testing.assert_allclose(got[col], eager[col], rtol=1e-12)
+
+
+# ------------------------------------------------ both forms against float64 reference
+class Lin(nn.Module):
+    def __init__(self, d_in, d_out, bias):
+        super().__init__()
+        self.lin = nn.Linear(d_in, d_out, bias=bias)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x)).sum(1)
+
+
+def _per_example_reference(model, x) -> torch.Tensor:
+    """|g_i|² from one backward per example, float64 (loss of example i alone)."""
+    out = []
+    for i in range(x.shape[0]):
+        grads = torch.autograd.grad(model(x[i:i + 1]).square().mean(), model.parameters())
+        out.append(sum(g.double().square().sum() for g in grads))
+    return torch.stack(out)
+
+
+@given(b=st.integers(2, 5), t=st.integers(1, 12), d_in=st.integers(1, 9),
+       d_out=st.integers(1, 9), bias=st.booleans(), seed=st.integers(0, 2**16))
+def test_linear_forms_match_the_float64_reference(b, t, d_in, d_out, bias, seed):
+    note(f"Gram form: {uses_gram(t, d_in, d_out)}")
+    torch.manual_seed(seed)
+    model = Lin(d_in, d_out, bias).double()
+    x = torch.randn(b, t, d_in, dtype=torch.float64)
+    ref = _per_example_reference(model, x)
+    got = per_example_sq_norms(model, lambda out, _: out.square().mean(), x, None)
+    torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-14)
+    pe = PerExampleNoiseScale(model)
+    model(x).square().mean().backward()
+    pe.step()
+    # the collector's small-batch norm is the mean of the per-example squared norms
+    np.testing.assert_allclose(pe.to_frame().sq_norm_small[0], float(ref.mean()), rtol=1e-10)
+
+
+def test_both_forms_are_exercised():
+    assert uses_gram(4, 16, 16) and not uses_gram(16, 8, 8)
+
+
+@given(b=st.integers(2, 5), t=st.integers(1, 8), d=st.integers(2, 9),
+       bias=st.booleans(), seed=st.integers(0, 2**16))
+def test_layernorm_matches_the_float64_reference(b, t, d, bias, seed):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.LayerNorm(d, bias=bias), nn.Tanh()).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p))
+    x = torch.randn(b, t, d, dtype=torch.float64)
+    ref = _per_example_reference(model, x)
+    got = per_example_sq_norms(model, lambda out, _: out.square().mean(), x, None)
+    torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-14)
