@@ -3,7 +3,7 @@
 On a GPU every ATen op that computes something is (at least) one kernel launch of a few
 microseconds, so a collector whose ops grow with the number of parameter tensors costs
 time that no FLOP count shows. The counts are exact and deterministic (unlike timings),
-so ``tests/test_measure_op_counts.py`` checks them and ``bench_measure.py`` prints them.
+so ``tests/test_measure_fused.py`` checks them and ``bench_measure.py`` prints them.
 
 The model is a stack of ``n_tensors / 2`` ``nn.Linear(d, d)`` layers (weight and bias
 each), on inputs of shape ``(batch, seq, d)``; a step is ``k`` micro-batch backward

@@ -159,3 +159,19 @@ def test_layernorm_matches_the_float64_reference(b, t, d, bias, seed):
     ref = _per_example_reference(model, x)
     got = per_example_sq_norms(model, lambda out, _: out.square().mean(), x, None)
     torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-14)
+
+
+def test_materialised_form_in_chunks_is_exact(monkeypatch):
+    """A layer too wide to hold every example's gradient at once goes a few examples at
+    a time, with the same values."""
+    from empirical_batch.measure import per_example as pe
+
+    torch.manual_seed(3)
+    model = Lin(5, 7, True).double()
+    x = torch.randn(5, 9, 5, dtype=torch.float64)  # 9 * 12 > 35: materialised
+    assert not uses_gram(9, 5, 7)
+    whole = per_example_sq_norms(model, lambda out, _: out.square().mean(), x, None)
+    monkeypatch.setattr(pe, "MATERIALISED_ELEMENTS", 2 * 6 * 7)  # two examples at a time
+    parts = per_example_sq_norms(model, lambda out, _: out.square().mean(), x, None)
+    torch.testing.assert_close(parts, whole, rtol=1e-13, atol=0)
+    torch.testing.assert_close(parts, _per_example_reference(model, x), rtol=1e-10, atol=0)

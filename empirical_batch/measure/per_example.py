@@ -79,6 +79,10 @@ def _rowsq(x: torch.Tensor) -> torch.Tensor:
     return x.square().sum(tuple(range(1, x.ndim)))
 
 
+# per-example gradient elements the materialised form holds at once (1 GiB in float32)
+MATERIALISED_ELEMENTS = 2**28
+
+
 def uses_gram(t: int, d_in: int, d_out: int) -> bool:
     r"""Whether the Gram form ($T^2(d_{in}+d_{out})$ per example) is cheaper than the
     materialised per-example gradient ($T d_{in} d_{out}$) for a linear layer."""
@@ -107,7 +111,14 @@ def _linear_sq(a: torch.Tensor, d: torch.Tensor, weight: bool, bias: bool) -> to
         return (ga * torch.bmm(d, d.mT)).sum((1, 2))
     if bias:  # [W | b] = Σ_t δ_t [a_t, 1]ᵀ in one product
         a = F.pad(a, (0, 1), value=1.0)
-    return _rowsq(torch.bmm(d.mT, a))
+    per_example = a.shape[-1] * d.shape[-1]
+    chunk = max(1, MATERIALISED_ELEMENTS // per_example)
+    if chunk >= a.shape[0]:
+        return _rowsq(torch.bmm(d.mT, a))
+    # a wide layer (an output layer over a large vocabulary): a few examples at a time,
+    # so that the per-example gradients held at once stay under MATERIALISED_ELEMENTS
+    return torch.cat([_rowsq(torch.bmm(dc.mT, ac))
+                      for ac, dc in zip(a.split(chunk), d.split(chunk), strict=True)])
 
 
 def layer_kind(m: nn.Module) -> str | None:
