@@ -23,10 +23,10 @@ import warnings
 
 import torch
 
+from empirical_batch.measure import per_example_sq_norms
+
 # Opacus's hooks on a model whose inputs (token ids) need no gradient
 warnings.filterwarnings("ignore", message="Full backward hook is firing")
-
-from empirical_batch.measure import per_example_sq_norms
 
 
 class Skip(Exception):
