@@ -452,12 +452,6 @@ def main(argv=None):
     bad = sorted(set(peers) - set(PEERS))
     if bad:
         p.error(f"--peers: unknown {bad}; choose from {list(PEERS)}")
-    rows, notes = [], []
-    for name, batch in batches.items():
-        rows += single_process(name, batch, a.reps, a.steps, device, a.d_model, clock,
-                               bf16=a.bf16, seq=a.gpt2_seq, peers=peers, notes=notes)
-        if not a.no_ddp and device.type == "cpu" and name != "gpt2":
-            rows += ddp(name, batch, a.reps, a.steps, a.threads, a.d_model)
     extra = {"transformer": f"x64 tokens d={a.d_model}",
              "gpt2": f"x{a.gpt2_seq} tokens (124M parameters)"}
     sizes = ", ".join(f"{m}={b}{extra.get(m, '')}" for m, b in batches.items())
@@ -465,10 +459,17 @@ def main(argv=None):
           f"steps/rep={a.steps} batch: {sizes}, k={K}, timer={a.timer}, "
           f"bf16 autocast={a.bf16}")
     print("| model | collector | plain step (ms) | with collector (ms) | overhead |")
-    print("| --- | --- | ---: | ---: | ---: |")
-    for model, key, ref, t in rows:
-        over = 100 * (t / ref - 1)
-        print(f"| {model} | {key} | {ref * 1e3:.2f} | {t * 1e3:.2f} | {over:+.1f}% |")
+    print("| --- | --- | ---: | ---: | ---: |", flush=True)
+    notes: list[str] = []
+    for name, batch in batches.items():  # each model's rows as soon as they are timed
+        rows = single_process(name, batch, a.reps, a.steps, device, a.d_model, clock,
+                              bf16=a.bf16, seq=a.gpt2_seq, peers=peers, notes=notes)
+        if not a.no_ddp and device.type == "cpu" and name != "gpt2":
+            rows += ddp(name, batch, a.reps, a.steps, a.threads, a.d_model)
+        for model, key, ref, t in rows:
+            over = 100 * (t / ref - 1)
+            print(f"| {model} | {key} | {ref * 1e3:.2f} | {t * 1e3:.2f} | {over:+.1f}% |",
+                  flush=True)
     for note in notes:
         print(f"note: {note}")
     if not a.no_agreement:
