@@ -4,6 +4,7 @@ the same values under ``torch.compile``, and both per-example forms of a linear 
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -175,3 +176,43 @@ def test_materialised_form_in_chunks_is_exact(monkeypatch):
     parts = per_example_sq_norms(model, lambda out, _: out.square().mean(), x, None)
     torch.testing.assert_close(parts, whole, rtol=1e-13, atol=0)
     torch.testing.assert_close(parts, _per_example_reference(model, x), rtol=1e-10, atol=0)
+
+
+# ---------------------------------------------------------------------- CUDA
+@pytest.mark.gpu
+@pytest.mark.parametrize("collector", ["micro-batch", "per-example"])
+def test_cuda_step_issues_no_host_sync_and_matches_cpu(collector):
+    """With ``sync_every > 1`` the backward passes and ``step()`` never wait for the
+    device (``torch.cuda.set_sync_debug_mode("error")`` raises on any sync), and the
+    values equal the CPU ones."""
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.LayerNorm(16), nn.Linear(16, 3))
+    x = torch.randn(3, 8, 5, 6)
+
+    def run(device, steps=3):
+        model = copy.deepcopy(base).to(device).double()
+        xs = x.to(device, torch.float64)
+        if collector == "micro-batch":
+            c = GradientNoiseScale(model, micro_batch_size=8, accumulation_steps=3,
+                                   sync_every=100)
+        else:
+            c = PerExampleNoiseScale(model, sync_every=100)
+        for s in range(steps):
+            if device == "cuda" and s:  # the first step builds cached index tensors
+                torch.cuda.set_sync_debug_mode("error")
+            try:
+                if collector == "micro-batch":
+                    for j in range(3):
+                        (model(xs[j]).square().mean() / 3).backward()
+                else:
+                    model(xs[0]).square().mean().backward()
+                c.step()
+            finally:
+                if device == "cuda":
+                    torch.cuda.set_sync_debug_mode(0)
+            model.zero_grad()
+        return c.to_frame()
+
+    cpu, cuda = run("cpu"), run("cuda")
+    for col in ("sq_norm_small", "sq_norm_big"):
+        np.testing.assert_allclose(cuda[col], cpu[col], rtol=1e-10)
