@@ -186,9 +186,12 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+WARMUP = 3  # untimed steps of each variant before the timed repetitions (--warmup)
+
+
 def interleaved(fns: dict, reps: int, steps: int, device, clock=time.perf_counter) -> dict:
     for fn in fns.values():  # warm-up
-        for _ in range(3):
+        for _ in range(WARMUP):
             fn()
     times = {k: [] for k in fns}
     for _ in range(reps):
@@ -432,6 +435,8 @@ def main(argv=None):
     p.add_argument("--no-agreement", action="store_true",
                    help="skip the agreement check against the float64 reference")
     p.add_argument("--no-op-counts", action="store_true")
+    p.add_argument("--warmup", type=int, default=WARMUP,
+                   help="untimed steps of each variant before timing")
     p.add_argument("--timer", choices=("wall", "cpu"), default="wall",
                    help="wall-clock time, or this process's CPU time (CPU device only)")
     a = p.parse_args(argv)
@@ -440,6 +445,8 @@ def main(argv=None):
     clock = time.process_time if a.timer == "cpu" else time.perf_counter
     if a.quick:
         a.reps, a.steps = 2, 1
+    global WARMUP
+    WARMUP = a.warmup
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
     batches = {"mlp": a.mlp_batch, "transformer": a.transformer_batch, "gpt2": a.gpt2_batch}
