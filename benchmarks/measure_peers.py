@@ -11,7 +11,8 @@ $|\\nabla\\ell_i|^2$ of a batch-mean loss, shape ``(B,)``, on the device:
   the norms of Li et al. (2022) without per-example gradients (one backward pass: the
   norms, not the clipping, which would need a second one);
 - BackPACK ``BatchL2Grad``: per-example squared norms of the layers BackPACK supports
-  (``nn.Linear`` here; LayerNorm and Embedding parameters are not measured by it).
+  (``nn.Linear`` here, without a weight tied to an embedding; LayerNorm and Embedding
+  parameters are not measured by it).
 
 A peer that is not installed or cannot handle a model is skipped with a note.
 """
@@ -73,8 +74,12 @@ def make_peer(name: str, model, loss_fn):
         except ImportError as err:
             raise Skip("backpack-for-pytorch not installed") from err
         ext = extend(model)
+        # BackPACK's per-example norms cover the nn.Linear parameters that no other
+        # module uses (a weight tied to an embedding gets only the Linear's share)
+        other = {id(p) for m in ext.modules() if not isinstance(m, torch.nn.Linear)
+                 for p in m.parameters(recurse=False)}
         linear = [p for m in ext.modules() if isinstance(m, torch.nn.Linear)
-                  for p in m.parameters(recurse=False)]
+                  for p in m.parameters(recurse=False) if id(p) not in other]
 
         def after(x, y):
             b = x.shape[0]
