@@ -415,6 +415,7 @@ def op_count_rows():
 
 
 def main(argv=None):
+    global WARMUP
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--reps", type=int, default=7)
@@ -445,7 +446,6 @@ def main(argv=None):
     clock = time.process_time if a.timer == "cpu" else time.perf_counter
     if a.quick:
         a.reps, a.steps = 2, 1
-    global WARMUP
     WARMUP = a.warmup
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
