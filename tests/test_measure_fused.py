@@ -216,3 +216,21 @@ def test_cuda_step_issues_no_host_sync_and_matches_cpu(collector):
     cpu, cuda = run("cpu"), run("cuda")
     for col in ("sq_norm_small", "sq_norm_big"):
         np.testing.assert_allclose(cuda[col], cpu[col], rtol=1e-10)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("t", "d_in", "d_out"), [(4, 32, 48), (64, 8, 8), (1, 16, 24)])
+def test_cuda_half_products_equal_the_upcast_ones(t, d_in, d_out):
+    """bf16 layer inputs and gradients on CUDA: the per-example products run on the
+    tensor cores with float32 results and give what float32 copies give."""
+    from empirical_batch.measure.per_example import _linear_sq
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(6, t, d_in, device="cuda", generator=g).bfloat16()
+    d = torch.randn(6, t, d_out, device="cuda", generator=g).bfloat16()
+    if t == 1:
+        a, d = a[:, 0], d[:, 0]
+    got = _linear_sq(a, d, True, True)
+    want = _linear_sq(a.float(), d.float(), True, True)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=0)

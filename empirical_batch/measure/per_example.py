@@ -74,6 +74,24 @@ def _upcast(t: torch.Tensor) -> torch.Tensor:
     return t if t.dtype in FULL_DTYPES else t.float()
 
 
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _bmm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``torch.bmm`` in float32 or float64 precision.
+
+    fp16/bf16 operands on CUDA go to the tensor cores with a float32 result
+    (``out_dtype``: float32 accumulation, as exact as upcasting the operands first,
+    which hold the same values, at a fraction of the cost); elsewhere they are upcast.
+    """
+    if x.dtype in HALF_DTYPES and x.dtype == y.dtype and x.is_cuda:
+        try:
+            return torch.bmm(x, y, out_dtype=torch.float32)
+        except (TypeError, RuntimeError, NotImplementedError):  # torch without out_dtype
+            pass
+    return torch.bmm(_upcast(x), _upcast(y))
+
+
 def _rowsq(x: torch.Tensor) -> torch.Tensor:
     """Σ over all but the first dimension of x², shape ``(B,)``."""
     return x.square().sum(tuple(range(1, x.ndim)))
@@ -97,27 +115,28 @@ def _linear_sq(a: torch.Tensor, d: torch.Tensor, weight: bool, bias: bool) -> to
     in the products' dtype; returns ``(B,)`` in that dtype.
     """
     if a.ndim == 2:  # one position: |δ|² (|a|² + 1)
+        a, d = _upcast(a), _upcast(d)
         dd = _rowsq(d)
         if not weight:
             return dd
         aa = _rowsq(a)
         return dd * (aa + 1 if bias else aa)
     if not weight:
-        return _rowsq(d.sum(1))
+        return _rowsq(_upcast(d).sum(1))
     if uses_gram(a.shape[1], a.shape[-1], d.shape[-1]):
-        ga = torch.bmm(a, a.mT)
+        ga = _bmm(a, a.mT)
         if bias:
             ga.add_(1)
-        return (ga * torch.bmm(d, d.mT)).sum((1, 2))
+        return (ga * _bmm(d, d.mT)).sum((1, 2))
     if bias:  # [W | b] = Σ_t δ_t [a_t, 1]ᵀ in one product
         a = F.pad(a, (0, 1), value=1.0)
     per_example = a.shape[-1] * d.shape[-1]
     chunk = max(1, MATERIALISED_ELEMENTS // per_example)
     if chunk >= a.shape[0]:
-        return _rowsq(torch.bmm(d.mT, a))
+        return _rowsq(_bmm(d.mT, a))
     # a wide layer (an output layer over a large vocabulary): a few examples at a time,
     # so that the per-example gradients held at once stay under MATERIALISED_ELEMENTS
-    return torch.cat([_rowsq(torch.bmm(dc.mT, ac))
+    return torch.cat([_rowsq(_bmm(dc.mT, ac))
                       for ac, dc in zip(a.split(chunk), d.split(chunk), strict=True)])
 
 
@@ -201,8 +220,8 @@ def module_sq_norms(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
     """
     bsz = inputs[0].shape[0]
 
-    def seq(ts, keep_2d=False):
-        ts = [_upcast(t) for t in ts]
+    def seq(ts, keep_2d=False, upcast=True):
+        ts = [_upcast(t) for t in ts] if upcast else list(ts)
         if len(ts) == 1 and (ts[0].ndim == 3 or (keep_2d and ts[0].ndim == 2)):
             return ts[0]  # already (B, T, d) (or (B, d)): no reshape, no copy
         ts = [t.reshape(bsz, -1, t.shape[-1]) for t in ts]
@@ -222,7 +241,8 @@ def module_sq_norms(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
     wgrad = bool(m.weight.requires_grad)
     bgrad = m.bias is not None and bool(m.bias.requires_grad)
     if kind == "linear":
-        a, d = seq(inputs, keep_2d=True), seq(grads, keep_2d=True)
+        # fp16/bf16 kept as they are: _linear_sq's products give float32 results
+        a, d = seq(inputs, keep_2d=True, upcast=False), seq(grads, keep_2d=True, upcast=False)
         if a.ndim != d.ndim:
             a, d = a.reshape(bsz, -1, a.shape[-1]), d.reshape(bsz, -1, d.shape[-1])
         if a.dtype != d.dtype:
