@@ -3,9 +3,12 @@ r"""`PerExampleNoiseScale`: the per-example noise scale collected during the tra
 Hooks on the fast-path layers (`empirical_batch.measure.per_example`: ``nn.Linear``,
 Hugging Face's ``Conv1D``, ``nn.Embedding``, ``nn.LayerNorm``) record each layer's input
 and output gradient during the ordinary forward/backward and add the per-example
-squared norms (no second pass, no per-example gradients); a post-accumulate-grad hook
-on every parameter takes the batch gradient's squared norm right after the backward
-pass (so clipping or unscaling before `PerExampleNoiseScale.step` changes nothing), and
+squared norms (no second pass; per layer the cheaper of the Gram form and that layer's
+per-example gradient, a few kernels per layer); a post-accumulate-grad hook on every
+parameter notes which received a gradient, and at the end of the backward pass (a
+callback queued on autograd's engine) one ``torch._foreach_norm`` takes the batch
+gradient's squared norms (so clipping or unscaling before `PerExampleNoiseScale.step`
+changes nothing, and the number of kernels does not grow with the number of tensors), and
 
 $$
 |G_{small}|^2 = \frac1B\sum_i |g_i|^2 \ (b_{small} = 1),\qquad
