@@ -234,3 +234,34 @@ def test_cuda_half_products_equal_the_upcast_ones(t, d_in, d_out):
     want = _linear_sq(a.float(), d.float(), True, True)
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, want, rtol=1e-5, atol=0)
+
+
+def test_a_failed_backward_does_not_stop_later_passes_from_being_measured():
+    """A backward pass that raises half-way never reaches its end-of-pass callback; the
+    next passes must still be measured (each pass queues its own callback)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)).double()
+    x = torch.randn(2, 4, 3, dtype=torch.float64)
+    gns = GradientNoiseScale(model, micro_batch_size=4, accumulation_steps=2)
+
+    def fail(_):
+        raise RuntimeError("boom")
+
+    h = model[0](x[0])
+    h.register_hook(fail)  # raises after the last layer's parameter hooks have fired
+    with pytest.raises(RuntimeError, match="boom"):
+        model[2](torch.tanh(h)).sum().backward()
+    model.zero_grad()
+    assert gns.step() is None and gns.skipped["single_backward"] == 1
+
+    def two_passes(tracker):
+        for j in range(2):
+            (model(x[j]).square().mean() / 2).backward()
+        out = tracker.step()
+        model.zero_grad()
+        return out
+
+    got = two_passes(gns)
+    gns.remove()
+    fresh = GradientNoiseScale(model, micro_batch_size=4, accumulation_steps=2)
+    assert got is not None and got == two_passes(fresh)

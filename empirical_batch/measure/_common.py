@@ -165,6 +165,14 @@ def sq_norm_vector(tensors: list[torch.Tensor], keys: list) -> tuple[list, torch
     return order, (parts[0] if len(parts) == 1 else torch.cat(parts)).square()
 
 
+def graph_task_id() -> int:
+    """Id of the backward pass (autograd graph task) running now: the collectors queue
+    one end-of-pass callback per task, so a pass that failed half-way does not stop
+    the next one from being measured."""
+    get = getattr(torch._C, "_current_graph_task_id", None)
+    return get() if get is not None else 0
+
+
 def stack_scalars(xs: list[torch.Tensor], device) -> torch.Tensor:
     """``torch.stack`` of same-shape tensors (0-d norms, ``(B,)`` per-layer terms), moved
     to ``device`` when they are spread over several (model parallelism); ``stack``

@@ -52,6 +52,7 @@ from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
     EstimatorMixin,
+    graph_task_id,
     resolve_scale,
     select_params,
     sq_norm_vector,
@@ -223,7 +224,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         # parameters whose .grad was accumulated this step, and |.grad|² of each at the end
         # of the backward pass (one fused norm): (ids in the vector's order, vector)
         self._received: dict[int, nn.Parameter] = {}
-        self._queued = False
+        self._queued_task: int | None = None
         self._big: tuple[list[int], torch.Tensor] | None = None
         self._index_cache: dict[tuple, tuple] = {}
         self._covered = covered
@@ -263,13 +264,14 @@ class PerExampleNoiseScale(EstimatorMixin):
         # together at the end of the backward pass
         if param.grad is not None:
             self._received[id(param)] = param
-            if not self._queued:
-                self._queued = True
+            task = graph_task_id()
+            if task != self._queued_task:  # the first hook of this backward pass
+                self._queued_task = task
                 torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
 
     @torch.no_grad()
     def _end_of_backward(self) -> None:
-        self._queued = False
+        self._queued_task = None
         grads = [(id(p), p.grad) for p in self._received.values() if p.grad is not None]
         if grads:
             self._big = sq_norm_vector([g for _, g in grads], [i for i, _ in grads])

@@ -39,6 +39,7 @@ from ._common import (
     EstimatorMixin,
     acc_dtype,
     check_batch_size,
+    graph_task_id,
     resolve_scale,
     select_params,
     total_sq_norm,
@@ -182,8 +183,8 @@ class GradientNoiseScale(EstimatorMixin):
         self._micro: list[torch.Tensor] = []  # Σ_p |g_{j,p}|² of pass j (0-d, device)
         self._count: dict[int, int] = {}  # backward passes that reached each parameter
         self._n = 0  # max of _count: the current pass
-        self._pending_grads: list[tuple[nn.Parameter, torch.Tensor | None]] = []
-        self._queued = False
+        # per backward pass (autograd graph task): (param, grad or None = read .grad)
+        self._pending_grads: dict[int, list[tuple[nn.Parameter, torch.Tensor | None]]] = {}
         self._big: torch.Tensor | None = None  # |.grad|² after the k-th (or later) pass
         self._denoms: dict[int, torch.Tensor] = {}  # preconditioner, once per step
         self._not_accumulated = False
@@ -208,22 +209,23 @@ class GradientNoiseScale(EstimatorMixin):
             c = count[key] = count.get(key, 0) + 1
             if c > self._n:
                 self._n = c
-            if not self._queued:
-                self._queued = True
-                queue(self._end_of_pass)
+            task = graph_task_id()
+            mine = pending.get(task)
+            if mine is None:  # the first hook of this backward pass
+                mine = pending[task] = []
+                queue(lambda: self._end_of_pass(task))
             # with .grad None, autograd moves `grad` into .grad unless another reference
             # holds it (then it copies): read it from there at the end of the pass
-            pending.append((p, grad if p.grad is not None else None))
+            mine.append((p, grad if p.grad is not None else None))
             return None
 
         return hook
 
     @torch.no_grad()
-    def _end_of_pass(self) -> None:
+    def _end_of_pass(self, task: int) -> None:
         """End of a backward pass: this micro-batch's squared norm in one fused norm
         (and, from the k-th pass on, that of ``.grad``)."""
-        self._queued = False
-        pending, self._pending_grads[:] = list(self._pending_grads), []
+        pending = self._pending_grads.pop(task, [])
         grads = []
         for p, g in pending:
             if g is None:
