@@ -17,6 +17,7 @@ the collector minus without it, on the second of two identical steps.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import torch
@@ -117,3 +118,29 @@ def added_ops(collector: str, n_tensors: int, *, batch: int = 8, seq: int = 4,
         fn()  # warm-up: the first step may set things up
         counts.append(aten_ops(fn))
     return counts[1] - counts[0]
+
+
+def main() -> None:
+    """Print the counts for 4 and 200 tensors, for the ``empirical_batch`` on the path
+    (``PYTHONPATH=<another checkout> python benchmarks/op_counts.py`` counts another
+    version's)."""
+    import empirical_batch
+
+    torch.set_num_threads(1)
+    print(f"empirical_batch from {os.path.dirname(empirical_batch.__file__)}")
+    print("| collector | 4 tensors | 200 tensors |")
+    print("| --- | ---: | ---: |")
+    for kind, kw, label in (("micro-batch", {}, "micro-batch, k=4"),
+                            ("per-example", {}, "per-example, T=4 (Gram)"),
+                            ("per-example", {"seq": 16, "d": 8},
+                             "per-example, T=16 d=8 (materialised)"),
+                            ("layernorm", {}, "LayerNorm-only per-example")):
+        print(f"| {label} | {added_ops(kind, 4, **kw)} | {added_ops(kind, 200, **kw)} |")
+
+
+if __name__ == "__main__":
+    if not os.environ.get("PYTHONPATH"):  # this checkout's package, not an installed one
+        import sys
+
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    main()
