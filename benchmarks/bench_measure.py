@@ -44,7 +44,7 @@ Usage::
     python benchmarks/bench_measure.py --quick    # smoke run
     python benchmarks/bench_measure.py --timer cpu --no-ddp   # CPU time, shared machine
     python benchmarks/bench_measure.py --device cuda --models mlp,transformer,gpt2 \
-        --bf16 --gpt2-batch 32 --reps 5 --steps 2 --no-ddp    # the whole table (GPU)
+        --bf16 --gpt2-batch 32 --reps 5 --steps 2 --warmup 2 --no-ddp   # whole table, GPU
 """
 
 from __future__ import annotations
