@@ -74,7 +74,8 @@ def _micro_run(model, steps=3, k=4, b=8):
     return gns.to_frame()
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("backend", ["aot_eager",
+                                     pytest.param("inductor", marks=pytest.mark.slow)])
 def test_compiled_step_gives_identical_values(backend):
     torch._dynamo.reset()
     eager = _micro_run(orc.model())
