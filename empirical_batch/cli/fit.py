@@ -136,7 +136,7 @@ def run(args) -> int:
         say(f"{label}: steps-to-target table, {len(steps)} rows, "
             f"{steps['batch_size'].nunique()} batch sizes")
         fit = _with_progress(lambda: fit_tradeoff(
-            steps, ci=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
+            steps, level=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
             combine=args.combine), args.n_boot)
         say()
         say(fit.summary())
@@ -181,7 +181,7 @@ def run(args) -> int:
             f"{args.target[0]:g} (best configuration per batch size):")
         say(shown.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
         fit = _with_progress(lambda: fit_tradeoff(
-            table, ci=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded),
+            table, level=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded),
             args.n_boot)
         say()
         say(fit.summary())
@@ -193,12 +193,12 @@ def run(args) -> int:
             fig = _fit_figure(fit)
     else:
         curve = critical_batch_curve(
-            sweep, args.target, combine=args.combine, config=config, ci=args.ci,
+            sweep, args.target, combine=args.combine, config=config, level=args.ci,
             n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
             errors="report", progress=sys.stderr.isatty())
         say("\ncritical batch size per target:")
         say(curve.frame.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
-        if curve["b_crit"].isna().all():
+        if (curve.to_frame()["status"] == "not fitted").all():
             raise InputError("no target was reached by at least 3 batch sizes")
         if args.json:
             print(dumps({"source": label, "fits": [

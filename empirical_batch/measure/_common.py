@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
 import torch
 from torch import nn
 
-from ..errors import InputError
+from ..errors import InputError, NotFoundError
 from ..estimators import GNSEstimate, GNSEstimator
 
 
@@ -141,6 +142,38 @@ def total_sq_norm(tensors) -> torch.Tensor:
     return (parts[0] if len(parts) == 1 else torch.cat(parts)).square().sum()
 
 
+def sq_norm_vector(tensors: list[torch.Tensor], keys: list) -> tuple[list, torch.Tensor]:
+    r"""$|t_i|^2$ of each tensor as one float64 vector (float32 on MPS), with the
+    ``keys`` in the vector's order.
+
+    One ``torch._foreach_norm`` per (device, dtype) group (in the tensor's dtype,
+    float32 for fp16/bf16), then one stack, cast and square: a fixed number of kernels
+    however many tensors. With several groups the vector lists them group by group.
+    """
+    if not tensors:
+        raise InputError("no tensors to take the norm of")
+    dev = tensors[0].device
+    groups: dict[tuple, list[int]] = {}
+    for k, t in enumerate(tensors):
+        groups.setdefault((t.device, t.dtype), []).append(k)
+    acc = acc_dtype(dev)
+    parts, order = [], []
+    for (_, dtype), ks in groups.items():
+        kw = {} if dtype in FULL_DTYPES else {"dtype": torch.float32}
+        norms = torch._foreach_norm([tensors[k] for k in ks], 2, **kw)
+        parts.append(torch.stack(norms).to(device=dev, dtype=acc))
+        order += [keys[k] for k in ks]
+    return order, (parts[0] if len(parts) == 1 else torch.cat(parts)).square()
+
+
+def graph_task_id() -> int:
+    """Id of the backward pass (autograd graph task) running now: the collectors queue
+    one end-of-pass callback per task, so a pass that failed half-way does not stop
+    the next one from being measured."""
+    get = getattr(torch._C, "_current_graph_task_id", None)
+    return get() if get is not None else 0
+
+
 def stack_scalars(xs: list[torch.Tensor], device) -> torch.Tensor:
     """``torch.stack`` of same-shape tensors (0-d norms, ``(B,)`` per-layer terms), moved
     to ``device`` when they are spread over several (model parallelism); ``stack``
@@ -244,6 +277,25 @@ class EstimatorMixin:
         return {"estimator": self.estimator.state_dict(), "skipped": dict(self.skipped)}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict`; everything is checked first, so on an error nothing
+        changes."""
+        skipped = checked_skipped(state)
+        self._estimator.load_state_dict(state["estimator"])  # checks before it changes
         self._pending = []
-        self._estimator.load_state_dict(state["estimator"])
-        self.skipped = dict(state["skipped"])
+        self.skipped = {**dict.fromkeys(self.skipped, 0), **skipped}
+
+
+def checked_skipped(state) -> dict[str, int]:
+    """``state["skipped"]`` of a collector's `state_dict`: counts (integers >= 0) by
+    reason; `InputError`/`NotFoundError` otherwise."""
+    if not isinstance(state, dict):
+        raise InputError(f"state must be a dict (from state_dict()), got {type(state).__name__}")
+    for key in ("estimator", "skipped"):
+        if key not in state:
+            raise NotFoundError(f"state is missing the entry {key!r}")
+    skipped = state["skipped"]
+    if not isinstance(skipped, dict) or not all(
+            isinstance(k, str) and isinstance(v, int | np.integer) and not isinstance(v, bool)
+            and v >= 0 for k, v in skipped.items()):
+        raise InputError(f"state['skipped'] must map reasons to counts >= 0, got {skipped!r}")
+    return {k: int(v) for k, v in skipped.items()}
