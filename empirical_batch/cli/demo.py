@@ -50,7 +50,7 @@ class DemoContext:
     model: Any = None  # QuadraticModel, set by section_theory
     tradeoff: Any = None  # Tradeoff, set by section_tradeoff
     hardware: Any = None  # Hardware, set by section_planner
-    plan: Any = None  # the plan() table
+    plan: Any = None  # the plan() result (a Plan)
     results: dict = field(default_factory=dict)
     panels: list[Callable] = field(default_factory=list)
     echo: Callable[[str], None] = print
