@@ -47,6 +47,7 @@ import torch
 
 from ..errors import InputError, UsageError
 from .config import SweepSpec
+from .device import resolve_device, sync_device
 from .sweep import group_shards, merge_shards, run_sweep
 from .tasks import TASKS, check_task_name
 from .tasks.base import Task
@@ -93,8 +94,6 @@ class ShardJob:
     runs: int = field(default=0, compare=False)  # for messages only
 
     def __call__(self) -> ShardResult:
-        from .pipeline import resolve_device, sync_device
-
         t0 = time.perf_counter()
         dev = resolve_device(self.device)
         if self.threads is not None:

@@ -27,29 +27,11 @@ import torch
 from .._io import atomic_write_text
 from ..errors import InputError
 from .config import HarnessConfig
+from .device import resolve_device, sync_device
 from .sweep import SPLITS, run_sweep, sweep_path, write_sweep
 from .trainer import group_members
 
 STAGES = ("all", "sweep", "analyze", "report")
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``auto`` → CUDA when available, else CPU; ``cuda`` without CUDA is an error.
-
-    Accepts the strings ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or a ``torch.device``
-    of type cpu or cuda.
-    """
-    if isinstance(device, torch.device):
-        device = str(device)
-    if not isinstance(device, str):
-        raise InputError(f"device must be a string or torch.device, got {type(device).__name__}")
-    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
-        raise InputError(f"--device must be auto, cpu or cuda[:N], got {device!r}")
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError("--device cuda was asked for but torch.cuda.is_available() is False")
-    return torch.device(device)
 
 
 @dataclass
@@ -225,12 +207,6 @@ def _check_folder(out: Path, config: HarnessConfig, overwrite: bool) -> None:
 
 def _describe(executor: Executor) -> str:
     return type(executor).__name__  # the command line in the manifest has the --executor text
-
-
-def sync_device(dev: torch.device) -> None:
-    """Wait for the device's queued work (CUDA), so that a wall time is the work's."""
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 
 def _write_manifest(run: HarnessRun, config: HarnessConfig, command: str | None) -> None:
