@@ -66,7 +66,6 @@ def test_the_rule_batches_small_steps_and_loops_large_ones_on_the_cpu(monkeypatc
     assert prefer_batched(task, group)
     monkeypatch.setattr(trainer, "CPU_BATCH_FLOPS", flops / 2)
     assert not prefer_batched(task, group)
-    assert not prefer_batched(task, group[:1])  # one run: nothing to share
 
 
 def test_train_group_follows_the_rule(monkeypatch):
@@ -84,3 +83,20 @@ def test_train_group_follows_the_rule(monkeypatch):
     batched = _metrics(train_group(task, group, budget))
     assert calls == ["batched"]
     np.testing.assert_allclose(batched, looped, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("name", ["sequence", "digits"])
+def test_the_flop_count_equals_torch_flop_counter(name):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    opts = SEQ if name == "sequence" else {"hidden": 8}
+    task = make_task(name, **opts).to("cpu")
+    model = task.init_model(0)
+    x, y = task.sample(task.generator(0, 5), 5)
+    with FlopCounterMode(display=False) as ref:
+        task.loss_fn(model(x), y).backward()
+    assert step_matmul_flops(task, 5) == ref.get_total_flops() > 0
+    x_ev, y_ev = task.eval_data()
+    with FlopCounterMode(display=False) as ref, torch.no_grad():
+        task.loss_fn(model(x_ev), y_ev)
+    assert trainer.eval_matmul_flops(task) == ref.get_total_flops() > 0

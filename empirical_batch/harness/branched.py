@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,7 @@ from ..errors import InputError
 from . import library
 from .config import BranchSpec
 from .noise import ReferenceRun, evenly_spaced
+from .resume import cached, task_identity
 from .tasks.base import Task
 from .trainer import ADAM_BETAS, ADAM_EPS
 
@@ -97,8 +99,18 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.D
     checkpoint's loss and the noise scales there (see the module notes).
 
     ``ref`` is a reference run (its snapshots and noise-scale table); ``sweep`` the
-    task's sweep of the same optimizer (a `Sweep`).
+    task's sweep of the same optimizer (a `Sweep`). Kept per task and optimizer inside
+    an `empirical_batch.harness.resume.stage_cache` block.
     """
+    frame = sweep.to_frame()
+    ident = (task_identity(task), asdict(spec), ref.member.to_dict(),
+             ref.scales.to_numpy().tolist(),
+             int(pd.util.hash_pandas_object(frame, index=False).sum()))
+    return cached(task.name, "branched", ref.member.optimizer, ident,
+                  lambda: _run_branched(task, spec, ref, sweep))
+
+
+def _run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.DataFrame:
     opt = ref.member.optimizer
     if opt not in _RULES:
         raise InputError(f"no learning-rate rule for optimizer {opt!r}; known: {list(_RULES)}")

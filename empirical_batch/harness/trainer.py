@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -263,43 +264,70 @@ def train_batched(
 CPU_BATCH_FLOPS = 1e8
 
 
-def _matmul_flops(fn) -> float:
-    from torch.utils.flop_counter import FlopCounterMode
+#: per task (while it lives): matmul FLOPs of one example's step and of one evaluation
+_FLOPS: weakref.WeakKeyDictionary[Task, dict[str, float]] = weakref.WeakKeyDictionary()
 
-    with FlopCounterMode(display=False) as counter:
+
+def _matmul_flops(fn) -> float:
+    """FLOPs (2 per multiply-add) of the matrix products ``fn()`` dispatches: ``mm``,
+    ``addmm``, ``bmm``, ``baddbmm`` (what ``nn.Linear`` and ``@`` become, forward and
+    backward). A small dispatch mode: ``torch.utils.flop_counter`` counts the same
+    products but imports the compiler stack, seconds on a small CPU."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+    where = {aten.mm: (0, 1), aten.addmm: (1, 2), aten.bmm: (0, 1), aten.baddbmm: (1, 2)}
+
+    class Count(TorchDispatchMode):
+        flops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            pair = where.get(func.overloadpacket)
+            if pair is not None:
+                a, b = args[pair[0]].shape, args[pair[1]].shape
+                batch = a[0] if len(a) == 3 else 1
+                Count.flops += 2 * batch * a[-2] * a[-1] * b[-1]
+            return func(*args, **(kwargs or {}))
+
+    with Count():
         fn()
-    return float(counter.get_total_flops())
+    return float(Count.flops)
 
 
 def step_matmul_flops(task: Task, batch_size: int) -> float:
     """Matmul FLOPs of one run's training step (forward and backward) at ``batch_size``:
-    those of a batch of one, counted by ``torch.utils.flop_counter``, × ``batch_size``
+    those of a batch of one (`_matmul_flops`) × ``batch_size``
     (the harness's models treat the examples of a batch independently)."""
-    model = task.init_model(0)
-    x, y = task.sample(task.generator(0, 1), 1)
-    return batch_size * _matmul_flops(lambda: task.loss_fn(model(x), y).backward())
+    per_example = _FLOPS.setdefault(task, {})
+    if "step" not in per_example:
+        model = task.init_model(0)
+        x, y = task.sample(task.generator(0, 1), 1)
+        per_example["step"] = _matmul_flops(lambda: task.loss_fn(model(x), y).backward())
+    return batch_size * per_example["step"]
 
 
 def eval_matmul_flops(task: Task) -> float:
     """Matmul FLOPs of one evaluation of the task's evaluation set by one run."""
-    model = task.init_model(0)
-    x, y = task.eval_data()
-    with torch.no_grad():
-        return _matmul_flops(lambda: task.loss_fn(model(x), y))
+    counted = _FLOPS.setdefault(task, {})
+    if "eval" not in counted:
+        model = task.init_model(0)
+        x, y = task.eval_data()
+        with torch.no_grad():
+            counted["eval"] = _matmul_flops(lambda: task.loss_fn(model(x), y))
+    return counted["eval"]
 
 
 def prefer_batched(task: Task, group: Sequence[Member]) -> bool:
     """Train ``group`` as one vmapped program (True) or run by run (False)?
 
     Off the CPU (CUDA): always batched, one program instead of many small ones. On the
-    CPU: batched when the group has more than one run and one run's step costs at most
-    `CPU_BATCH_FLOPS` matmul FLOPs (`step_matmul_flops`). A rule of the task's shapes
-    only, never of timings, so a sweep's numbers do not depend on the machine's load.
+    CPU: batched when one run's step costs at most `CPU_BATCH_FLOPS` matmul FLOPs
+    (`step_matmul_flops`). A rule of the task's shapes only, never of timings or of the
+    group's size, so a sweep's numbers do not depend on the machine's load, and a run
+    is trained the same way whichever runs share its group (``--shard i/n``).
     """
     if task.device.type != "cpu":
         return True
-    if len(group) < 2:
-        return False
     return step_matmul_flops(task, group[0].batch_size) <= CPU_BATCH_FLOPS
 
 
