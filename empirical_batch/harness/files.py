@@ -1,7 +1,7 @@
 """Which files of an output folder the harness wrote, and the rule that keeps every other one.
 
-A harness run writes a manifest (``OUT/manifest*.json``, with the keys
-``harness_config`` and ``empirical_batch``) that lists, relative to ``OUT``, every
+A harness run writes a manifest (``OUT/manifest*.json``, a JSON object with the key
+``harness_config``) that lists, relative to ``OUT``, every
 file the run wrote or reused: sweeps, sweep groups, cached analysis stages, result
 tables, figures, the report. Those files, and the manifests themselves, are the
 harness's own; everything else in ``OUT`` is the user's, and
@@ -13,7 +13,7 @@ harness's own; everything else in ``OUT`` is the user's, and
   files that other run's manifests list, then the manifests; a notebook in
   ``OUT/results`` or any other file of yours stays.
 
-A ``manifest*.json`` that is not a harness manifest (not JSON, or without those keys)
+A ``manifest*.json`` that is not a harness manifest (not JSON, or without that key)
 is a user's file like any other. Manifests written before the files were listed
 relative to ``OUT`` named them relative to the working directory of their run
 (``data/harness/results/x.csv``); such an entry names the file of ``OUT`` that ends
@@ -52,7 +52,7 @@ def harness_manifests(out: Path) -> list[Manifest]:
             data = json.loads(path.read_text())
         except (OSError, ValueError, UnicodeDecodeError):
             continue
-        if isinstance(data, dict) and "harness_config" in data and "empirical_batch" in data:
+        if isinstance(data, dict) and "harness_config" in data:
             found.append(Manifest(path, data))
     return found
 
