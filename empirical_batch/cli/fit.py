@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import InputError
+from .output import command
 
 _EPILOG = """\
 The sweep log has one row per logged point: columns run, batch_size, learning_rate,
@@ -72,7 +73,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--bounded", action="store_true",
                    help="constrain S_min <= min S and E_min <= min E")
     p.add_argument("--out", help="write a figure here (png, pdf, svg)")
-    p.set_defaults(run=run)
+    p.set_defaults(run=command(run, inputs=("sweep",), outputs=("out",)))
 
 
 MAX_BOOT = 1_000_000

@@ -11,6 +11,7 @@ import contextlib
 
 from ..errors import InputError, UsageError
 from .devices import check_device
+from .output import command
 
 
 def _import_harness():
@@ -67,7 +68,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         "runs, one-step and branched training) when the next would not fit "
                         "in SECONDS of wall time; exit 0, print what remains and the "
                         "command that continues (finished units are kept and reused)")
-    p.set_defaults(run=run)
+    p.set_defaults(run=command(run))
 
 
 def run(args) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..planning import Hardware
+from .output import command
 
 
 def _int_list(text: str) -> list[int]:
@@ -87,7 +88,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                      help="print the plan as JSON (frontier, bend, inputs) instead of tables")
     fmt.add_argument("--csv", action="store_true",
                      help="print the frontier (every candidate with --all) as CSV")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=command(run, inputs=("fit", "timings"), outputs=("out",)))
 
 
 def tradeoff_from_args(s_min=None, e_min=None, b_crit=None):

@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import InputError
+from .output import command
 
 _EPILOG = """\
 examples:
@@ -58,7 +59,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="Megatron format: stage starts in tokens instead of samples")
     p.add_argument("--out", type=Path, help="write the export here (json, csv) instead of "
                    "printing it")
-    p.set_defaults(run=run)
+    p.set_defaults(run=command(run, inputs=("log", "fit", "loss_curve"), outputs=("out",)))
 
 
 def _csv(path: Path, columns: tuple[str, ...]):

@@ -8,7 +8,7 @@ B_crit and write the report); ``all`` does both. ``report`` redoes only what
 depends on the targets (targets, B_crit fits, Table-1 summary, claims, report) from
 the sweeps and the measured tables an earlier ``analyze`` left in ``OUT/results``: no
 training and no Hessian-vector products, so no GPU
-(`empirical_batch.harness.report.reanalyze`). ``OUT/manifest.json`` records the
+(`empirical_batch.validation.report.reanalyze`). ``OUT/manifest.json`` records the
 configuration, the library and torch versions, the device and wall times.
 """
 
@@ -32,6 +32,7 @@ from .distribute import run_sweep_distributed
 from .files import FileGuard, harness_manifests, listed_paths, remove_owned
 from .resume import BudgetExhausted, StageCache, TimeBudget, stage_cache
 from .sweep import SPLITS, parts_folder, run_sweep, sweep_path, write_sweep
+from .threads import restores_torch_threads
 from .trainer import group_members
 
 STAGES = ("all", "sweep", "analyze", "report")
@@ -78,6 +79,7 @@ def _relative(out: Path, files) -> list[str]:
     return list(dict.fromkeys(rel))
 
 
+@restores_torch_threads
 def run_harness(
     config: HarnessConfig,
     out: str | Path,
@@ -124,8 +126,9 @@ def run_harness(
     not write, and never removes one. Every manifest lists every file its run wrote or
     reused, relative to ``out``.
 
-    ``threads`` sets torch's CPU threads (default: 1 on the CPU, where the tiny models
-    of the harness lose more to intra-op threading than they gain; unchanged on CUDA).
+    ``threads`` sets torch's CPU threads for the call (default: 1 on the CPU, where the
+    tiny models of the harness lose more to intra-op threading than they gain; unchanged
+    on CUDA); the caller's setting is restored when it returns.
     """
     if stage not in STAGES:
         raise InputError(f"stage must be one of {STAGES}, got {stage!r}")
@@ -175,7 +178,7 @@ def run_harness(
             _sweep_stage(run, config, out, dev, device, shard, split, progress, threads,
                          executor, budget, guard)
         if stage in ("all", "analyze"):
-            from .report import analyze
+            from ..validation.report import analyze
 
             t0 = time.perf_counter()
             cache = StageCache(out / "cache", budget, guard=guard.check)
@@ -187,7 +190,7 @@ def run_harness(
                 run.files += cache.files
             run.wall_s["analyze"] = round(time.perf_counter() - t0, 2)
         if stage == "report":
-            from .report import report
+            from ..validation.report import report
 
             t0 = time.perf_counter()
             run.files += report(config, out)
@@ -238,7 +241,7 @@ def _planned_files(out: Path, config: HarnessConfig, stage: str,
     if stage in ("all", "sweep"):
         files += [sweep_path(out, p.task, shard) for p in config.plans]
     if stage in ("all", "analyze", "report"):
-        from .report import RESULT_FILES
+        from ..validation.report import RESULT_FILES
 
         files += [out / "report.md"] + [out / "results" / n for n in RESULT_FILES.values()]
         files += [out / "figures" / f"{p.task}_{kind}.png" for p in config.plans
