@@ -19,8 +19,8 @@ is preceded by a short untimed warm-up.
     python benchmarks/bench_harness.py --config tiny --scale 0.05          # seconds
     python benchmarks/bench_harness.py --config cpu --scale 0.05           # CPU table
     python benchmarks/bench_harness.py --config full --scale 0.05 --device cuda --modes auto batched
-    python benchmarks/bench_harness.py --config full --modes auto --scale 0.01 --estimate \
-        --op-us 10 --peak-tflops 50        # a device's time from op counts (no training)
+    python benchmarks/bench_harness.py --config full --estimate-only --op-us 24 \
+        --peak-tflops 50                   # a device's time from op counts (no training)
 
 ``--estimate`` prints, per task, the preset's sweep and analysis time at scale 1 from
 counts, not training: aten operations per vmapped step and per plain-loop step (counted
@@ -204,6 +204,8 @@ def main(argv=None) -> int:
                    help="time each mode this many times (interleaved) and keep the best")
     p.add_argument("--estimate", action="store_true",
                    help="also estimate the preset at scale 1 from op counts and FLOPs")
+    p.add_argument("--estimate-only", action="store_true",
+                   help="only the estimate (no timed training)")
     p.add_argument("--op-us", type=float, default=None,
                    help="microseconds per op for --estimate (default: measured here)")
     p.add_argument("--peak-tflops", type=float, default=None,
@@ -219,6 +221,10 @@ def main(argv=None) -> int:
           f"config {cfg.name}, step scale {args.scale}, best of {args.repeat}")
     print(f"matmul roofline: {peak / 1e9:.1f} GFLOP/s (float32, {n_peak}x{n_peak} products); "
           f"{t_op * 1e6:.2f} us per small op")
+    if args.estimate_only:
+        estimate(cfg, dev, 1e12 * args.peak_tflops if args.peak_tflops else peak,
+                 1e-6 * args.op_us if args.op_us else t_op)
+        return 0
     modes = [m for m in MODES if m in args.modes]
     head = f"{'task':16s} {'runs':>5s} {'run-steps':>10s} {'vm-steps':>9s} " + " ".join(
         f"{m + ' s':>10s}" for m in modes)
@@ -236,8 +242,8 @@ def main(argv=None) -> int:
         flops = sweep_flops(task, members, budget)
         warm = members[:2]
         seconds = dict.fromkeys(modes, float("inf"))
-        for _ in range(args.repeat):  # modes interleaved, best of the repeats
-            for mode in modes:
+        for rep in range(args.repeat):  # modes interleaved, order rotated, best of all
+            for mode in modes[rep % len(modes):] + modes[:rep % len(modes)]:
                 kw = {} if mode == "auto" else {"batched": mode == "batched"}
                 train_grid(task, warm, StepBudget(4, 2, 2, 2), **kw)
                 sync_device(dev)
