@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import DataError, InputError
 from .output import command
 
 _EPILOG = """\
@@ -63,9 +63,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
 
 def _csv(path: Path, columns: tuple[str, ...]):
-    import pandas as pd
+    from .._io import read_csv
 
-    frame = pd.read_csv(path)
+    frame = read_csv(path)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing columns {missing}; got {list(frame.columns)}")
@@ -73,13 +73,21 @@ def _csv(path: Path, columns: tuple[str, ...]):
 
 
 def _law_from_fit_json(path: Path):
-    import json
-
     import numpy as np
 
-    data = json.loads(path.read_text())
-    pts = sorted((float(f["target"]), float(f["b_crit"])) for f in data.get("fits", [])
-                 if f and f.get("status") == "identified" and f.get("target") is not None)
+    from .._io import read_json
+
+    data = read_json(path)
+    fits = data.get("fits", []) if isinstance(data, dict) else None
+    if not isinstance(fits, list) or not all(isinstance(f, dict | None) for f in fits):
+        raise DataError(f"{path}: not `empirical-batch fit --json` output (expected an "
+                        "object with a list of fits under 'fits')")
+    try:
+        pts = sorted((float(f["target"]), float(f["b_crit"])) for f in fits
+                     if f and f.get("status") == "identified" and f.get("target") is not None)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{path}: an identified fit lacks a numeric target or b_crit "
+                        f"({type(exc).__name__}: {exc})") from None
     if len(pts) < 2:
         raise InputError(f"{path}: needs at least 2 identified fits with targets "
                          "(`empirical-batch fit --target L1 L2 ... --json`)")
@@ -124,7 +132,7 @@ def _trajectory(args):
 
 
 def run(args) -> int:
-    from empirical_batch.cli.output import dumps
+    from empirical_batch.result import dumps
     from empirical_batch.schedule import (
         design_schedule,
         seesaw_schedule,

@@ -35,6 +35,7 @@ import torch
 
 from ..branched import branched_critical_batch
 from ..errors import InputError
+from ..rules import default_lr_rule
 from .config import BranchSpec
 from .noise import ReferenceRun, evenly_spaced
 from .resume import cached, task_identity
@@ -45,7 +46,7 @@ __all__ = ["BranchSpec", "run_branched"]
 
 #: learning-rate rule of each optimizer's branches: k for SGD (Goyal et al. 2017),
 #: sqrt(k) for Adam (Malladi et al. 2022)
-_RULES = {"sgd": "linear", "adam": "sqrt"}
+_RULES = {opt: default_lr_rule(opt) for opt in ("sgd", "adam")}  # from empirical_batch.rules
 
 
 def _train_steps(task: Task, optimizer: str):
@@ -132,7 +133,8 @@ def _run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun) -> pd.DataFra
             "task": task.name, "optimizer": opt, "step": int(step),
             "eval_loss": start, "base_batch": base, "learning_rate": lr,
             "examples": examples, "tolerance": tolerance,
-            "b_branched_low": res.b_crit_low, "b_branched_high": res.b_crit_high,
+            "b_branched_low": res.b_crit_interval.low,
+            "b_branched_high": res.b_crit_interval.high,
             "branched_status": res.status,
             "diverged_from": next((k * base for k, d in zip(res.factors, res.diverged,
                                                             strict=True) if d), np.nan),
