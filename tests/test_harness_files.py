@@ -98,3 +98,22 @@ def test_old_manifests_that_list_files_from_the_working_directory_are_understood
     assert owned_files(out) == {p.resolve() for p in run.files} | {m.resolve()}
     sweep(out, "second", overwrite=True)
     assert json.loads(m.read_text())["harness_config"]["name"] == "second"
+
+
+def test_sweeps_without_a_manifest_are_analysed_and_their_outputs_guarded(tmp_path):
+    src = tmp_path / "src"
+    sweep(src)
+    out = tmp_path / "copy"
+    (out / "sweeps").mkdir(parents=True)
+    for f in (src / "sweeps").glob("*.csv"):
+        (out / "sweeps" / f.name).write_bytes(f.read_bytes())
+    (out / "README.md").write_text("sweeps from elsewhere\n")
+    (out / "results").mkdir()
+    mine = out / "results" / "table1.csv"
+    mine.write_text("mine\n")
+    with pytest.raises(InputError, match=r"table1\.csv exists and is not a file of this"):
+        run_harness(config(), out, stage="analyze", device="cpu", progress=False)
+    mine.unlink()
+    run = run_harness(config(), out, stage="analyze", device="cpu", progress=False)
+    assert run.complete and (out / "report.md").is_file()
+    assert (out / "README.md").read_text() == "sweeps from elsewhere\n"

@@ -249,6 +249,12 @@ def _planned_files(out: Path, config: HarnessConfig, stage: str,
     return files
 
 
+#: what a folder of harness results holds besides manifests (sweeps copied from
+#: elsewhere, without their manifest, are analysed; files the run would write over are
+#: still refused one by one, see `FileGuard`)
+_HARNESS_NAMES = ("sweeps", "results", "figures", "cache", "logs", "report.md", "README.md")
+
+
 def _check_folder(out: Path, config: HarnessConfig, overwrite: bool) -> None:
     """Refuse a folder with another configuration's results (see `run_harness`); with
     ``overwrite``, remove the files of that other run (those its manifests list), so
@@ -270,7 +276,8 @@ def _check_folder(out: Path, config: HarnessConfig, overwrite: bool) -> None:
         remove_owned(out, other)
         manifests = [m for m in manifests if m not in other]
     if not manifests and not overwrite:
-        stray = [p.name for p in out.iterdir() if not p.name.startswith(".")]
+        stray = [p.name for p in out.iterdir()
+                 if p.name not in _HARNESS_NAMES and not p.name.startswith(".")]
         if stray:
             raise InputError(f"{out} is not empty and holds no harness manifest "
                              f"({sorted(stray)[:3]}); use an empty folder, or pass "
