@@ -100,3 +100,23 @@ def test_the_flop_count_equals_torch_flop_counter(name):
     with FlopCounterMode(display=False) as ref, torch.no_grad():
         task.loss_fn(model(x_ev), y_ev)
     assert trainer.eval_matmul_flops(task) == ref.get_total_flops() > 0
+
+
+def test_distributed_shards_choose_the_mode_as_the_sequential_sweep(monkeypatch):
+    """A shard job trains each group in the mode `run_sweep` would (the rule), so the
+    merged frame equals the sequential one also where the rule loops."""
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    from empirical_batch.harness.config import get_config
+    from empirical_batch.harness.distribute import run_sweep_distributed
+    from empirical_batch.harness.sweep import run_sweep
+
+    monkeypatch.setattr(trainer, "CPU_BATCH_FLOPS", 0.0)  # every group looped
+    plan = get_config("tiny", ["teacher_student"]).plans[0]
+    spec = replace(plan.sweep, batch_sizes=(4, 16), learning_rates={"sgd": (0.1, 0.4)})
+    task = plan.make_task().to("cpu")
+    with ThreadPoolExecutor(2) as pool:
+        merged = run_sweep_distributed(task, spec, pool, threads=1)
+    pd = pytest.importorskip("pandas")
+    pd.testing.assert_frame_equal(merged, run_sweep(task, spec), check_exact=True)

@@ -90,7 +90,7 @@ class ShardJob:
     device: str = "auto"
     dtype: torch.dtype = torch.float32
     threads: int | None = None
-    batched: bool = True
+    batched: bool | None = None
     max_group: int | None = None
     runs: int = field(default=0, compare=False)  # for messages only
 
@@ -124,7 +124,7 @@ def shard_jobs(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     threads: int | None = None,
-    batched: bool = True,
+    batched: bool | None = None,
     max_group: int | None = None,
 ) -> list[ShardJob]:
     """The jobs of `run_sweep_distributed` (one per non-empty shard), without running them."""
@@ -170,7 +170,7 @@ def run_sweep_distributed(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     threads: int | None = None,
-    batched: bool = True,
+    batched: bool | None = None,
     max_group: int | None = None,
     progress: bool = False,
     log: list[dict] | None = None,
