@@ -3,14 +3,14 @@ r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target (§3).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from .._validate import as_array, check_level
 from ..errors import InputError
-from .steps import FrameView, as_sweep, check_combine, prepare, steps_table
+from .steps import FrameView, as_sweep, check_combine, prepare, steps_table, sweep_unit
 from .tradeoff_fit import NotEnoughBatchSizes, TargetAtStart, TradeoffFit, fit_tradeoff
 
 __all__ = ["CriticalBatchCurve", "critical_batch_curve"]
@@ -29,6 +29,8 @@ class CriticalBatchCurve(FrameView):
         Why a target was not fitted, or which batch sizes did not reach it.
     metric_name : str
     higher_is_better : bool
+    unit : str
+        What ``b_crit`` and ``e_min`` count (`empirical_batch.units`).
     frame : pandas.DataFrame
         One row per target: ``target, s_min, e_min, b_crit, b_crit_lo, b_crit_hi,
         n_batch_sizes, log_rmse, extrapolation, status, note`` (``to_frame()``).
@@ -40,6 +42,7 @@ class CriticalBatchCurve(FrameView):
     metric_name: str
     higher_is_better: bool
     frame: pd.DataFrame
+    unit: str = "examples"
 
     @property
     def b_crit(self) -> np.ndarray:
@@ -55,7 +58,7 @@ class CriticalBatchCurve(FrameView):
         return (
             f"CriticalBatchCurve({len(self.targets)} targets of {self.metric_name}, {ok} "
             f"fitted, {ident} identified, B_crit {np.nanmin(self.b_crit) if ok else np.nan:.4g}"
-            f"..{np.nanmax(self.b_crit) if ok else np.nan:.4g})"
+            f"..{np.nanmax(self.b_crit) if ok else np.nan:.4g} {self.unit})"
         )
 
     def summary(self) -> str:
@@ -65,7 +68,7 @@ class CriticalBatchCurve(FrameView):
     def to_dict(self) -> dict:
         return {
             "metric_name": self.metric_name, "higher_is_better": self.higher_is_better,
-            "rows": self.frame.to_dict(orient="records"),
+            "unit": self.unit, "rows": self.frame.to_dict(orient="records"),
         }
 
 
@@ -83,6 +86,7 @@ def critical_batch_curve(
     interval: str = "profile",
     bounded: bool = False,
     ci: float | None = None,
+    unit: str | None = None,
 ) -> CriticalBatchCurve:
     r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target.
 
@@ -99,7 +103,7 @@ def critical_batch_curve(
         once either way.
     progress : bool
         Show a tqdm progress bar over targets.
-    combine, config, level, n_boot, seed, interval, bounded
+    combine, config, level, n_boot, seed, interval, bounded, unit
         As in `steps_to_target` and `fit_tradeoff` (one
         ``numpy.random.Generator`` drives all targets).
 
@@ -116,6 +120,7 @@ def critical_batch_curve(
         raise InputError(f"errors must be 'raise' or 'report', got {errors!r}")
     check_combine(combine)
     lvl = check_level(level, ci)
+    unit = sweep_unit(sweep, unit)
     p = prepare(sweep, config)
     rng = np.random.default_rng(seed)
     it = targets
@@ -129,8 +134,8 @@ def critical_batch_curve(
     for t in it:
         table = steps_table(p, float(t), combine)
         try:
-            fit = fit_tradeoff(table, level=lvl, n_boot=n_boot, seed=rng, combine=combine,
-                               interval=interval, bounded=bounded)
+            fit = fit_tradeoff(replace(table, unit=unit), level=lvl, n_boot=n_boot, seed=rng,
+                               combine=combine, interval=interval, bounded=bounded)
         except (NotEnoughBatchSizes, TargetAtStart) as exc:
             if errors == "raise":
                 raise type(exc)(f"target {t:g}: {exc}") from None
@@ -154,5 +159,5 @@ def critical_batch_curve(
     return CriticalBatchCurve(
         targets=tuple(float(t) for t in targets), fits=tuple(fits), notes=tuple(notes),
         metric_name=sweep.metric_name, higher_is_better=sweep.higher_is_better,
-        frame=pd.DataFrame(rows),
+        frame=pd.DataFrame(rows), unit=unit,
     )

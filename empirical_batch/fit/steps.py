@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -12,6 +12,7 @@ import pandas as pd
 from .._validate import as_float
 from ..errors import InputError, NotFoundError
 from ..sweeps import Sweep, load_sweep
+from ..units import UnitMismatch, check_unit
 
 __all__ = ["StepsTable", "steps_to_target"]
 
@@ -75,6 +76,8 @@ class StepsTable(FrameView):
         The columns that identify a configuration at one batch size.
     best_metric : float
         The best value any non-diverged point of the sweep logged.
+    unit : str
+        The unit of ``batch_size`` and ``examples`` (`empirical_batch.units`).
     """
 
     frame: pd.DataFrame
@@ -84,6 +87,7 @@ class StepsTable(FrameView):
     combine: str
     config: tuple[str, ...]
     best_metric: float
+    unit: str = "examples"
 
     @property
     def direction(self) -> str:
@@ -130,7 +134,8 @@ class StepsTable(FrameView):
         n, ok = len(self.frame), int(self.reached.sum())
         return (
             f"StepsTable(target={self.target:.6g} ({self.metric_name}, {self.direction} is "
-            f"better), {ok} of {n} batch sizes reached, combine={self.combine!r})"
+            f"better), {ok} of {n} batch sizes reached, combine={self.combine!r}, "
+            f"batch in {self.unit})"
         )
 
     def summary(self) -> str:
@@ -143,7 +148,7 @@ class StepsTable(FrameView):
         return {
             "target": self.target, "metric_name": self.metric_name,
             "higher_is_better": self.higher_is_better, "combine": self.combine,
-            "config": list(self.config), "best_metric": self.best_metric,
+            "config": list(self.config), "best_metric": self.best_metric, "unit": self.unit,
             "rows": self.frame.to_dict(orient="records"),
         }
 
@@ -311,6 +316,7 @@ def steps_to_target(
     *,
     combine: str = "mean",
     config: str | Sequence[str] = "learning_rate",
+    unit: str | None = None,
 ) -> StepsTable:
     r"""Steps and examples to first reach ``target``, best configuration per batch size.
 
@@ -336,6 +342,10 @@ def steps_to_target(
     config : str or sequence of str
         Column(s) that identify one hyper-parameter configuration at a batch size;
         e.g. ``["round", "org", "system"]`` for MLPerf submissions.
+    unit : {"examples", "sequences", "tokens"}, optional
+        What the sweep's ``batch_size`` counts; default the sweep's
+        ``metadata["unit"]``, else ``"examples"``. Carried by the table and by the fits
+        made from it (a sweep whose batch is in tokens gives $B_{crit}$ in tokens).
 
     Returns
     -------
@@ -366,7 +376,20 @@ def steps_to_target(
     if not math.isfinite(target):
         raise InputError(f"target must be a finite number, got {target!r}")
     check_combine(combine)
-    return steps_table(prepare(sweep, config), target, combine)
+    table = steps_table(prepare(sweep, config), target, combine)
+    return replace(table, unit=sweep_unit(sweep, unit))
+
+
+def sweep_unit(sweep: Sweep, unit: str | None) -> str:
+    """``unit`` checked, or the sweep's ``metadata["unit"]``, or ``"examples"``; a
+    ``unit`` that contradicts the sweep's metadata raises `UnitMismatch`."""
+    known = sweep.metadata.get("unit")
+    if unit is None:
+        return check_unit(known, "the sweep's unit") if known is not None else "examples"
+    unit = check_unit(unit)
+    if known is not None and check_unit(known, "the sweep's unit") != unit:
+        raise UnitMismatch(f"unit={unit!r} but the sweep's batch_size is in {known}")
+    return unit
 
 
 def steps_table(p: Prepared, target: float, combine: str) -> StepsTable:
