@@ -146,11 +146,11 @@ class NoiseTrajectory:
         if column is None:
             column, _ = choose_quantity(f, quantity)
         else:
-            if quantity is not None or column not in f.columns:
-                raise InputError(f"give quantity or column, not both; and column must be in "
-                                 f"the log ({list(f.columns)}), got {column!r}")
-        if level_column is not None and level_column not in f.columns:
-            raise InputError(f"the log has no column {level_column!r}; got {list(f.columns)}")
+            if quantity is not None:
+                raise InputError("give quantity or column, not both")
+        missing = [c for c in (column, level_column) if c is not None and c not in f.columns]
+        if missing:
+            raise DataError(f"the log has missing columns {missing}; got {list(f.columns)}")
         unit = str(f["unit"].iat[0])
         counter = "tokens" if unit == "tokens" else "examples"
         if counter in f.columns:
