@@ -19,7 +19,7 @@ def stages_in_whole_steps(schedule) -> pd.DataFrame:
     total = schedule.predicted.get("steps")
     end = np.r_[start[1:], np.nan if total is None else round(float(total))]
     steps = end - start
-    examples = np.r_[0.0, np.cumsum((batch[:-1] * steps[:-1]))]
+    examples = np.r_[0.0, np.cumsum(batch[:-1] * steps[:-1])]
     out = pd.DataFrame({"start_step": start, "start_examples": examples.astype(np.int64),
                         "batch_size": batch.astype(np.int64),
                         "steps": pd.array(np.where(np.isfinite(steps), steps, -1).astype(
