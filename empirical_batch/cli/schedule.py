@@ -4,8 +4,9 @@ The critical batch along training comes from a noise log (``--log``, the schema 
 `empirical_batch.noise_log`), from a B_crit(L) law (``--power-law B_STAR,ALPHA`` or
 ``--fit FIT.json`` of several targets) together with a reference run's loss curve
 (``--loss-curve``), or the schedule converts a learning-rate schedule (``--seesaw``).
-Batch sizes are in ``--unit`` (default the log's or the fit's unit; converted with ``--tokens-per-sample`` where tokens meet sequences);
-the table gives stage starts in whole optimizer steps; ``--plot`` draws the schedule.
+Batch sizes are in ``--unit`` (default the log's or the fit's unit; converted with
+``--tokens-per-sample`` where tokens meet sequences); the table gives stage starts in
+whole optimizer steps; ``--plot`` draws the schedule.
 """
 
 from __future__ import annotations
