@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +57,8 @@ import pandas as pd
 from .errors import DataError, EmpiricalBatchWarning, InputError
 from .units import check_unit
 
-__all__ = ["NOISE_LOG_COLUMNS", "QUANTITIES", "BSimpleForBNoise", "choose_quantity",
-           "load_noise_log", "write_noise_log"]
+__all__ = ["NOISE_LOG_COLUMNS", "QUANTITIES", "BSimpleForBNoise", "FinalNoiseScale",
+           "choose_quantity", "final_noise_scale", "load_noise_log", "write_noise_log"]
 
 NOISE_LOG_COLUMNS = ("step", "examples", "tokens", "b_simple", "b_simple_low",
                      "b_simple_high", "b_simple_se", "b_noise", "unit")
@@ -151,6 +152,41 @@ def choose_quantity(frame: pd.DataFrame, quantity: str | None, label: str = "the
         "Pass quantity='b_simple' to accept the approximation without this warning",
         BSimpleForBNoise, stacklevel=3)
     return "b_simple", True
+
+
+@dataclass(frozen=True)
+class FinalNoiseScale:
+    """The last resolved noise scale of a log (`final_noise_scale`)."""
+
+    value: float
+    unit: str
+    quantity: str  # the column read: "b_noise" or "b_simple"
+    step: float  # the row's step (or examples/tokens in a log without steps)
+    n_unresolved_after: int  # later rows with a NaN or non-positive value
+
+    def describe(self) -> str:
+        name = "B_noise" if self.quantity == "b_noise" else "B_simple (for B_noise)"
+        later = (f"; {self.n_unresolved_after} later rows unresolved"
+                 if self.n_unresolved_after else "")
+        return f"{name} = {self.value:.4g} {self.unit} at step {self.step:g} of the log{later}"
+
+
+def final_noise_scale(source, quantity: str | None = None) -> FinalNoiseScale:
+    """The noise scale at the end of a logged run: the last row whose value is finite and
+    > 0 (the critical batch of the model at the end of training, eq. 2.12's
+    $B_{crit} \\approx B_{noise}$). Later unresolved rows are counted, not hidden;
+    a log with no resolved row is refused."""
+    frame = load_noise_log(source)
+    label = source if isinstance(source, str | os.PathLike) else "the log"
+    col, _ = choose_quantity(frame, quantity, str(label))
+    v = frame[col].to_numpy(dtype=float)
+    ok = np.flatnonzero(np.isfinite(v) & (v > 0))
+    if ok.size == 0:
+        raise DataError(f"{label}: no row has a resolved {col} (finite and > 0)")
+    i = int(ok[-1])
+    at = next(c for c in ("step", "examples", "tokens") if c in frame.columns)
+    return FinalNoiseScale(float(v[i]), str(frame["unit"].iat[0]), col,
+                           float(frame[at].iat[i]), len(v) - 1 - i)
 
 
 def write_noise_log(frame: pd.DataFrame, path) -> Path:

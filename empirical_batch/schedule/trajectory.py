@@ -82,6 +82,25 @@ class NoiseTrajectory:
         """Total progress $s_{end}$."""
         return float(self.progress[-1])
 
+    @property
+    def b_crit(self) -> float:
+        r"""The critical batch of a fixed-batch run over the whole trajectory: the
+        progress average $\bar{\mathcal B} = \frac{1}{s_{end}}\int_0^{s_{end}}
+        \mathcal B(s)\,ds$. A run at batch $B$ takes
+        $S = \int_0^{s_{end}} (1 + \mathcal B(s)/B)\,ds = S_{min}(1 + \bar{\mathcal B}/B)$
+        steps with $S_{min} = s_{end}$: eq. 2.11 with $B_{crit} = \bar{\mathcal B}$
+        (held at the first point before it, trapezoid rule after)."""
+        s, b = self.progress, self.b_noise
+        area = s[0] * b[0] + float(np.sum(0.5 * (b[1:] + b[:-1]) * np.diff(s)))
+        return area / self.total
+
+    def tradeoff(self):
+        """The `Tradeoff` of a target reached at the end of the trajectory:
+        $S_{min} = s_{end}$, $B_{crit}$ = `b_crit` (in ``unit``)."""
+        from ..tradeoff import Tradeoff
+
+        return Tradeoff.from_b_crit(self.b_crit, s_min=self.total)
+
     def __repr__(self) -> str:
         what = "B_noise" if self.quantity == "b_noise" else "B_noise ~ B_simple"
         return (f"NoiseTrajectory({self.progress.size} points, progress 0..{self.total:.4g}, "
