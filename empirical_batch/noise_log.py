@@ -1,7 +1,8 @@
 r"""The noise-log schema: one table of noise-scale estimates along a training run.
 
 Every writer — `empirical_batch.measure.NoiseScaleLog` (CSV or JSON Lines), the
-harness's noise stage, a user's own loop — and every reader —
+harness's noise stage (``noise_along_reference.csv``: one run per task and optimizer,
+selected with ``where``), a user's own loop — and every reader —
 `empirical_batch.schedule.NoiseTrajectory.from_log`, ``empirical-batch schedule
 --log``, ``empirical-batch plan --noise-log`` and ``empirical-batch transfer
 --noise-log`` — meet in one table, one row per logged point:
@@ -70,8 +71,12 @@ class BSimpleForBNoise(EmpiricalBatchWarning):
     """A measured $B_{simple}$ is used where $B_{noise}$ is meant (an approximation)."""
 
 
-def load_noise_log(source) -> pd.DataFrame:
+def load_noise_log(source, where: str | None = None) -> pd.DataFrame:
     """Read and validate a noise log (a ``.csv``/``.jsonl`` path or a DataFrame).
+
+    ``where`` (a pandas query, e.g. ``"task == 'text_lm' and optimizer == 'adam'"``)
+    keeps the rows of one run of a table that holds several, such as the harness's
+    ``noise_along_reference.csv``.
 
     Returns the table sorted by ``step`` (by ``examples`` or ``tokens`` in a log
     without steps) with a ``unit`` column (``"examples"`` when the source has none).
@@ -82,6 +87,14 @@ def load_noise_log(source) -> pd.DataFrame:
     The older lower-bound spelling ``b_simple_lo`` is refused with the schema's name.
     """
     frame, label = _read(source)
+    if where:
+        try:
+            frame = frame.query(where)
+        except Exception as exc:  # pandas raises many kinds for a bad expression
+            raise InputError(f"where {where!r} on {label}: {type(exc).__name__}: {exc}") \
+                from None
+        if frame.empty:
+            raise DataError(f"where {where!r} keeps no row of {label}")
     if "b_simple_lo" in frame.columns and "b_simple_low" not in frame.columns:
         raise DataError(f"{label}: column 'b_simple_lo' is spelled 'b_simple_low' in the "
                         "noise-log schema; rename it")
@@ -112,8 +125,16 @@ def load_noise_log(source) -> pd.DataFrame:
     out = out.sort_values(order, kind="stable").reset_index(drop=True)
     dup = out[order].duplicated()
     if dup.any():
+        runs = [c for c in out.columns if c not in NOISE_LOG_COLUMNS
+                and out[c].dtype.kind in "OSUb" and out[c].nunique() > 1]
+        hint = ""
+        if runs:
+            first = out.iloc[0]
+            example = " and ".join(f"{c} == {first[c]!r}" for c in runs)
+            hint = (f": the table holds several runs (they differ in {', '.join(runs)}); "
+                    f"keep one with where=\"{example}\" (--log-where)")
         raise DataError(f"{label}: {order} {out[order][dup].iloc[0]:g} appears more than "
-                        f"once ({int(dup.sum())} repeats); one row per logged point")
+                        f"once ({int(dup.sum())} repeats); one row per logged point" + hint)
     for col in ("examples", "tokens"):
         if col in out.columns:
             v = out[col].to_numpy()
@@ -171,12 +192,13 @@ class FinalNoiseScale:
         return f"{name} = {self.value:.4g} {self.unit} at step {self.step:g} of the log{later}"
 
 
-def final_noise_scale(source, quantity: str | None = None) -> FinalNoiseScale:
+def final_noise_scale(source, quantity: str | None = None, where: str | None = None
+                      ) -> FinalNoiseScale:
     """The noise scale at the end of a logged run: the last row whose value is finite and
     > 0 (the critical batch of the model at the end of training, eq. 2.12's
     $B_{crit} \\approx B_{noise}$). Later unresolved rows are counted, not hidden;
-    a log with no resolved row is refused."""
-    frame = load_noise_log(source)
+    a log with no resolved row is refused. ``where`` as in `load_noise_log`."""
+    frame = load_noise_log(source, where)
     label = source if isinstance(source, str | os.PathLike) else "the log"
     col, _ = choose_quantity(frame, quantity, str(label))
     v = frame[col].to_numpy(dtype=float)

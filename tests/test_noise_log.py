@@ -112,3 +112,21 @@ def test_trajectory_converts_units():
     np.testing.assert_array_equal(tok.progress, t.progress)
     with pytest.raises(ValueError, match="tokens_per_example"):
         t.to_unit("tokens")
+
+
+def test_the_harness_noise_table_is_a_noise_log_per_run():
+    """The harness writes one table for all its reference runs: each run, selected with
+    where=, is a noise log (with B_noise, read without a warning)."""
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "data" / "harness" / "results" / \
+        "noise_along_reference.csv"
+    with pytest.raises(DataError, match=r"several runs.*task, optimizer"):
+        load_noise_log(path)
+    where = "task == 'teacher_student' and optimizer == 'sgd'"
+    frame = load_noise_log(path, where=where)
+    assert frame["step"].is_monotonic_increasing and set(frame["unit"]) == {"examples"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = NoiseTrajectory.from_log(path, float(frame["batch_size"].iat[0]), where=where)
+    assert t.quantity == "b_noise" and t.progress.size == len(frame)

@@ -71,6 +71,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="take S_min and B_crit from a noise log (CSV or JSONL) of a run at "
                         "--batch-size that reached the target at its end")
     g.add_argument("--batch-size", type=float, help="the --noise-log run's batch size")
+    g.add_argument("--log-where", metavar="EXPR",
+                   help="keep one run of a --noise-log that holds several (a pandas query)")
     g.add_argument("--quantity", choices=("b_simple", "b_noise"),
                    help="noise scale of --noise-log (default b_noise where the log has it, "
                         "else b_simple with a warning)")
@@ -267,7 +269,7 @@ def _tradeoff(args):
             raise InputError("--noise-log needs --batch-size (the logged run's batch size, "
                              "in the log's unit)")
         traj = NoiseTrajectory.from_log(args.noise_log, args.batch_size,
-                                        quantity=args.quantity)
+                                        quantity=args.quantity, where=args.log_where)
         t, unit = traj.tradeoff(), traj.unit
         name = "B_noise" if traj.quantity == "b_noise" else "B_simple (for B_noise)"
         source = (f"tradeoff from {args.noise_log}: S_min = the run's progress, B_crit = "

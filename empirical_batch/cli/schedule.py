@@ -54,6 +54,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--column", help="a noise-scale column of --log with another name")
     p.add_argument("--lower-column", help="lower-bound column of --log, e.g. b_simple_low "
                    "(doubling waits until it reaches twice the batch)")
+    p.add_argument("--log-where", metavar="EXPR",
+                   help="keep one run of a --log that holds several (a pandas query, e.g. "
+                        "\"task == 'text_lm' and optimizer == 'adam'\")")
     p.add_argument("--unresolved", choices=("refuse", "drop"), default="refuse",
                    help="log rows with a NaN or non-positive noise scale: refuse (default) "
                         "or leave them out (counted)")
@@ -127,7 +130,7 @@ def _trajectory(args):
             raise InputError("give --quantity or --column, not both")
         return NoiseTrajectory.from_log(args.log, args.batch_size, quantity=args.quantity,
                                         column=args.column, level_column=args.lower_column,
-                                        unresolved=args.unresolved)
+                                        unresolved=args.unresolved, where=args.log_where)
     if args.loss_curve is None:
         raise InputError("--power-law and --fit need --loss-curve (examples, loss)")
     curve = _csv(args.loss_curve, ("examples", "loss"))

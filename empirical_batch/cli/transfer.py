@@ -70,6 +70,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     parser.add_argument("--noise-log", type=Path, metavar="LOG",
                         help="take B_noise from a noise log (CSV or JSONL): its last "
                              "resolved value")
+    parser.add_argument("--log-where", metavar="EXPR",
+                        help="keep one run of a --noise-log that holds several (a pandas "
+                             "query)")
     parser.add_argument("--quantity", choices=("b_simple", "b_noise"),
                         help="noise scale of --noise-log (default b_noise where the log has "
                              "it, else b_simple with a warning)")
@@ -155,7 +158,7 @@ def _b_noise(args):
         return args.b_noise, check_unit(args.unit or "examples", "--unit"), ""
     if args.b_noise is not None:
         raise InputError("give --b-noise or --noise-log, not both")
-    final = final_noise_scale(args.noise_log, args.quantity)
+    final = final_noise_scale(args.noise_log, args.quantity, args.log_where)
     unit = check_unit(args.unit or final.unit, "--unit")
     value = convert(final.value, final.unit, unit, tokens_per_example=args.tokens_per_example)
     note = f"{args.noise_log}: {final.describe()}"

@@ -138,7 +138,7 @@ class NoiseTrajectory:
     @classmethod
     def from_log(cls, log, batch_size: float, *, quantity: str | None = None,
                  column: str | None = None, level_column: str | None = None,
-                 unresolved: str = "refuse") -> NoiseTrajectory:
+                 unresolved: str = "refuse", where: str | None = None) -> NoiseTrajectory:
         r"""From a noise log (`empirical_batch.noise_log`: a path, or a DataFrame such
         as `empirical_batch.measure.NoiseScaleLog.to_frame()`) of a run at
         ``batch_size`` (in the log's ``unit``).
@@ -154,10 +154,11 @@ class NoiseTrajectory:
         not resolved) are refused with their count (``unresolved="refuse"``), or
         left out with a warning and counted in ``n_dropped`` (``"drop"``): leaving
         them out silently would move the trajectory's start and change its progress.
+        ``where`` keeps one run of a table of several (`load_noise_log`).
         """
         from ..noise_log import choose_quantity, load_noise_log
 
-        f = load_noise_log(log)
+        f = load_noise_log(log, where)
         if unresolved not in ("refuse", "drop"):
             raise InputError(f"unresolved must be 'refuse' or 'drop', got {unresolved!r}")
         if not (np.isfinite(batch_size) and batch_size > 0):
