@@ -23,6 +23,10 @@ column                meaning
                       absent
 ====================  ==========================================================
 
+The framework callbacks' keys (``noise_scale/b_simple``, ``noise_scale/examples`` ...)
+are the same columns with a prefix: a trainer's ``log_history`` (or its
+``trainer_state.json``) and a metrics CSV shared with other metrics read as a noise log.
+
 At least one of ``b_simple`` and ``b_noise`` is present; any other column
 (``loss``, ``g2``, ``trace_sigma``, ``n_eff``, ``skipped``, ``lr`` ...) passes
 through. A noise scale is NaN where nothing was measured yet and may be negative
@@ -238,19 +242,58 @@ def _json_value(v):
 
 def _read(source) -> tuple[pd.DataFrame, str]:
     if isinstance(source, pd.DataFrame):
-        return source, "<DataFrame>"
+        return _unprefixed(source, "<DataFrame>"), "<DataFrame>"
+    if isinstance(source, list):  # a trainer's log history: one dict per log call
+        return _unprefixed(pd.DataFrame(source), "<log history>"), "<log history>"
     if not isinstance(source, str | os.PathLike):
-        raise InputError(f"a noise log is a path or a DataFrame, got {type(source).__name__}")
+        raise InputError(f"a noise log is a path, a DataFrame or a list of log entries, got "
+                         f"{type(source).__name__}")
     path = Path(source)
     if not path.is_file():
         raise FileNotFoundError(f"noise log not found: {path}")
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
         try:
             frame = pd.read_json(path, lines=True)
         except ValueError as exc:
             raise DataError(f"{path}: not JSON Lines ({exc})") from None
-        return frame.replace({"inf": np.inf, "-inf": -np.inf}), str(path)
-    try:
-        return pd.read_csv(path), str(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not a readable CSV noise log ({exc})") from None
+        frame = frame.replace({"inf": np.inf, "-inf": -np.inf})
+    elif suffix == ".json":  # a Hugging Face trainer_state.json
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DataError(f"{path}: not JSON ({exc})") from None
+        history = data.get("log_history") if isinstance(data, dict) else data
+        if not isinstance(history, list):
+            raise DataError(f"{path}: neither a trainer state with 'log_history' nor a list "
+                            "of log entries")
+        frame = pd.DataFrame(history)
+    else:
+        try:
+            frame = pd.read_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise DataError(f"{path}: not a readable CSV noise log ({exc})") from None
+    return _unprefixed(frame, str(path)), str(path)
+
+
+def _unprefixed(frame: pd.DataFrame, label: str) -> pd.DataFrame:
+    """The callbacks' and loggers' keys (``noise_scale/b_simple`` ...,
+    `empirical_batch.integrations.loggers`) as schema columns. Such a log is shared with
+    other metrics (a trainer's log history, Lightning's ``metrics.csv``): its rows
+    without any noise-scale value are the other metrics' rows and are not part of the
+    noise log; rows repeated with identical values (one step logged twice) count once."""
+    if set(QUANTITIES) & set(frame.columns):
+        return frame
+    ends = [c for c in frame.columns if isinstance(c, str) and c.endswith("/b_simple")
+            and not c.startswith("layer/") and "/layer/" not in c]
+    if len(ends) != 1:
+        if len(ends) > 1:
+            raise DataError(f"{label}: several noise-scale prefixes {ends}; keep one")
+        return frame
+    prefix = ends[0][: -len("b_simple")]
+    mapping = {c: c[len(prefix):] for c in frame.columns
+               if isinstance(c, str) and c.startswith(prefix)}
+    out = frame.loc[frame[list(mapping)].notna().any(axis=1)].rename(columns=mapping)
+    if "step" in out.columns:
+        out = out.drop_duplicates(subset=["step", *mapping.values()])
+    return out.reset_index(drop=True)

@@ -130,3 +130,34 @@ def test_the_harness_noise_table_is_a_noise_log_per_run():
         warnings.simplefilter("error")
         t = NoiseTrajectory.from_log(path, float(frame["batch_size"].iat[0]), where=where)
     assert t.quantity == "b_noise" and t.progress.size == len(frame)
+
+
+def test_the_callbacks_log_keys_read_as_a_noise_log(tmp_path):
+    """A trainer's log history (trainer_state.json) or a shared metrics CSV with the
+    callbacks' prefixed keys: the noise-scale rows are the log, in examples."""
+    import json
+
+    p = "noise_scale/"
+    history = [
+        {"step": 10, "loss": 2.0, f"{p}b_simple": 40.0, f"{p}b_simple_low": 30.0,
+         f"{p}examples": 320.0, f"{p}b_simple_tokens": 40.0 * 128},
+        {"step": 10, "eval_loss": 2.1, f"{p}b_simple": 40.0, f"{p}b_simple_low": 30.0,
+         f"{p}examples": 320.0, f"{p}b_simple_tokens": 40.0 * 128},  # same step, again
+        {"step": 15, "eval_loss": 2.05},  # another metric's row
+        {"step": 20, "loss": 1.5, f"{p}b_simple": 60.0, f"{p}b_simple_low": 45.0,
+         f"{p}examples": 640.0, f"{p}b_simple_tokens": 60.0 * 128},
+    ]
+    state = tmp_path / "trainer_state.json"
+    state.write_text(json.dumps({"global_step": 20, "log_history": history}))
+    csv = tmp_path / "metrics.csv"
+    pd.DataFrame(history).to_csv(csv, index=False)
+    for source in (history, state, csv):
+        f = load_noise_log(source)
+        assert f["step"].tolist() == [10, 20] and f["b_simple"].tolist() == [40.0, 60.0]
+        assert f["examples"].tolist() == [320.0, 640.0] and set(f["unit"]) == {"examples"}
+        t = NoiseTrajectory.from_log(source, 32, quantity="b_simple",
+                                     level_column="b_simple_low")
+        assert t.lower.tolist() == [30.0, 45.0]
+    history[1][f"{p}b_simple"] = 41.0
+    with pytest.raises(DataError, match="more than once"):
+        load_noise_log(history)
