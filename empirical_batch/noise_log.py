@@ -212,7 +212,7 @@ def final_noise_scale(source, quantity: str | None = None, where: str | None = N
     i = int(ok[-1])
     at = next(c for c in ("step", "examples", "tokens") if c in frame.columns)
     return FinalNoiseScale(float(v[i]), str(frame["unit"].iat[0]), col,
-                           float(frame[at].iat[i]), len(v) - 1 - i)
+                           float(frame[at].to_numpy(dtype=float)[i]), len(v) - 1 - i)
 
 
 def write_noise_log(frame: pd.DataFrame, path) -> Path:
