@@ -78,3 +78,30 @@ def test_transfer_from_a_noise_log(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["b_noise"] == pytest.approx(440.0 / 4)
     assert main([*base, "--b-noise", "100"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_fits_of_several_groups_are_not_planned_as_one(tmp_path, capsys):
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps({"fits": [
+        {"status": "identified", "s_min": 10.0, "e_min": 100.0, "group": {"model": "a"}},
+        {"status": "identified", "s_min": 20.0, "e_min": 900.0, "group": {"model": "b"}}]}))
+    assert main(["plan", "--fit", str(path)]) == 2
+    assert "one fit per group" in capsys.readouterr().err
+
+
+def test_plan_and_schedule_keep_the_fit_s_unit(tmp_path, capsys):
+    path = tmp_path / "fit.json"
+    fits = [{"status": "identified", "s_min": 100.0, "e_min": 100.0 * b, "b_crit": b,
+             "target": t, "unit": "tokens"} for t, b in ((3.0, 4096.0), (2.5, 65536.0))]
+    path.write_text(json.dumps({"unit": "tokens", "fits": fits}))
+    assert main(["plan", "--fit", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unit"] == "tokens"
+    curve = tmp_path / "curve.csv"
+    e = np.linspace(0, 1e9, 50)
+    pd.DataFrame({"examples": e, "loss": 3.2 - 0.7 * e / 1e9}).to_csv(curve, index=False)
+    argv = ["schedule", "--fit", str(path), "--loss-curve", str(curve), "--batch-size",
+            "4096", "--base-batch", "4096"]
+    assert main(argv) == 0
+    assert "in tokens" in capsys.readouterr().out
+    assert main([*argv, "--unit", "sequences"]) == 2
+    assert "tokens_per_example" in capsys.readouterr().err

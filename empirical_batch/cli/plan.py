@@ -160,6 +160,11 @@ def tradeoff_and_unit_from_fit_json(path: Path):
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON ({exc})") from None
     fits = data.get("fits", [data]) if isinstance(data, dict) else data
+    groups = [f["group"] for f in fits if isinstance(f, dict) and f.get("group")] \
+        if isinstance(fits, list) else []
+    if len(groups) > 1:
+        raise InputError(f"{path}: one fit per group ({groups[0]}, {groups[1]}, ...): plan one "
+                         "experiment; fit it alone with --where")
     for f in fits if isinstance(fits, list) else []:
         if isinstance(f, dict) and f.get("status") == "identified":
             unit = f.get("unit", data.get("unit", "examples") if isinstance(data, dict)

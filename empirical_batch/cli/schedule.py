@@ -47,7 +47,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                      help="convert this learning-rate schedule (Seesaw) over --total-steps")
     p.add_argument("--loss-curve", type=Path,
                    help="CSV with columns examples and loss of the reference run")
-    p.add_argument("--batch-size", type=float, help="the reference run's batch size")
+    p.add_argument("--batch-size", type=float,
+                   help="the reference run's batch size, in the unit of the log or the fit "
+                        "(so are the examples of --loss-curve)")
     p.add_argument("--quantity", choices=("b_simple", "b_noise"),
                    help="noise scale of --log to follow (default b_noise where the log has "
                         "it, else b_simple with a warning: the model needs B_noise)")
@@ -100,6 +102,9 @@ def _law_from_fit_json(path: Path):
     import numpy as np
 
     data = json.loads(path.read_text())
+    if sum(bool(f and f.get("group")) for f in data.get("fits", [])) > 1:
+        raise InputError(f"{path}: one fit per group (`fit --group-by`), not fits of one "
+                         "sweep at several targets")
     fits = [f for f in data.get("fits", [])
             if f and f.get("status") == "identified" and f.get("target") is not None]
     if len(fits) < 2:
