@@ -256,7 +256,8 @@ def run(args) -> int:
         say()
         say(fit.summary())
         if args.json:
-            print(dumps({"source": label, "fits": [fit.to_dict() | {"status": fit.status}]}))
+            print(dumps({"source": label, "unit": unit,
+                         "fits": [fit.to_dict() | {"status": fit.status}]}))
         if args.csv:
             print(shown.to_csv(index=False), end="")
         if args.out:

@@ -98,14 +98,15 @@ def differing_columns(frame: pd.DataFrame, batch: str, exclude=()) -> list[str]:
     A column qualifies when it has >= 2 values, every value holds >= 2 rows at distinct
     batch sizes, and some batch size appears under two values: the rows then come from
     different experiments (model, target ...), not seeds. Replicate columns
-    (`REPLICATE_NAMES`) and ``exclude`` are not considered."""
+    (`REPLICATE_NAMES`, or a name containing ``seed``) and ``exclude`` are not
+    considered."""
     b = frame[batch]
     if not b.duplicated().any():
         return []
     out = []
     skip = {batch, *exclude}
     for c in frame.columns:
-        if c in skip or str(c).lower() in REPLICATE_NAMES:
+        if c in skip or str(c).lower() in REPLICATE_NAMES or "seed" in str(c).lower():
             continue
         col = frame[c].astype(str)
         if col.nunique() < 2:
