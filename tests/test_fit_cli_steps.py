@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -125,7 +126,7 @@ def test_the_experiment_column_is_found_and_results_are_not(k, n, extra, rnd):
         for i in range(n):
             rows.append({"model": f"m{g}", "n_params": 10 ** (g + 6), "batch_size": 2 ** i,
                          "steps": rnd.randint(1, 10**6), "lr": rnd.choice([0.1, 0.01]),
-                         "seed": 0, **{f"r{j}": rnd.random() for j in range(extra)}})
+                         "seed": 0, **{f"r{j}": len(rows) + rnd.random() for j in range(extra)}})
     frame = pd.DataFrame(rows)
     found = differing_columns(frame, "batch_size", ["steps"])
     assert found[:2] == ["model", "n_params"] and set(found) <= {"model", "n_params", "lr"}
@@ -133,3 +134,21 @@ def test_the_experiment_column_is_found_and_results_are_not(k, n, extra, rnd):
     assert differing_columns(one, "batch_size", ["steps"]) == []
     seeds = pd.concat([one.assign(seed=s) for s in range(k)])
     assert differing_columns(seeds, "batch_size", ["steps"]) == []
+
+
+def test_a_sweep_log_with_its_batch_in_tokens(tmp_path, capsys):
+    tr = Tradeoff.from_b_crit(64.0, s_min=100.0)
+    rows = [{"run": f"b{b}", "bs": b, "tokens_per_step": b * 256, "lr": 0.1, "step": s,
+             "loss": 2.0 - s / float(tr.steps(b))}
+            for b in (8, 16, 32, 64, 128, 256, 512)
+            for s in np.linspace(0, 3 * float(tr.steps(b)), 30)]
+    path = tmp_path / "sweep.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    code, out, err = _run(["fit", str(path), "--target", "1.0", "--n-boot", "0", "--json",
+                           "--column", "batch_size=tokens_per_step"], capsys)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["unit"] == "tokens" and res["fits"][0]["unit"] == "tokens"
+    assert res["fits"][0]["b_crit"] == pytest.approx(64.0 * 256, rel=1e-3)
+    code, out, _ = _run(["fit", str(path), "--target", "1.0", "--n-boot", "0"], capsys)
+    assert code == 0 and "batch sizes in examples" in out

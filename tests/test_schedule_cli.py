@@ -143,3 +143,14 @@ def test_b_simple_for_b_noise_is_said(tmp_path, capsys):
     with pytest.warns(UserWarning, match="B_simple"):
         assert main(["schedule", "--log", str(path), "--batch-size", "64",
                      "--base-batch", "64"]) == 0
+
+
+def test_framework_exports_refuse_batch_sizes_in_tokens(tmp_path, capsys):
+    path = _noise_log(tmp_path)
+    argv = ["schedule", "--log", str(path), "--batch-size", "64", "--quantity", "b_simple",
+            "--base-batch", "8192", "--unit", "tokens", "--tokens-per-sample", "128",
+            "--format", "megatron"]
+    assert main(argv) == 2
+    assert "in samples" in capsys.readouterr().err
+    argv[argv.index("--base-batch") + 1], argv[argv.index("--unit") + 1] = "64", "sequences"
+    assert main(argv) == 0

@@ -228,6 +228,7 @@ def run(args) -> int:
     sweep = load_sweep(frame if args.where else path, higher_is_better=args.higher_is_better,
                        **column_map)
     unit, why = unit_of(sweep.metadata["columns"]["batch_size"], args.unit)
+    fig = None
     config = [c.strip() for c in args.config.split(",") if c.strip()]
     say(sweep)
     say(f"batch sizes in {unit} ({why})")

@@ -175,6 +175,10 @@ def run(args) -> int:
     if traj is not None and traj.unit != unit:
         # the trajectory in the unit of the batch sizes asked for
         traj = traj.to_unit(unit, tokens_per_example=args.tokens_per_sample)
+    if unit == "tokens" and args.format in ("megatron", "levanter"):
+        raise InputError(f"--format {args.format} takes batch sizes in samples (sequences), "
+                         "and this schedule's are in tokens: pass --unit sequences with "
+                         "--tokens-per-sample")
     if traj is None:
         if args.total_steps is None:
             raise InputError("--seesaw needs --total-steps")
@@ -201,7 +205,7 @@ def run(args) -> int:
     elif args.format == "levanter":
         print(dumps(to_levanter(sch)))
     elif args.format == "json":
-        print(dumps(sch.to_dict()))
+        print(dumps(sch.to_dict() | {"unit": unit}))
     else:
         print(sch.to_frame().to_csv(index=False), end="")
     if args.plot:
