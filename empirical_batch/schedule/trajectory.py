@@ -85,8 +85,9 @@ class NoiseTrajectory:
     @property
     def b_crit(self) -> float:
         r"""The critical batch of a fixed-batch run over the whole trajectory: the
-        progress average $\bar{\mathcal B} = \frac{1}{s_{end}}\int_0^{s_{end}}
-        \mathcal B(s)\,ds$. A run at batch $B$ takes
+        paper's App. D progress average $E_s[\mathcal B] = \frac{1}{s_{end}}
+        \int_0^{s_{end}} \mathcal B(s)\,ds$ (the weighting of
+        `empirical_batch.harness.noise.averaged_scale` with ``weight="progress"``). A run at batch $B$ takes
         $S = \int_0^{s_{end}} (1 + \mathcal B(s)/B)\,ds = S_{min}(1 + \bar{\mathcal B}/B)$
         steps with $S_{min} = s_{end}$: eq. 2.11 with $B_{crit} = \bar{\mathcal B}$
         (held at the first point before it, trapezoid rule after)."""
