@@ -174,7 +174,8 @@ def choose_quantity(frame: pd.DataFrame, quantity: str | None, label: str = "the
         f"{label} holds B_simple = tr(Sigma)/|G|^2, used here for B_noise = "
         "tr(H Sigma)/(G^T H G) (McCandlish et al. 2018, eqs. 2.8-2.9): they agree when the "
         "Hessian is a multiple of the identity, otherwise B_simple may differ from it. "
-        "Pass quantity='b_simple' to accept the approximation without this warning",
+        "Pass quantity='b_simple' (--quantity b_simple) to accept the approximation "
+        "without this warning",
         BSimpleForBNoise, stacklevel=3)
     return "b_simple", True
 
