@@ -78,11 +78,12 @@ def test_seesaw_csv(capsys):
     (["--power-law", "2000", "--loss-curve", "CURVE", "--batch-size", "8", "--base-batch",
       "8"], "B_STAR,ALPHA"),
     (["--power-law", "2000,0.5", "--batch-size", "8", "--base-batch", "8"], "--loss-curve"),
-    (["--log", "LOG", "--batch-size", "8", "--base-batch", "12", "--granularity", "8"],
-     "multiple"),
+    (["--log", "LOG", "--batch-size", "8", "--base-batch", "12", "--granularity", "8",
+      "--quantity", "b_simple"], "multiple"),
     (["--log", "LOG", "--batch-size", "8", "--base-batch", "8", "--column", "nope"],
      "missing columns"),
-    (["--log", "LOG", "--batch-size", "8", "--base-batch", "8", "--out", "x.txt"], "--out"),
+    (["--log", "LOG", "--batch-size", "8", "--base-batch", "8", "--out", "x.txt",
+      "--quantity", "b_simple"], "--out"),
 ])
 def test_user_errors(argv, word, log, curve, capsys):
     argv = [str(log) if a == "LOG" else str(curve) if a == "CURVE" else a for a in argv]
@@ -140,9 +141,10 @@ def test_unresolved_rows_are_refused_with_a_count(tmp_path, capsys):
 
 def test_b_simple_for_b_noise_is_said(tmp_path, capsys):
     path = _noise_log(tmp_path)
-    with pytest.warns(UserWarning, match="B_simple"):
-        assert main(["schedule", "--log", str(path), "--batch-size", "64",
-                     "--base-batch", "64"]) == 0
+    assert main(["schedule", "--log", str(path), "--batch-size", "64",
+                 "--base-batch", "64"]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "B_simple" in err and "--quantity b_simple" in err
 
 
 def test_framework_exports_refuse_batch_sizes_in_tokens(tmp_path, capsys):

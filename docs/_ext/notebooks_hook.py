@@ -12,7 +12,10 @@ this hook
    BLAS/OpenMP thread, the inline matplotlib backend, and the notebook's own folder
    as working directory. Up to one notebook per CPU core runs at a time;
 2. fails the build if a cell raises (the error names the notebook and shows the
-   cell's traceback): no page is published from a broken notebook;
+   cell's traceback), or if an output shows a machine path (the checkout, a home or
+   temporary folder, ``site-packages``) or a warning in Python's raw format
+   (``file.py:LINE: Warning: ...`` and the source line; `output_problems`): no page is
+   published from a broken notebook, and the pages speak of the library only;
 3. adds the executed copies, written to a temporary folder (never back to
    ``notebooks/``), to the build as ``notebooks/<name>.ipynb``. The
    ``mkdocs-jupyter`` plugin (configured with ``execute: false``) renders them,
@@ -34,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -82,6 +86,30 @@ def _write_kernelspec(tmp: Path) -> Path:
     return kernels
 
 
+_RAW_WARNING = re.compile(r"\.py:\d+: \w*Warning\b")
+_MACHINE_PATHS = ("/work/", "/root/", "/home/", "/tmp/", "/var/folders/", "site-packages")
+
+
+def output_problems(nb, root: Path) -> list[str]:
+    """What an executed notebook's outputs must not show: machine paths and raw warnings.
+
+    Returns one line per offending output line, naming the cell (0-based index)."""
+    marks = (str(root), tempfile.gettempdir() + os.sep, *_MACHINE_PATHS)
+    found = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            texts = [out.get("text", "")]
+            texts += [v for k, v in out.get("data", {}).items() if k.startswith("text/")]
+            texts += out.get("traceback", [])
+            for text in texts:
+                for line in ("".join(text) if isinstance(text, list) else str(text)).splitlines():
+                    if _RAW_WARNING.search(line):
+                        found.append(f"cell {i}: raw warning: {line.strip()[:160]}")
+                    elif any(m in line for m in marks):
+                        found.append(f"cell {i}: machine path: {line.strip()[:160]}")
+    return found
+
+
 async def execute_notebooks(paths: list[Path], tmp: Path, root: Path) -> list[Path]:
     """Execute ``paths`` side by side; executed copies go to ``tmp/notebooks/``.
 
@@ -112,6 +140,10 @@ async def execute_notebooks(paths: list[Path], tmp: Path, root: Path) -> list[Pa
                 resources={"metadata": {"path": str(path.parent)}},
             )
             await client.async_execute(cleanup_kc=True, env=env)
+            problems = output_problems(nb, root)
+            if problems:
+                raise RuntimeError("outputs show what a page must not:\n  "
+                                   + "\n  ".join(problems))
             out = out_dir / path.name
             nbformat.write(nb, out)
             return out

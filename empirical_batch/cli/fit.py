@@ -15,6 +15,7 @@ import sys
 from ..errors import InputError
 from ..sweeps import STEPS_ALIASES
 from .fit_steps import differing_columns, steps_columns, steps_frame, unit_of
+from .output import command
 
 _EPILOG = """\
 The sweep log has one row per logged point: columns run, batch_size, learning_rate,
@@ -93,7 +94,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--bounded", action="store_true",
                    help="constrain S_min <= min S and E_min <= min E")
     p.add_argument("--out", help="write a figure here (png, pdf, svg)")
-    p.set_defaults(run=run)
+    p.set_defaults(run=command(run, inputs=("sweep",), outputs=("out",)))
 
 
 MAX_BOOT = 1_000_000

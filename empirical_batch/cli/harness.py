@@ -11,6 +11,7 @@ import contextlib
 
 from ..errors import InputError, UsageError
 from .devices import check_device
+from .output import command
 
 
 def _import_harness():
@@ -60,7 +61,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--overwrite", action="store_true",
                    help="write into --out even if it holds another configuration's results")
-    p.set_defaults(run=run)
+    p.set_defaults(run=command(run))
 
 
 def run(args) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..planning import Hardware
+from .output import command
 
 
 def _int_list(text: str) -> list[int]:
@@ -121,7 +122,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                      help="print the plan as JSON (frontier, bend, inputs) instead of tables")
     fmt.add_argument("--csv", action="store_true",
                      help="print the frontier (every candidate with --all) as CSV")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=command(run, inputs=("fit", "timings", "noise_log"),
+                                            outputs=("out",)))
 
 
 def tradeoff_from_args(s_min=None, e_min=None, b_crit=None):
@@ -279,7 +281,7 @@ def _tradeoff(args):
         name = "B_noise" if traj.quantity == "b_noise" else "B_simple (for B_noise)"
         source = (f"tradeoff from {args.noise_log}: S_min = the run's progress, B_crit = "
                   f"the progress average of its {name}, for a target reached at the end "
-                  "of the logged run")
+                  "of the logged run (the model at the optimal learning rate, App. D)")
     else:
         t, unit = tradeoff_from_args(args.s_min, args.e_min, args.b_crit), "examples"
         if args.unit is not None:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
+from .output import command
 
 _EPILOG = """\
 examples:
@@ -82,7 +83,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--plot", type=Path, metavar="PATH",
                    help="draw the schedule (batch size against steps, with the critical "
                         "batch it follows) to this figure (png, pdf, svg)")
-    p.set_defaults(run=run)
+    p.set_defaults(run=command(run, inputs=("log", "fit", "loss_curve"),
+                                       outputs=("out", "plot")))
 
 
 def _csv(path: Path, columns: tuple[str, ...]):

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import InputError
 from .devices import check_device
+from .output import command
 
 
 def _floats(text: str, name: str) -> np.ndarray:
@@ -73,7 +74,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                      help="print the steps-to-target summary as JSON instead of tables")
     fmt.add_argument("--csv", action="store_true",
                      help="print the steps-to-target summary as CSV")
-    p.set_defaults(run=run)
+    p.set_defaults(run=command(run, outputs=("out",)))
 
 
 def run(args) -> int:

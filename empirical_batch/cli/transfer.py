@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..transfer import HPARAMS, OPTIMIZERS, TRANSFER_RULES, RegimeWarning
+from .output import command
 
 _DESCRIPTION = """\
 Move optimizer hyperparameters from batch B to batch B' with published rules
@@ -86,7 +87,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     g.add_argument("--s-min", type=float, help="fewest steps to the target")
     g.add_argument("--e-min", type=float, help="fewest examples to the target")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=command(run, inputs=("noise_log",)))
 
 
 def _regime(ok) -> str:

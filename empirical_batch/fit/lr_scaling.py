@@ -4,12 +4,17 @@ Families: ``"power"`` $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ (the default
 ``"sgd"`` $\epsilon_{max}/(1 + B_{noise}/B)$ (eq. 2.6, the power family at
 $\alpha = 1$) and ``"surge"`` $\epsilon_{max}/[\tfrac12(\sqrt{B_{noise}/B} +
 \sqrt{B/B_{noise}})]$ (Li et al. 2024, Adam-like optimizers: the rate peaks at
-$B_{noise}$ and falls beyond); ``"auto"`` picks one by the Akaike criterion.
+$B_{noise}$ and falls beyond); ``"auto"`` selects the one the data single out, or says
+the choice is undecided (`empirical_batch.fit.lr_selection`).
 
 References
 ----------
 S. Li et al. "Surge Phenomenon in Optimal Learning Rate and Batch Size Scaling."
 NeurIPS 2024, arXiv:2405.14578.
+
+T. C. Hesterberg. "What Teachers Should Know About the Bootstrap: Resampling in the
+Undergraduate Statistics Curriculum." The American Statistician 69(4), 2015
+(the expanded percentile interval).
 """
 
 from __future__ import annotations
@@ -67,7 +72,14 @@ class LRScalingFit:
     _draws: np.ndarray | None = field(default=None, repr=False, compare=False)
     family: str = "power"
     selection: tuple[tuple[str, float, float, int], ...] = ()
-    """With ``family="auto"``: (family, AIC, RSS, parameters) of every candidate."""
+    """With ``family="auto"``: (family, AICc, RSS, parameters) of every family fitted."""
+    selection_status: str = ""
+    """With ``family="auto"``: ``"selected"`` (the data single out ``family``) or
+    ``"undecided"`` (several families fit, or none: ``candidates`` lists those that
+    fit; ``family`` is the one of them with the smallest AICc)."""
+    candidates: tuple[str, ...] = ()
+    """With ``family="auto"``: the families consistent with the data."""
+    selection_note: str = ""
 
     def learning_rate(self, batch_size):
         r"""The fitted law at ``batch_size``: $\epsilon_*/(1 + B_*/B)^\alpha$
@@ -83,8 +95,8 @@ class LRScalingFit:
         if self._draws is not None and len(self._draws):
             e, bs, a = self._draws.T
             pred = _law(self.family, e, bs, a, b)
-            q = [(1 - self.ci_level) / 2, (1 + self.ci_level) / 2]
-            lo, hi = np.quantile(pred, q)
+            n_par = 2 if self.family in ("sgd", "surge") or self.alpha_fixed else 3
+            lo, hi = np.quantile(pred, _tails(self.ci_level, len(self.batch_sizes) - n_par))
             lr_ci = (float(lo), float(hi))
         else:
             lr_ci = (math.nan, math.nan)
@@ -102,6 +114,18 @@ class LRScalingFit:
 
 
 FAMILIES = ("power", "sgd", "surge", "auto")
+
+
+def _tails(ci: float, df: int) -> list[float]:
+    r"""Quantile levels of the expanded percentile interval (Hesterberg 2015): the
+    bootstrap quantiles at $\Phi(\mp t_{df,(1+c)/2})$ instead of $(1 \mp c)/2$, which
+    corrects the percentile interval's narrowness with few residual degrees of freedom
+    (12 batch sizes, 3 parameters: nominal 95 % covered about 90 % of the time without
+    it; ``benchmarks/lr_selection.py``)."""
+    from scipy import stats
+
+    p = float(stats.norm.cdf(stats.t.ppf((1 + ci) / 2, max(df, 1))))
+    return [1.0 - p, p]
 
 
 def _law(family, eps, b_star, alpha, b):
@@ -144,7 +168,7 @@ def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
         kk = np.argmin(rss_b, axis=1)
         r = np.arange(n_boot)
         draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]), np.full(n_boot, 1.0)])
-        q = [(1 - ci) / 2, (1 + ci) / 2]
+        q = _tails(ci, n - 2)
         e_ci = (float(np.quantile(draws[:, 0], q[0])), float(np.quantile(draws[:, 0], q[1])))
         b_ci = (float(np.quantile(draws[:, 1], q[0])), float(np.quantile(draws[:, 1], q[1])))
     return LRScalingFit(
@@ -228,8 +252,11 @@ def fit_lr_scaling(
         Fix the exponent of the power family (1 for SGD); fitted when ``None``.
     family : {"power", "sgd", "surge", "auto"}
         The law (see the module docstring). ``"sgd"`` is ``"power"`` with
-        ``alpha=1``; ``"auto"`` fits the three and keeps the one with the smallest
-        Akaike criterion $n\log(\mathrm{RSS}/n) + 2k$ (listed in ``selection``).
+        ``alpha=1``; ``"auto"`` fits the three and tests each against the law that
+        contains them all (`empirical_batch.fit.lr_selection`): ``selection_status``
+        is ``"selected"`` when one family is left, ``"undecided"`` when the batch sizes
+        cannot tell several apart (``candidates``; the one with the smallest AICc is
+        returned). ``selection`` lists (family, AICc, RSS, parameters).
     level, n_boot, seed
         Interval level (``ci`` is its v0.1 name); residual bootstrap (log-residuals,
         vectorised over a log grid of $B_*$).
@@ -320,7 +347,7 @@ def fit_lr_scaling(
     resid = y - fitted
     rng = np.random.default_rng(seed)
     n = len(b)
-    q = [(1 - ci) / 2, (1 + ci) / 2]
+    q = _tails(ci, n - n_par - 1)
     draws = None
     if n_boot > 0:
         scale = math.sqrt(n / (n - n_par - 1))
@@ -344,21 +371,30 @@ def fit_lr_scaling(
 
 
 def _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit) -> LRScalingFit:
-    """Fit every family and keep the smallest AIC, n log(RSS/n) + 2k."""
-    table = pd.DataFrame({"batch_size": b, "learning_rate": lr})
-    n = len(b)
-    floor = 1e-12 * n  # exact data: RSS at rounding level counts as equal
-    fits, rows = {}, []
-    for fam, k in (("sgd", 2), ("surge", 2), ("power", 3)):
-        if n < k + 2 if fam == "power" else n < 3:
-            continue
-        f = fit_lr_scaling(table, family=fam, level=ci, n_boot=n_boot, seed=seed)
-        rss = float(np.sum(np.square(f.log_residuals)))
-        aic = n * math.log(max(rss, floor) / n) + 2 * k
-        fits[fam] = f
-        rows.append((fam, aic, rss, k))
-    best = min(rows, key=lambda r: r[1])[0]
+    """Fit every family and select one by `lr_selection.select_family`."""
     from dataclasses import replace
 
-    return replace(fits[best], refined=tuple(bool(v) for v in refined),
-                   tradeoff_fit=tradeoff_fit, selection=tuple(rows))
+    from .lr_selection import K, select_family
+
+    table = pd.DataFrame({"batch_size": b, "learning_rate": lr})
+    n = len(b)
+    fits, rss = {}, {}
+    for fam in ("sgd", "surge", "power"):
+        if n < K[fam] + 2 if fam == "power" else n < 3:
+            continue
+        f = fit_lr_scaling(table, family=fam, level=ci, n_boot=n_boot, seed=seed)
+        fits[fam] = f
+        rss[fam] = float(np.sum(np.square(f.log_residuals)))
+    if not fits:
+        raise InputError(f"selecting a learning-rate law needs at least 3 batch sizes with a "
+                         f"best learning rate, got {n}")
+    rss_half = math.nan
+    if "power" in fits:
+        half = fit_lr_scaling(table, family="power", alpha=0.5, n_boot=0)
+        rss_half = float(np.sum(np.square(half.log_residuals)))
+    sel = select_family(b, lr, rss, rss_half)
+    rows = tuple((fam, sel.aicc[fam], rss[fam], K[fam]) for fam in rss)
+    return replace(fits[sel.family], refined=tuple(bool(v) for v in refined),
+                   tradeoff_fit=tradeoff_fit, selection=rows,
+                   selection_status=sel.status, candidates=sel.candidates,
+                   selection_note=sel.note)

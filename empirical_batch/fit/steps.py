@@ -170,6 +170,7 @@ class Prepared:
     config: tuple[str, ...]
     higher_is_better: bool
     metric_name: str
+    max_stable_lr: float = math.nan  # given to steps_to_target: rates at or above diverge
 
 
 def as_sweep(sweep) -> Sweep:
@@ -181,11 +182,20 @@ def as_sweep(sweep) -> Sweep:
     raise InputError(f"sweep must be a Sweep or a DataFrame, got {type(sweep).__name__}")
 
 
-def prepare(sweep: Sweep, config) -> Prepared:
+LIMIT = "max_stable_lr"  # optional sweep column: the rate at and above which runs diverge
+
+
+def prepare(sweep: Sweep, config, max_stable_lr: float = math.nan) -> Prepared:
     """Sorted numpy views of ``sweep`` grouped by configuration ``config`` (reused
     across targets by `steps_table`)."""
     config = (config,) if isinstance(config, str) else tuple(config)
     d = sweep.data
+    if LIMIT in d.columns:
+        lim = pd.to_numeric(d[LIMIT], errors="coerce").to_numpy(dtype=float)
+        if np.any((d[LIMIT].notna().to_numpy() & np.isnan(lim)) | (lim <= 0)):
+            raise InputError(f"column {LIMIT!r} must hold learning rates > 0 (or be empty "
+                             "where unknown)")
+        d[LIMIT] = lim
     for c in config:
         if c not in d.columns:
             raise NotFoundError(
@@ -202,6 +212,8 @@ def prepare(sweep: Sweep, config) -> Prepared:
     diverged = np.zeros(len(uniques), dtype=bool)  # codes[start] is 0, 1, ... in order
     diverged[np.unique(codes[bad])] = True
     info_cols = list(dict.fromkeys(["batch_size", "learning_rate", *config]))
+    if LIMIT in d.columns:
+        info_cols.append(LIMIT)
     runs = d.iloc[order[start]][info_cols].reset_index(drop=True)  # one row per run code
     keys = list(dict.fromkeys(["batch_size", *config]))
     cfg_code = runs.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
@@ -225,6 +237,7 @@ def prepare(sweep: Sweep, config) -> Prepared:
         config=config,
         higher_is_better=sweep.higher_is_better,
         metric_name=sweep.metric_name,
+        max_stable_lr=float(max_stable_lr),
     )
 
 
@@ -316,6 +329,7 @@ def steps_to_target(
     *,
     combine: str = "mean",
     config: str | Sequence[str] = "learning_rate",
+    max_stable_lr: float | None = None,
     unit: str | None = None,
 ) -> StepsTable:
     r"""Steps and examples to first reach ``target``, best configuration per batch size.
@@ -342,6 +356,13 @@ def steps_to_target(
     config : str or sequence of str
         Column(s) that identify one hyper-parameter configuration at a batch size;
         e.g. ``["round", "org", "system"]`` for MLPerf submissions.
+    max_stable_lr : float, optional
+        The learning rate at and above which runs diverge (e.g. $2/h_{max}$ on a
+        quadratic); default: the sweep's optional column ``max_stable_lr`` (per run;
+        `empirical_batch.simulate.simulate_sweep` writes it), if any. A best rate at the top of its
+        grid is not at the edge when the grid's next value would reach this limit, or
+        when a run at that next value (or below it) diverged at this or a larger batch
+        size: the divergence is the other side of the bracket.
     unit : {"examples", "sequences", "tokens"}, optional
         What the sweep's ``batch_size`` counts; default the sweep's
         ``metadata["unit"]``, else ``"examples"``. Carried by the table and by the fits
@@ -357,8 +378,9 @@ def steps_to_target(
         ``n_configs_reached``, ``n_diverged``, ``n_at_first_point``,
         ``seed_steps``/``seed_examples`` (tuples, used for the bootstrap of
         `fit_tradeoff`), ``lr_at_grid_edge`` (the best learning rate is the
-        smallest or largest tried at that batch size) and the config columns. The
-        table also carries the target, the metric's name and direction and the
+        smallest or largest tried at that batch size, and at the largest the next
+        larger rate is not known to diverge: see ``max_stable_lr``) and the config
+        columns. The table also carries the target, the metric's name and direction and the
         combine rule; ``table["steps"]``, ``table.iloc`` and ``len(table)`` read the
         frame.
 
@@ -376,7 +398,12 @@ def steps_to_target(
     if not math.isfinite(target):
         raise InputError(f"target must be a finite number, got {target!r}")
     check_combine(combine)
-    table = steps_table(prepare(sweep, config), target, combine)
+    limit = math.nan
+    if max_stable_lr is not None:
+        limit = as_float(max_stable_lr, "max_stable_lr")
+        if not limit > 0:
+            raise InputError(f"max_stable_lr must be > 0, got {max_stable_lr!r}")
+    table = steps_table(prepare(sweep, config, limit), target, combine)
     return replace(table, unit=sweep_unit(sweep, unit))
 
 
@@ -398,6 +425,26 @@ def steps_table(p: Prepared, target: float, combine: str) -> StepsTable:
     return best_per_size(p, pr, config_table(p, pr, combine), target, combine)
 
 
+def _beyond_is_unstable(p: Prepared, ct: pd.DataFrame, batch: float,
+                        grid: np.ndarray) -> bool:
+    """Whether the grid's next larger rate, ``grid[-1]²/grid[-2]``, is known to diverge:
+    it reaches the sweep's ``max_stable_lr``, or a run with a rate above ``grid[-1]``
+    and not above it diverged at this or a larger batch size (a larger batch is no
+    more stable). The best rate at the top of such a grid is bracketed, not at an
+    edge."""
+    nxt = grid[-1] * grid[-1] / grid[-2]
+    at = ct["batch_size"].to_numpy(dtype=float) == batch
+    limit = p.max_stable_lr
+    if LIMIT in ct.columns:
+        limit = float(np.fmin.reduce(np.r_[limit, ct[LIMIT].to_numpy(dtype=float)[at]]))
+    if nxt >= limit:
+        return True
+    lr = ct["learning_rate"].to_numpy(dtype=float)
+    hit = ((ct["batch_size"].to_numpy(dtype=float) >= batch) & (lr > grid[-1])
+           & (lr <= nxt * (1 + 1e-12)) & (ct["n_diverged"].to_numpy() > 0))
+    return bool(hit.any())
+
+
 def best_per_size(p: Prepared, pr: dict, ct: pd.DataFrame, target: float,
                   combine: str) -> StepsTable:
     """The `steps_to_target` table from per-run results and the configuration table."""
@@ -417,6 +464,8 @@ def best_per_size(p: Prepared, pr: dict, ct: pd.DataFrame, target: float,
                 "n_configs_reached": int(n_ok[j]), "n_diverged": int(n_div[j])}
         grid = np.unique(lrs[(b_idx == j) & np.isfinite(lrs)])
         edge = bool(grid.size >= 2 and lrs[c] in (grid[0], grid[-1]))
+        if edge and lrs[c] == grid[-1]:
+            edge = not _beyond_is_unstable(p, ct, float(sizes[j]), grid)
         if ct["reached"].iat[c]:
             s_seeds, e_seeds, n_first = _seeds_of(p, pr, int(c))
             rows.append({

@@ -237,7 +237,7 @@ def _cpu() -> HarnessConfig:
 
 
 def _full() -> HarnessConfig:
-    # GPU preset (not yet run: no GPU was lent when it was written). The sweeps take
+    # GPU preset (not yet run on a GPU). The sweeps take
     # 126,720 vmapped steps in all (`python -m empirical_batch.harness.config full`); the step
     # budgets were set hoping for ~1.5 ms per step on an H100 (kernel-launch bound, an
     # unmeasured guess), leaving room for the analysis in 10 minutes.

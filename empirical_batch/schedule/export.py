@@ -3,11 +3,10 @@
 * Megatron-LM's ``--step-batch-size-schedule``: space-separated ``START:BATCH`` pairs,
   ``START`` the samples (or tokens) consumed when the stage begins, written with an
   optional ``K``/``M``/``B``/``T`` suffix (thousands, millions, billions, trillions),
-  the first at 0, e.g. ``"0:768 250B:1536"``. The syntax is taken from the option's
-  description in the issue tracker of this project (its example above); it was not
-  re-checked against Megatron-LM's argument parser (the search available here found
-  no copy of it), and `parse_megatron` accepts exactly
-  this syntax and refuses anything else.
+  the first at 0, e.g. ``"0:768 250B:1536"``. This is the syntax of the option's
+  published description (its example above), not checked against Megatron-LM's
+  argument parser; `parse_megatron` accepts exactly this syntax and refuses anything
+  else.
 * Levanter: a list of ``{"start": step, "value": batch_size}`` steps (its schedule of
   integer values by optimizer step).
 * JSON and CSV of the stage table (written atomically).

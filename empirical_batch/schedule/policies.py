@@ -228,7 +228,9 @@ def design_schedule(
         See the module docstring (``"seesaw"`` converts a learning-rate schedule:
         `seesaw_schedule`).
     base_batch : int
-        The first stage's batch size.
+        The first stage's batch size (always: where the critical batch at the start
+        calls for a larger one, the first stage is one grid step long and a note says
+        so).
     optimizer : {"adam", "sgd"}
         Sets the learning-rate rule: ``sqrt`` for Adam-like optimizers, ``linear``
         for SGD.
@@ -272,6 +274,12 @@ def design_schedule(
                      "twice the batch" if has_bound else
                      "no confidence bound in the trajectory: doubles when the estimate "
                      "reaches twice the batch")
+    if idx[0] > 0:  # the run starts at base_batch, as asked; the ramp follows at once
+        notes.append(f"the critical batch at the start already calls for batch "
+                     f"{levels[idx[0]]:g}: the first stage at base_batch={base_batch} "
+                     f"lasts one grid step of progress ({g[1]:.4g}); a larger base_batch "
+                     "would suit this run")
+        idx[0] = 0
     change = np.flatnonzero(np.r_[True, np.diff(idx) != 0])
     starts = g[change]
     batches = levels[idx[change]]
@@ -279,23 +287,69 @@ def design_schedule(
     stages = pd.DataFrame({
         "start_progress": starts, "start_steps": cum[:, 0], "start_examples": cum[:, 1],
         "batch_size": batches.astype(np.int64),
-        "lr_factor": _lr_factor(lr_rule, batches, float(base_batch)),
+        "lr_factor": _lr_factor(lr_rule, batches, float(batches[0])),
     }).rename(columns={"start_steps": "start_step"})
     return BatchSchedule(policy, lr_rule, stages, pred, tuple(notes))
 
 
-def _lr_shape(kind: str, frac: np.ndarray, *, milestones=(0.5, 0.75), gamma=0.1,
-              decay_fraction=0.2) -> np.ndarray:
-    """The base learning-rate schedule (factor of the peak) at fractions of training."""
+SHAPES = {"step": ("milestones", "gamma"), "cosine": (), "wsd": ("decay_fraction",)}
+
+
+def _check_shape(kind: str, shape: dict) -> dict:
+    """Validate the base learning-rate schedule's parameters; return them with defaults.
+
+    ``milestones``: fractions of training, strictly increasing, each in (0, 1);
+    ``gamma``: the step factor, in (0, 1]; ``decay_fraction``: in (0, 1].
+    """
+    if kind not in SHAPES:
+        raise InputError(f"lr_schedule must be 'step', 'cosine' or 'wsd', got {kind!r}")
+    wrong = sorted(set(shape) - set(SHAPES[kind]))
+    if wrong:
+        allowed = ", ".join(SHAPES[kind]) or "none"
+        raise InputError(f"{', '.join(wrong)} do(es) not apply to lr_schedule={kind!r} "
+                         f"(its parameters: {allowed})")
+    out: dict = {}
     if kind == "step":
-        return gamma ** np.searchsorted(np.asarray(milestones, float), frac, side="right")
+        raw = shape.get("milestones", (0.5, 0.75))
+        try:
+            m = np.asarray(raw, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise InputError(f"milestones must be numbers, got {raw!r}") from None
+        if m.size == 0 or not np.all(np.isfinite(m)):
+            raise InputError(f"milestones must be finite numbers, got {raw!r}")
+        if np.any(m <= 0) or np.any(m >= 1):
+            hint = (" (they look like steps: divide by total_steps)" if np.any(m >= 1)
+                    else "")
+            raise InputError(f"milestones are fractions of training, each in (0, 1), got "
+                             f"{m.tolist()}{hint}")
+        if np.any(np.diff(m) <= 0):
+            raise InputError(f"milestones must be strictly increasing, got {m.tolist()}")
+        gamma = shape.get("gamma", 0.1)
+        if isinstance(gamma, bool) or not isinstance(gamma, int | float | np.floating) \
+                or not 0 < gamma <= 1:
+            raise InputError(f"gamma (the step schedule's decay factor) must be in (0, 1], "
+                             f"got {gamma!r}")
+        out = {"milestones": m, "gamma": float(gamma)}
+    elif kind == "wsd":
+        d = shape.get("decay_fraction", 0.2)
+        if isinstance(d, bool) or not isinstance(d, int | float | np.floating) \
+                or not 0 < d <= 1:
+            raise InputError(f"decay_fraction (the share of training spent decaying) must be "
+                             f"in (0, 1], got {d!r}")
+        out = {"decay_fraction": float(d)}
+    return out
+
+
+def _lr_shape(kind: str, frac: np.ndarray, **shape) -> np.ndarray:
+    """The base learning-rate schedule (factor of the peak) at fractions of training
+    (parameters checked by `_check_shape`)."""
+    if kind == "step":
+        return shape["gamma"] ** np.searchsorted(shape["milestones"], frac, side="right")
     if kind == "cosine":
         return 0.5 * (1 + np.cos(np.pi * frac))
-    if kind == "wsd":
-        start = 1.0 - decay_fraction
-        return np.where(frac < start, 1.0, np.maximum(1.0 - (frac - start) / decay_fraction,
-                                                      0.0))
-    raise InputError(f"lr_schedule must be 'step', 'cosine' or 'wsd', got {kind!r}")
+    start = 1.0 - shape["decay_fraction"]
+    return np.where(frac < start, 1.0,
+                    np.maximum(1.0 - (frac - start) / shape["decay_fraction"], 0.0))
 
 
 def seesaw_schedule(
@@ -311,8 +365,10 @@ def seesaw_schedule(
     r"""Seesaw (Meterez et al. 2025): turn a learning-rate decay into a batch ramp.
 
     The base run takes ``total_steps`` at ``base_batch`` with the rate following
-    ``lr_schedule`` (``"step"``: ``milestones`` as fractions and factor ``gamma``;
-    ``"cosine"``; ``"wsd"``: constant, then linear decay over ``decay_fraction``).
+    ``lr_schedule`` (``"step"``: ``milestones``, strictly increasing fractions of
+    training in (0, 1), default (0.5, 0.75), and factor ``gamma`` in (0, 1], default
+    0.1; ``"cosine"``; ``"wsd"``: constant, then linear decay to zero over the last
+    ``decay_fraction`` in (0, 1], default 0.2). Other parameters are refused.
     Each time the base rate has halved since the last change ($\alpha = 1/2$),
     the batch doubles and the rate is multiplied by $\sqrt{1/2}$ instead; the
     examples budget is the base run's. The rate's further decay within a stage and the
@@ -324,6 +380,7 @@ def seesaw_schedule(
     """
     if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 2:
         raise InputError(f"total_steps must be an integer >= 2, got {total_steps!r}")
+    shape = _check_shape(lr_schedule, shape)
     capped = max_batch is None
     if capped:  # a decay to zero would double the batch without end
         max_batch = 32 * base_batch

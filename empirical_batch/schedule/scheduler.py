@@ -10,6 +10,7 @@ learning rate (a function of examples, times the stage's factor) from it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ..errors import InputError
@@ -27,7 +28,8 @@ class BatchSizeScheduler:
         Its parameter groups' ``lr`` are set at every `step`.
     schedule : BatchSchedule
     base_lr : float
-        The learning rate of the first stage.
+        The learning rate of the first stage; stage k runs at
+        ``base_lr * lr_factor[k] / lr_factor[0]`` (times ``lr_lambda``).
     lr_lambda : callable, optional
         A multiplier of the rate as a function of the examples consumed (warmup,
         decay), written in examples; default 1.
@@ -50,6 +52,10 @@ class BatchSizeScheduler:
         self.schedule = schedule
         self.base_lr = float(base_lr)
         self.lr_lambda = lr_lambda or (lambda examples: 1.0)
+        first = float(schedule.stages["lr_factor"].iloc[0])
+        if not (math.isfinite(first) and first > 0):
+            raise InputError(f"schedule's first stage has lr_factor {first!r}; it must be > 0")
+        self._first_factor = first  # base_lr is the first stage's rate, whatever its factor
         self.examples = 0.0
         self.steps = 0
         self._apply()
@@ -63,7 +69,7 @@ class BatchSizeScheduler:
     def lr(self) -> float:
         """The learning rate for the next step."""
         return (self.base_lr * self.schedule.lr_factor_at_examples(self.examples)
-                * float(self.lr_lambda(self.examples)))
+                / self._first_factor * float(self.lr_lambda(self.examples)))
 
     def _apply(self) -> None:
         for group in self.optimizer.param_groups:

@@ -87,10 +87,13 @@ class NoiseTrajectory:
         r"""The critical batch of a fixed-batch run over the whole trajectory: the
         paper's App. D progress average $E_s[\mathcal B] = \frac{1}{s_{end}}
         \int_0^{s_{end}} \mathcal B(s)\,ds$ (the weighting of
-        `empirical_batch.harness.noise.averaged_scale` with ``weight="progress"``). A run at batch $B$ takes
-        $S = \int_0^{s_{end}} (1 + \mathcal B(s)/B)\,ds = S_{min}(1 + \bar{\mathcal B}/B)$
-        steps with $S_{min} = s_{end}$: eq. 2.11 with $B_{crit} = \bar{\mathcal B}$
-        (held at the first point before it, trapezoid rule after)."""
+        `empirical_batch.harness.noise.averaged_scale` with ``weight="progress"``).
+        A run at batch $B$ takes $S = \int_0^{s_{end}} (1 + \mathcal B(s)/B)\,ds =
+        S_{min}(1 + E_s[\mathcal B]/B)$ steps with $S_{min} = s_{end}$: eq. 2.11 with
+        $B_{crit} = E_s[\mathcal B]$ ($\mathcal B$ held at the first point before it,
+        trapezoid rule after). This is the model's prediction when every step takes the
+        optimal rate $\epsilon_{opt}(B)$ (§2.2); runs on another learning-rate schedule
+        can fit a different $B_{crit}$."""
         s, b = self.progress, self.b_noise
         area = s[0] * b[0] + float(np.sum(0.5 * (b[1:] + b[:-1]) * np.diff(s)))
         return area / self.total

@@ -44,6 +44,8 @@ This module holds the problem; its dynamics live in
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._frozen import Frozen
@@ -218,6 +220,16 @@ class NoisyQuadratic(Frozen):
     @property
     def dims(self) -> int:
         return int(self.curvature.size)
+
+    @property
+    def max_stable_lr(self) -> float:
+        r"""The learning rate at and above which the expected loss diverges at every
+        batch size: $2(1 + \beta)/\max_i \hat h_i$ over the directions with weight
+        ($\hat h = Ph$, $\beta$ the heavy-ball momentum; the noise is additive, so the
+        batch size does not move the limit). A best rate just under it is not at the edge
+        of a grid that stops there: the next larger rate would diverge."""
+        top = float(np.max(self.update_curvature[self.active], initial=0.0))
+        return math.inf if top == 0 else 2.0 * (1.0 + self.momentum) / top
 
     @property
     def is_plain(self) -> bool:

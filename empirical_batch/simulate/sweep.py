@@ -2,8 +2,8 @@
 
 `simulate_sweep` runs every (batch size, learning rate) pair on a
 `NoisyQuadratic` and returns the long table the fitting code reads: columns
-``run, batch_size, learning_rate, step, examples, metric`` plus ``seed`` and
-``method``. ``metric`` is the loss (lower is better).
+``run, batch_size, learning_rate, step, examples, metric`` plus ``seed``,
+``method`` and ``max_stable_lr``. ``metric`` is the loss (lower is better).
 """
 
 from __future__ import annotations
@@ -66,14 +66,17 @@ def simulate_sweep(
     pandas.DataFrame
         One row per logged point: ``run`` (str), ``batch_size`` (int), ``learning_rate``,
         ``step`` (int), ``examples`` (= step × batch_size), ``metric`` (the loss; ``inf``
-        once a run diverges), ``seed`` (Int64, NA for exact), ``method``.
+        once a run diverges), ``seed`` (Int64, NA for exact), ``method`` and
+        ``max_stable_lr``, the problem's divergence limit
+        (`NoisyQuadratic.max_stable_lr`; `empirical_batch.fit.steps_to_target` does
+        not call a best rate just under it the edge of the grid).
 
     Examples
     --------
     >>> nq = NoisyQuadratic.zhang(100)
     >>> df = simulate_sweep(nq, [1, 8], [0.1, 0.5], max_steps=100, n_points=5)
     >>> sorted(df.columns)[:4], len(df)
-    (['batch_size', 'examples', 'learning_rate', 'method'], 24)
+    (['batch_size', 'examples', 'learning_rate', 'max_stable_lr'], 24)
     """
     count = resolve_count(n_seeds, seeds, 1)
     if not isinstance(problem, NoisyQuadratic):
@@ -117,6 +120,7 @@ def simulate_sweep(
             "metric": loss.ravel(),
             "seed": pd.array([seed_ids[s] for s in isd], dtype="Int64"),
             "method": method,
+            "max_stable_lr": problem.max_stable_lr,
         }
     )
     return df
