@@ -114,6 +114,9 @@ def test_hf_trainer_callback_matches_the_exact_steps(tmp_path, bf16):
     np.testing.assert_allclose(hist["sq_norm_small"], small, rtol=rtol)
     np.testing.assert_allclose(hist["sq_norm_big"], big, rtol=rtol)
     assert hist["b_small"][0] == MICRO and hist["b_big"][0] == MICRO * K
+    # every example counted; the time constant from the measured steps' 8 examples
+    assert cb.values()["noise_scale/examples"] == EPOCHS * N_DATA
+    assert cb.ema_examples == pytest.approx(MICRO * K / (1 - 0.9))
 
     # the values reached TensorBoard through report_to (the callback ran first)
     from tbparse import SummaryReader
@@ -277,3 +280,304 @@ def test_plain_loop_loggers(tmp_path):
     assert run.calls == [(noise_scale_values(gns), 7)]
     fresh = GradientNoiseScale(orc.model(), micro_batch_size=MICRO, accumulation_steps=K)
     assert log_wandb(run, fresh, step=8) == {} and len(run.calls) == 1
+
+
+# ------------------------------------------- ragged steps, padded tokens, log_history
+RAGGED = 29  # batch 4, accumulation 2: 8 micro-batches an epoch, the last step 4 + 1
+
+
+def _group_steps(seen):
+    """Consecutive training forwards that saw the same parameters: one optimizer step."""
+    steps: list[list] = []
+    for rec in seen:
+        if steps and np.array_equal(steps[-1][0]["w"], rec["w"]) and \
+                steps[-1][0]["c"] == rec["c"]:
+            steps[-1].append(rec)
+        else:
+            steps.append([rec])
+    return steps
+
+
+def _weighted_expected(steps):
+    """Per step with >= 2 micro-batches of mean gradients g_j, sizes n_j and weights
+    c_j: Σ|c_j g_j|²/Σc_j², |Σ c_j g_j|²/(Σc_j)² and b_small = Σc_j²/Σ(c_j²/n_j)."""
+    small, big, b_small = [], [], []
+    for step in steps:
+        if len(step) < 2:
+            continue
+        g = np.array([r["g"] for r in step])
+        n = np.array([r["n"] for r in step], float)
+        c = np.array([r["cw"] for r in step], float)
+        small.append(np.sum((c[:, None] * g) ** 2) / np.sum(c**2))
+        big.append(np.sum((c[:, None] * g).sum(0) ** 2) / c.sum() ** 2)
+        b_small.append(np.sum(c**2) / np.sum(c**2 / n))
+    return np.array(small), np.array(big), np.array(b_small)
+
+
+class TokenRecorder(nn.Module):
+    """Per-token linear regression on padded sequences: labels -100 mark padding; the
+    loss is Σ over the valid tokens / num_items_in_batch when the Trainer passes it
+    (transformers' token normalisation), else the mean over the valid tokens."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.lin = nn.Linear(3, 1)
+        self.seen: list[dict] = []
+
+    def forward(self, x, y, labels, **kwargs):
+        n_items = kwargs.get("num_items_in_batch")
+        valid = labels.ne(-100)
+        pred = self.lin(x).squeeze(-1)
+        sq = 0.5 * ((pred - y) ** 2) * valid
+        n = int(valid.sum())
+        if torch.is_grad_enabled():  # exact token-mean gradient of this micro-batch
+            w = self.lin.weight.detach().double().numpy().ravel().copy()
+            c = float(self.lin.bias.detach())
+            xs, ys = x.detach().double().numpy(), y.detach().double().numpy()
+            m = valid.numpy()
+            r = (xs @ w + c - ys) * m
+            g = np.concatenate([(r[..., None] * xs).sum((0, 1)), [r.sum()]]) / n
+            self.seen.append({"w": w, "c": c, "g": g, "n": n, "examples": x.shape[0],
+                              "N": None if n_items is None else float(n_items)})
+        loss = sq.sum() / (n_items if n_items is not None else n)
+        return {"loss": loss}
+
+
+def _padded_dataset(n=RAGGED, t=6, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        length = int(rng.integers(1, t + 1))
+        labels = np.full(t, -100)
+        labels[:length] = 0
+        x = rng.normal(size=(t, 3))
+        rows.append({"x": torch.tensor(x, dtype=torch.float32),
+                     "y": torch.tensor(x @ [1.0, -2.0, 0.5] + 0.3 * rng.normal(size=t),
+                                       dtype=torch.float32),
+                     "labels": torch.tensor(labels)})
+    return rows
+
+
+def _hf_args(tmp_path, **kw):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    base = dict(output_dir=str(tmp_path), per_device_train_batch_size=MICRO,
+                gradient_accumulation_steps=K, num_train_epochs=2, max_grad_norm=0.1,
+                learning_rate=0.05, optim="sgd", lr_scheduler_type="constant",
+                logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, seed=0,
+                disable_tqdm=True)
+    base.update(kw)
+    return transformers, transformers.TrainingArguments(**base)
+
+
+def test_hf_ragged_steps_measured_with_their_real_sizes(tmp_path):
+    """29 examples, batch 4, accumulation 2: every 4th step is 4 + 1 examples and is
+    measured as such (the Trainer divides both losses by 2); norms exact per step."""
+    transformers, args = _hf_args(tmp_path)
+    from empirical_batch.integrations.hf import install
+
+    model = Recorder()
+    data = _dataset()[:RAGGED]
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
+    cb = install(trainer, beta=0.9)
+    trainer.train()
+    steps = _group_steps([{"w": w, "c": c, "n": len(x), "cw": 0.5,
+                           "g": (np.concatenate([(x @ w + c - y.ravel())[:, None] * x,
+                                                 (x @ w + c - y.ravel())[:, None]], 1)
+                                 .mean(0))} for x, y, w, c in model.seen])
+    assert [[r["n"] for r in s] for s in steps] == ([[4, 4]] * 3 + [[4, 1]]) * 2
+    small, big, b_small = _weighted_expected(steps)
+    hist = cb.collector.estimator.history()
+    assert cb.collector.skipped_steps == 0 and len(hist["b_small"]) == 8
+    np.testing.assert_allclose(hist["sq_norm_small"], small, rtol=1e-5)
+    np.testing.assert_allclose(hist["sq_norm_big"], big, rtol=1e-5)
+    np.testing.assert_allclose(hist["b_small"], b_small)
+    assert hist["b_small"][3] == pytest.approx(2 / (1 / 4 + 1))  # harmonic mean of 4, 1
+    assert cb.values()["noise_scale/examples"] == 2 * RAGGED
+
+
+def test_hf_token_weighted_padded_batches_and_log_history(tmp_path):
+    """num_items_in_batch: micro-batch j's token-mean gradient enters with n_j/N; the
+    per-step norms equal the exact recomputation, B_simple is per token and converted
+    to sequences with the loss tokens per sequence; values reach log_history and the
+    checkpoint's trainer_state.json."""
+    transformers, args = _hf_args(tmp_path, save_strategy="steps", save_steps=4)
+    from empirical_batch.integrations.hf import install
+
+    model = TokenRecorder()
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_padded_dataset())
+    cb = install(trainer, beta=0.9)
+    trainer.train()
+    assert all(r["N"] is not None for r in model.seen)  # the Trainer normalised by tokens
+    steps = _group_steps(model.seen)
+    for s in steps:
+        assert sum(r["n"] for r in s) == s[0]["N"]
+        for r in s:
+            r["cw"] = r["n"] / r["N"]
+    assert len({r["n"] for r in model.seen}) > 3  # padding: unequal token counts
+    small, big, b_small = _weighted_expected(steps)
+    hist = cb.collector.estimator.history()
+    assert cb.collector.skipped_steps == 0 and len(hist["b_small"]) == 8
+    np.testing.assert_allclose(hist["sq_norm_small"], small, rtol=1e-5)
+    np.testing.assert_allclose(hist["sq_norm_big"], big, rtol=1e-5)
+    np.testing.assert_allclose(hist["b_small"], b_small)
+    np.testing.assert_allclose(hist["b_big"], [s[0]["N"] for s in steps])
+
+    values = cb.values()
+    tokens = sum(r["n"] for r in model.seen)
+    assert values["noise_scale/tokens"] == tokens
+    assert values["noise_scale/examples"] == 2 * RAGGED
+    per_seq = tokens / (2 * RAGGED)
+    est = cb.collector.estimator
+    assert values["noise_scale/b_simple_tokens"] == pytest.approx(est.b_simple)
+    assert values["noise_scale/b_simple"] == pytest.approx(est.b_simple / per_seq)
+    assert values["noise_scale/ema_examples"] == pytest.approx(2 * RAGGED / 8 / (1 - 0.9))
+    assert cb.ema_examples == values["noise_scale/ema_examples"]
+
+    logged = [h for h in trainer.state.log_history if "noise_scale/b_simple" in h]
+    assert len(logged) == 8 + 1  # every logging step and the final summary
+    assert logged[-1]["noise_scale/b_simple_tokens"] == pytest.approx(
+        values["noise_scale/b_simple_tokens"])
+    saved = json.loads((tmp_path / "checkpoint-8" / "trainer_state.json").read_text())
+    assert any("noise_scale/b_simple_se" in h for h in saved["log_history"])
+
+
+@pytest.mark.parametrize("restore", [False, True], ids=["default", "restore_callbacks"])
+def test_hf_resume_restores_the_estimator(tmp_path, restore):
+    """Checkpoint at step 4 of 8, resume: 8 measured steps in the callback install()
+    returned, with default arguments and with restore_callback_states_from_checkpoint."""
+    transformers, args = _hf_args(tmp_path, save_strategy="steps", save_steps=4,
+                                  restore_callback_states_from_checkpoint=restore)
+    from empirical_batch.integrations.hf import install
+
+    first = transformers.Trainer(model=TokenRecorder(), args=args,
+                                 train_dataset=_padded_dataset())
+    cb1 = install(first, beta=0.9)
+    first.train()
+    assert cb1.collector.estimator.steps == 8
+    again = transformers.Trainer(model=TokenRecorder(), args=args,
+                                 train_dataset=_padded_dataset())
+    cb2 = install(again, beta=0.9)
+    again.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    assert again.callback_handler.callbacks[0] is cb2
+    assert cb2.collector.estimator.steps == 8
+    assert cb2.values()["noise_scale/examples"] == cb1.values()["noise_scale/examples"]
+    assert cb2.values()["noise_scale/b_simple"] == pytest.approx(
+        cb1.values()["noise_scale/b_simple"], rel=1e-6)
+    assert "noise_scale/b_simple" in again.state.log_history[-2]
+
+
+def test_per_example_collector_refuses_batchnorm_switched_to_training(tmp_path):
+    """A model with BatchNorm built in eval mode (as from_pretrained returns it) passes
+    the constructor; the Trainer switches it to training mode and the first step
+    refuses."""
+    from empirical_batch.errors import UsageError
+
+    transformers, args = _hf_args(tmp_path, gradient_accumulation_steps=1)
+    from empirical_batch.integrations.hf import install
+
+    class BN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(orc.D, 4)
+            self.bn = nn.BatchNorm1d(4)
+            self.out = nn.Linear(4, 1)
+
+        def forward(self, x, labels):
+            return {"loss": orc.loss_fn(self.out(self.bn(self.lin(x))), labels)}
+
+    model = BN().eval()
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_dataset())
+    install(trainer)
+    with pytest.raises(UsageError, match="batch normalisation is in training mode"):
+        trainer.train()
+
+
+def test_lightning_ragged_steps_measured_with_their_real_sizes(tmp_path):
+    """29 examples, batch 4, accumulation 2: the epoch-end step of 4 + 1 examples is
+    measured with those sizes (Lightning divides each loss by 2); norms exact per step;
+    the counters and the state survive a checkpoint."""
+    L = pytest.importorskip("lightning")
+
+    from empirical_batch.integrations.lightning import NoiseScaleCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = Recorder()
+
+        def training_step(self, batch, batch_idx):
+            return self.net(batch["x"], batch["labels"])["loss"]
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    data = (_dataset() * 2)[:RAGGED]
+    loader = torch.utils.data.DataLoader(data, batch_size=MICRO, shuffle=True,
+                                         generator=torch.Generator().manual_seed(0))
+    module = Module()
+    cb = NoiseScaleCallback(beta=0.9)
+    trainer = L.Trainer(max_epochs=2, accumulate_grad_batches=K, gradient_clip_val=0.1,
+                        accelerator="cpu", devices=1, callbacks=[cb], logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    trainer.fit(module, loader)
+    steps = _group_steps([{"w": w, "c": c, "n": len(x), "cw": 0.5,
+                           "g": (np.concatenate([(x @ w + c - y.ravel())[:, None] * x,
+                                                 (x @ w + c - y.ravel())[:, None]], 1)
+                                 .mean(0))} for x, y, w, c in module.net.seen])
+    assert [[r["n"] for r in s] for s in steps] == ([[4, 4]] * 3 + [[4, 1]]) * 2
+    small, big, b_small = _weighted_expected(steps)
+    hist = cb.collector.estimator.history()
+    assert cb.collector.skipped_steps == 0
+    np.testing.assert_allclose(hist["sq_norm_small"], small, rtol=1e-5)
+    np.testing.assert_allclose(hist["sq_norm_big"], big, rtol=1e-5)
+    np.testing.assert_allclose(hist["b_small"], b_small)
+    values = cb.values()
+    assert values["noise_scale/examples"] == 2 * RAGGED
+    assert values["noise_scale/ema_examples"] == pytest.approx(2 * RAGGED / 8 / 0.1)
+    assert cb.ema_examples == values["noise_scale/ema_examples"]
+    restored = NoiseScaleCallback()
+    restored.load_state_dict(json.loads(json.dumps(cb.state_dict())))
+    assert restored.state_dict()["counters"]["examples"] == 2 * RAGGED
+
+
+def test_lightning_padded_token_batches_count_tokens(tmp_path):
+    """Batches with integer labels (-100 for padding): the tokens counter and the
+    per-token B_simple = B_simple × loss tokens per sequence are logged."""
+    L = pytest.importorskip("lightning")
+    from lightning.pytorch.loggers import CSVLogger
+
+    from empirical_batch.integrations.lightning import NoiseScaleCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = TokenRecorder()
+
+        def training_step(self, batch, batch_idx):
+            return self.net(**batch)["loss"]
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    data = _padded_dataset()
+    loader = torch.utils.data.DataLoader(data, batch_size=MICRO)
+    module = Module()
+    cb = NoiseScaleCallback(beta=0.9)
+    trainer = L.Trainer(max_epochs=1, accumulate_grad_batches=K, accelerator="cpu",
+                        devices=1, callbacks=[cb], logger=CSVLogger(str(tmp_path)),
+                        log_every_n_steps=1, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, loader)
+    tokens = sum(int((r["labels"] != -100).sum()) for r in data)
+    values = cb.values()
+    assert values["noise_scale/tokens"] == tokens
+    assert values["noise_scale/b_simple_tokens"] == pytest.approx(
+        values["noise_scale/b_simple"] * tokens / RAGGED)
+
+    import pandas as pd
+
+    metrics = pd.read_csv(next(tmp_path.rglob("metrics.csv")))
+    assert metrics["noise_scale/tokens"].dropna().iloc[-1] == tokens

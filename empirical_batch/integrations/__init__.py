@@ -9,11 +9,15 @@ lazily: importing this package imports no framework).
 - `empirical_batch.integrations.loggers`: `log_tensorboard` (a ``SummaryWriter``) and
   `log_wandb` (a W&B run) for plain loops.
 
-The callbacks measure $B_{simple}$ from the micro-batches of gradient accumulation, or
-from per-example norms without accumulation; the norms are taken at the backward
-passes, so the frameworks' clipping and AMP unscaling before their optimizer hooks do
-not change the estimate, and an epoch-end step with one backward pass is skipped and
-counted.
+The callbacks measure $B_{simple}$ from the micro-batches of gradient accumulation, each
+with the size of the batch the framework passed (and, for a loss normalised by the
+tokens of the accumulated batch, the weights $n_j/N$:
+`empirical_batch.integrations.steps`), or from per-example norms without accumulation;
+the norms are taken at the backward passes, so the frameworks' clipping and AMP
+unscaling before their optimizer hooks do not change the estimate, and a step with one
+backward pass, or whose sizes cannot be read, is skipped and counted. Their
+``AdaptiveBatchCallback`` grows the batch as the measured noise scale grows
+(`empirical_batch.integrations.adaptive`).
 """
 
 from .loggers import log_tensorboard, log_wandb, noise_scale_values

@@ -13,42 +13,69 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
-from .loggers import PREFIX, noise_scale_values
+from ..schedule.online import AdaptiveBatchRule
+from .adaptive import BatchGrowth
+from .loggers import PREFIX
+from .steps import StepAccount, callback_values
 
-__all__ = ["NoiseScaleCallback", "install"]
+__all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback", "install", "install_adaptive"]
 
 _MODES = ("auto", "micro_batch", "per_example")
+
+
+def _token_rule(model) -> str | None:
+    """Which labels a ``transformers`` model's loss sums over: ``"shifted"`` for
+    ``ForCausalLMLoss``, ``"all"`` for its other losses, ``None`` for another model."""
+    if not hasattr(type(model), "loss_function"):
+        return None
+    try:
+        fn = model.loss_function
+    except (AttributeError, KeyError, ValueError):  # no usable loss mapping
+        return None
+    return "shifted" if getattr(fn, "__name__", "") == "ForCausalLMLoss" else "all"
 
 
 class NoiseScaleCallback(TrainerCallback, ExportableState):
     r"""Measure $B_{simple}$ during ``Trainer.train()`` and add it to the Trainer's logs.
 
     With ``gradient_accumulation_steps >= 2`` it uses the micro-batches of the
-    accumulation (`empirical_batch.measure.GradientNoiseScale`, micro-batch size
-    ``per_device_train_batch_size``); with one backward pass per step, the per-example
-    norms of the batch (`empirical_batch.measure.PerExampleNoiseScale`, which covers the
-    ``nn.Linear``/``Conv1D``/``nn.Embedding``/``nn.LayerNorm`` layers and says how much
-    of the model that is). Both take their norms at the backward passes, so the
-    Trainer's gradient clipping (``max_grad_norm``, on by default) and AMP unscaling do
-    not change the estimate; an epoch-end step with a single backward pass is skipped
-    and counted.
+    accumulation (`empirical_batch.measure.GradientNoiseScale`), each with the size of
+    the batch the Trainer passed to the model (a ragged step of 4 and 1 sequences is
+    measured as such; see `empirical_batch.integrations.steps`) and, when the Trainer
+    normalises the loss by the tokens of the accumulated batch (``num_items_in_batch``),
+    per token with the weights $n_j/N$; with one backward pass per step, the
+    per-example norms of the batch (`empirical_batch.measure.PerExampleNoiseScale`,
+    which covers the ``nn.Linear``/``Conv1D``/``nn.Embedding``/``nn.LayerNorm`` layers
+    and says how much of the model that is; BatchNorm in training mode is refused at
+    every step). Both take their norms at the backward passes, so the Trainer's
+    gradient clipping (``max_grad_norm``, on by default) and AMP unscaling do not change
+    the estimate; an epoch-end step with a single backward pass, or whose sizes cannot
+    be read, is skipped and counted.
 
-    At every log the keys ``{prefix}b_simple``, ``{prefix}g2``,
-    ``{prefix}trace_sigma`` and ``{prefix}skipped`` join the Trainer's logs. Callbacks
+    At every log the keys of `empirical_batch.integrations.steps.callback_values`
+    (``{prefix}b_simple`` in sequences, ``b_simple_tokens``, ``b_simple_se``, the
+    interval, ``examples``/``tokens`` counters, ``ema_examples``, …) join the Trainer's
+    logs *and* ``trainer.state.log_history`` (hence ``trainer_state.json``). Callbacks
     run in order and a value added after the reporting callbacks (TensorBoard, W&B, …)
-    is lost: use `install`, or put this callback first in ``callbacks=``. The
-    estimator's state is saved in the Trainer's checkpoints (``ExportableState``) and
-    restored by ``trainer.train(resume_from_checkpoint=...)``.
+    is lost: use `install`, or put this callback first in ``callbacks=``.
+
+    The estimator's state is saved in the Trainer's checkpoints (``ExportableState``)
+    and restored by ``trainer.train(resume_from_checkpoint=...)``: with default
+    arguments from the checkpoint's ``trainer_state.json``, and with
+    ``restore_callback_states_from_checkpoint=True`` into the callback `install`
+    returned (the Trainer would otherwise replace it by a new instance).
 
     Parameters
     ----------
     beta : float
-        EMA decay of the estimator.
+        EMA decay of the estimator: a time constant of $1/(1-\beta)$ steps, logged in
+        examples as ``{prefix}ema_examples`` (attribute `ema_examples`).
     prefix : str
         Key prefix in the logs.
     mode : {"auto", "micro_batch", "per_example"}
@@ -56,18 +83,36 @@ class NoiseScaleCallback(TrainerCallback, ExportableState):
     max_history : int or None
         Per-step rows kept by the estimator (the last ones; ``None``: all). Bounded by
         default because the state rides in every checkpoint.
+    level : float
+        Confidence level of the logged interval ``b_simple_low``/``b_simple_high``.
+    per_module : bool
+        Per-example mode: also log ``{prefix}layer/{name}/b_simple`` per layer.
+    params : None or "layernorm"
+        Per-example mode: ``"layernorm"`` measures the LayerNorm parameters only (Gray et
+        al.'s proxy).
     """
 
     def __init__(self, *, beta: float = 0.99, prefix: str = PREFIX, mode: str = "auto",
-                 max_history: int | None = 10_000):
+                 max_history: int | None = 10_000, level: float = 0.95,
+                 per_module: bool = False, params: str | None = None):
         if mode not in _MODES:
             raise InputError(f"mode must be one of {_MODES}, got {mode!r}")
+        if params not in (None, "layernorm"):
+            raise InputError(f"params must be None or 'layernorm', got {params!r}")
+        if not 0.0 < level < 1.0:
+            raise InputError(f"level must be in (0, 1), got {level!r}")
         self.beta = beta
         self.prefix = prefix
         self.mode = mode
         self.max_history = max_history
+        self.level = level
+        self.per_module = bool(per_module)
+        self.params = params
         self.collector: GradientNoiseScale | PerExampleNoiseScale | None = None
+        self.account = StepAccount()
         self.estimator_state: dict | None = None  # restored from a checkpoint
+        self.counters: dict | None = None  # restored from a checkpoint
+        self._hook = None
 
     # ------------------------------------------------------------------ hooks
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -92,42 +137,214 @@ class NoiseScaleCallback(TrainerCallback, ExportableState):
                 raise InputError("mode='per_example' needs one backward pass per step "
                                  f"(gradient_accumulation_steps=1), got {k}")
             self.collector = PerExampleNoiseScale(model, beta=self.beta,
-                                                  max_history=self.max_history)
+                                                  max_history=self.max_history,
+                                                  per_module=self.per_module,
+                                                  params=self.params)
+        self.account = StepAccount(token_rule=_token_rule(model))
+        if self.estimator_state is None and state is not None:
+            self._from_trainer_state(state)
         if self.estimator_state is not None:
             self.collector.estimator.load_state_dict(self.estimator_state["estimator"])
             self.collector.skipped.update(self.estimator_state["skipped"])
+        if self.counters:
+            self.account.load_state_dict(self.counters)
+        self._hook = model.register_forward_pre_hook(self._record, with_kwargs=True)
+
+    def _from_trainer_state(self, state) -> None:
+        """Resume with default arguments: this class's entry of the checkpoint's
+        ``stateful_callbacks`` (the Trainer restores callbacks only when asked)."""
+        saved = (getattr(state, "stateful_callbacks", None) or {}).get(type(self).__name__)
+        for entry in saved if isinstance(saved, list) else [saved]:
+            if isinstance(entry, dict) and entry.get("args", {}).get("prefix") == self.prefix:
+                attributes = entry.get("attributes", {})
+                self.estimator_state = attributes.get("estimator_state")
+                self.counters = attributes.get("counters")
+                return
+
+    def _record(self, module, args, kwargs):
+        if not (module.training and torch.is_grad_enabled()):
+            return
+        batch = dict(kwargs) if kwargs else {}
+        if args:
+            batch.setdefault("inputs", args[0])
+        self.account.record(batch, kwargs.get("num_items_in_batch"))
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        if self.collector is not None:
+        if self.collector is None:
+            return
+        if isinstance(self.collector, PerExampleNoiseScale):
+            self.account.plan(lambda n: None, weighted=False)
             self.collector.step()
+            return
+        skip, sizes, weights = self.account.plan(lambda n: [1.0 / n] * n)
+        # the Trainer divides a mean loss by the micro-batches of this very step
+        try:
+            self.collector.step(sizes or None, weights=weights, skip=skip)
+        except InputError:  # backward passes and recorded forwards disagree
+            self.collector.skipped["unknown_sizes"] = \
+                self.collector.skipped.get("unknown_sizes", 0) + 1
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs is not None and self.collector is not None:
-            logs.update(noise_scale_values(self.collector, self.prefix))
+        values = self.values()
+        if logs is None or not values:
+            return
+        logs.update(values)
+        # the Trainer appended a copy of the logs to its history before calling on_log
+        history = getattr(state, "log_history", None)
+        if history and history[-1].get("step") == state.global_step:
+            history[-1].update(values)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.collector is not None:
             self.estimator_state = self.collector.state_dict()
+            self.counters = self.account.state_dict()
             self.collector.remove()
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
 
     # ------------------------------------------------------------ checkpoint
     def state(self) -> dict[str, Any]:
         """What the Trainer writes into ``trainer_state.json`` (JSON: plain numbers)."""
         live = self.collector.state_dict() if self.collector is not None else \
             self.estimator_state
+        counters = self.account.state_dict() if self.collector is not None else \
+            self.counters
         return {"args": {"beta": self.beta, "prefix": self.prefix, "mode": self.mode,
-                         "max_history": self.max_history},
-                "attributes": {"estimator_state": live}}
+                         "max_history": self.max_history, "level": self.level,
+                         "per_module": self.per_module, "params": self.params},
+                "attributes": {"estimator_state": live, "counters": counters}}
 
     def values(self) -> dict[str, float]:
         """The current estimates under their log keys (empty before the first step)."""
-        return {} if self.collector is None else noise_scale_values(self.collector,
-                                                                    self.prefix)
+        if self.collector is None:
+            return {}
+        return callback_values(self.collector, self.account, self.prefix, beta=self.beta,
+                               level=self.level)
+
+    @property
+    def ema_examples(self) -> float | None:
+        r"""The EMA time constant in examples, $\bar b/(1-\beta)$ (``None`` before the
+        first measured step)."""
+        return self.values().get(f"{self.prefix}ema_examples")
 
 
 def install(trainer, **kwargs) -> NoiseScaleCallback:
     """Add a `NoiseScaleCallback` (``kwargs`` go to it) to ``trainer`` *first*, so that
-    the reporting callbacks after it log its values; returns the callback."""
+    the reporting callbacks after it log its values; returns the callback.
+
+    With ``restore_callback_states_from_checkpoint=True`` the Trainer replaces its
+    callbacks by new instances on resume; the state restored into the new instance is
+    moved into the returned callback, which stays first and keeps reporting."""
     cb = NoiseScaleCallback(**kwargs)
     trainer.callback_handler.callbacks.insert(0, cb)
+    load = getattr(trainer, "_load_callback_state", None)
+    if callable(load):
+        def load_callback_state(*a, **kw):
+            out = load(*a, **kw)
+            callbacks = trainer.callback_handler.callbacks
+            for i, other in enumerate(callbacks):
+                if type(other) is type(cb) and other is not cb and other.prefix == cb.prefix:
+                    cb.estimator_state, cb.counters = other.estimator_state, other.counters
+                    del callbacks[i]
+                    if cb in callbacks:
+                        callbacks.remove(cb)
+                    callbacks.insert(0, cb)
+                    break
+            return out
+
+        trainer._load_callback_state = load_callback_state
+    return cb
+
+
+class AdaptiveBatchCallback(TrainerCallback):
+    r"""Grow the global batch during ``Trainer.train()`` as the measured noise scale
+    grows, and move the learning rate with it (a closed loop; see
+    `empirical_batch.integrations.adaptive` and `empirical_batch.schedule.online`).
+
+    The batch is ``per_device_train_batch_size × gradient_accumulation_steps``; a change
+    doubles the accumulation steps (``args.gradient_accumulation_steps``, which the
+    Trainer reads at every optimizer step) one or more times, at the first step boundary
+    where the micro-batches of the epoch fill whole groups of the new size. The
+    learning rate of the optimizer and the ``base_lrs`` of the Trainer's scheduler are
+    multiplied by the `empirical_batch.transfer.transfer` factor of ``lr_rule``.
+    ``{prefix}batch_size`` and ``{prefix}accumulation_steps`` join the logs and
+    ``log_history``; `changes` lists every change.
+
+    ``max_steps`` counts optimizer steps, which hold more examples after a change: bound
+    a run by ``num_train_epochs`` to keep its data budget. A resumed run starts again
+    at the configured accumulation steps.
+
+    Parameters
+    ----------
+    noise : NoiseScaleCallback
+        The installed measuring callback (needs ``gradient_accumulation_steps >= 2``).
+    rule : AdaptiveBatchRule, optional
+        Default: ``AdaptiveBatchRule("doubling")``.
+    lr_rule : str
+        `transfer`'s learning-rate rule (``"linear"`` for SGD, ``"sqrt"`` for Adam, …).
+    optimizer : {"sgd", "adam", "adamw"}
+    """
+
+    def __init__(self, noise: NoiseScaleCallback, rule: AdaptiveBatchRule | None = None, *,
+                 lr_rule: str = "linear", optimizer: str = "sgd"):
+        if not isinstance(noise, NoiseScaleCallback):
+            raise InputError("noise must be the NoiseScaleCallback that measures the run")
+        self.noise = noise
+        self.growth = BatchGrowth(noise, rule or AdaptiveBatchRule("doubling"),
+                                  lr_rule=lr_rule, optimizer=optimizer)
+
+    @property
+    def changes(self) -> list[dict]:
+        """One row per batch change (see `BatchGrowth`)."""
+        return self.growth.changes
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if int(args.gradient_accumulation_steps) < 2:
+            raise InputError("AdaptiveBatchCallback measures the noise scale from the "
+                             "micro-batches: set gradient_accumulation_steps >= 2")
+        self.growth.start(args.per_device_train_batch_size, args.gradient_accumulation_steps)
+
+    def _maybe_apply(self, args, state, kwargs) -> None:
+        if self.growth.ready():
+            args.gradient_accumulation_steps = self.growth.apply(
+                state.global_step, [kwargs.get("optimizer")] if kwargs.get("optimizer")
+                else [], [kwargs.get("lr_scheduler")])
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.growth.micro_in_epoch = 0
+        self._maybe_apply(args, state, kwargs)
+
+    def on_substep_end(self, args, state, control, **kwargs):
+        self.growth.micro_in_epoch += 1
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.growth.micro_in_epoch += 1
+        try:  # the Trainer's own count (also right after a resume within an epoch)
+            per_epoch = len(kwargs["train_dataloader"])
+            self.growth.micro_in_epoch = round((state.epoch % 1.0) * per_epoch)
+        except (KeyError, TypeError):  # no dataloader length: the callback's count
+            pass
+        self.growth.after_step(state.global_step)
+        self._maybe_apply(args, state, kwargs)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is None or not self.growth.accumulation:
+            return
+        values = self.growth.values(self.noise.prefix)
+        logs.update(values)
+        history = getattr(state, "log_history", None)
+        if history and history[-1].get("step") == state.global_step:
+            history[-1].update(values)
+
+
+def install_adaptive(trainer, rule: AdaptiveBatchRule | None = None, *,
+                     lr_rule: str = "linear", optimizer: str = "sgd",
+                     **noise_kwargs) -> AdaptiveBatchCallback:
+    """`install` a `NoiseScaleCallback` (``noise_kwargs``) and an `AdaptiveBatchCallback`
+    right after it (both before the reporting callbacks); returns the latter (its
+    ``noise`` attribute is the former)."""
+    noise = install(trainer, **noise_kwargs)
+    cb = AdaptiveBatchCallback(noise, rule, lr_rule=lr_rule, optimizer=optimizer)
+    trainer.callback_handler.callbacks.insert(1, cb)
     return cb

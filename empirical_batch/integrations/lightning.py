@@ -8,9 +8,12 @@ import lightning as L
 
 from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
-from .loggers import PREFIX, noise_scale_values
+from ..schedule.online import AdaptiveBatchRule
+from .adaptive import BatchGrowth
+from .loggers import PREFIX
+from .steps import StepAccount, batch_examples, callback_values
 
-__all__ = ["NoiseScaleCallback"]
+__all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback"]
 
 
 class NoiseScaleCallback(L.Callback):
@@ -18,32 +21,55 @@ class NoiseScaleCallback(L.Callback):
     logger the ``Trainer`` has).
 
     With ``Trainer(accumulate_grad_batches=k)``, ``k >= 2``, the micro-batches of the
-    accumulation (`empirical_batch.measure.GradientNoiseScale`); with ``k = 1`` the
-    per-example norms of each batch (`empirical_batch.measure.PerExampleNoiseScale`).
-    Norms are taken at the backward passes: ``gradient_clip_val`` and mixed-precision
-    unscaling do not change the estimate; an epoch-end step with one backward pass is
-    skipped and counted. The estimator's state rides in Lightning's checkpoints
+    accumulation (`empirical_batch.measure.GradientNoiseScale`), each with the size of
+    the batch Lightning passed to ``on_train_batch_start`` (a ragged epoch-end step of
+    4 and 1 examples is measured as such; Lightning divides every micro-batch loss by
+    ``k``); with ``k = 1`` the per-example norms of each batch
+    (`empirical_batch.measure.PerExampleNoiseScale`; BatchNorm in training mode is
+    refused at every step). Norms are taken at the backward passes:
+    ``gradient_clip_val`` and mixed-precision unscaling do not change the estimate; an
+    epoch-end step with one backward pass, or whose sizes cannot be read, is skipped and
+    counted. The logged keys are those of
+    `empirical_batch.integrations.steps.callback_values` (``b_simple`` in examples,
+    ``b_simple_tokens`` when the batches carry integer ``labels``, the standard error
+    and interval, ``examples``/``tokens`` counters, ``ema_examples``, per-layer values).
+    The estimator's state and the counters ride in Lightning's checkpoints
     (`state_dict`/`load_state_dict`).
 
     Parameters
     ----------
-    micro_batch_size : int
-        Examples per training batch (Lightning does not know it).
+    micro_batch_size : int, optional
+        Examples per batch, used only for batches whose size cannot be read (no tensor
+        in them); such steps are skipped and counted without it.
     beta : float
-        EMA decay of the estimator.
+        EMA decay of the estimator: a time constant of $1/(1-\beta)$ steps (logged in
+        examples as ``{prefix}ema_examples``).
     prefix : str
         Metric name prefix.
     max_history : int or None
         Per-step rows kept by the estimator (the last ones; ``None``: all).
+    level : float
+        Confidence level of the logged interval.
+    per_module : bool
+        Per-example mode: also log ``{prefix}layer/{name}/b_simple`` per layer.
+    params : None or "layernorm"
+        Per-example mode: ``"layernorm"`` measures the LayerNorm parameters only.
     """
 
-    def __init__(self, micro_batch_size: int, *, beta: float = 0.99, prefix: str = PREFIX,
-                 max_history: int | None = 10_000):
+    def __init__(self, micro_batch_size: int | None = None, *, beta: float = 0.99,
+                 prefix: str = PREFIX, max_history: int | None = 10_000,
+                 level: float = 0.95, per_module: bool = False, params: str | None = None):
+        if params not in (None, "layernorm"):
+            raise InputError(f"params must be None or 'layernorm', got {params!r}")
         self.micro_batch_size = micro_batch_size
         self.beta = beta
         self.prefix = prefix
         self.max_history = max_history
+        self.level = level
+        self.per_module = bool(per_module)
+        self.params = params
         self.collector: GradientNoiseScale | PerExampleNoiseScale | None = None
+        self.account = StepAccount()
         self._restored: dict | None = None
 
     def on_train_start(self, trainer, pl_module):
@@ -54,29 +80,61 @@ class NoiseScaleCallback(L.Callback):
         k = int(trainer.accumulate_grad_batches)
         if k >= 2:
             self.collector = GradientNoiseScale(
-                pl_module, micro_batch_size=self.micro_batch_size, accumulation_steps=k,
-                beta=self.beta, max_history=self.max_history)
+                pl_module, micro_batch_size=self.micro_batch_size or 1,
+                accumulation_steps=k, beta=self.beta, max_history=self.max_history)
         else:
             self.collector = PerExampleNoiseScale(pl_module, beta=self.beta,
-                                                  max_history=self.max_history)
+                                                  max_history=self.max_history,
+                                                  per_module=self.per_module,
+                                                  params=self.params)
         if self._restored is not None:
             self._load(self._restored)
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.account.record(batch, examples=self.micro_batch_size)
+
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        if self.collector is None or self.collector.step() is None:
+        if self.collector is None:
             return
-        values = noise_scale_values(self.collector, self.prefix)
+        if isinstance(self.collector, PerExampleNoiseScale):
+            self.account.plan(lambda n: None, weighted=False)
+            done = self.collector.step()
+        else:
+            k = int(trainer.accumulate_grad_batches)
+            skip, sizes, weights = self.account.plan(lambda n: [1.0 / k] * n)
+            try:
+                done = self.collector.step(sizes or None, weights=weights, skip=skip)
+            except InputError:  # backward passes and recorded batches disagree
+                self.collector.skipped["unknown_sizes"] = \
+                    self.collector.skipped.get("unknown_sizes", 0) + 1
+                done = None
+        if done is None:
+            return
+        values = self.values()
         if values:
             pl_module.log_dict(values, on_step=True, on_epoch=False)
 
+    def values(self) -> dict[str, float]:
+        """The current estimates under their log keys (empty before the first step)."""
+        if self.collector is None:
+            return {}
+        return callback_values(self.collector, self.account, self.prefix, beta=self.beta,
+                               level=self.level)
+
+    @property
+    def ema_examples(self) -> float | None:
+        r"""The EMA time constant in examples, $\bar b/(1-\beta)$ (``None`` before the
+        first measured step)."""
+        return self.values().get(f"{self.prefix}ema_examples")
+
     def on_train_end(self, trainer, pl_module):
         if self.collector is not None:
-            self._restored = self.collector.state_dict()
+            self._restored = self.state_dict()
             self.collector.remove()
 
     def state_dict(self) -> dict[str, Any]:
         if self.collector is not None:
-            return self.collector.state_dict()
+            return {**self.collector.state_dict(), "counters": self.account.state_dict()}
         return dict(self._restored or {})
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -91,3 +149,79 @@ class NoiseScaleCallback(L.Callback):
         assert self.collector is not None
         self.collector.estimator.load_state_dict(state["estimator"])
         self.collector.skipped.update(state["skipped"])
+        if state.get("counters"):
+            self.account.load_state_dict(state["counters"])
+
+
+class AdaptiveBatchCallback(L.Callback):
+    r"""Grow the global batch during ``trainer.fit`` as the measured noise scale grows,
+    and move the learning rate with it (a closed loop; see
+    `empirical_batch.integrations.adaptive` and `empirical_batch.schedule.online`).
+
+    The batch is the dataloader's batch × ``trainer.accumulate_grad_batches``; a change
+    doubles the accumulation (one or more times) at the first optimizer step where the
+    batches of the epoch fill whole groups of the new size. The rates of the
+    ``trainer.optimizers`` and the ``base_lrs`` of their schedulers are multiplied by the
+    `empirical_batch.transfer.transfer` factor of ``lr_rule``. ``{prefix}batch_size``
+    and ``{prefix}accumulation_steps`` are logged at every optimizer step; `changes`
+    lists every change. Put it after the ``noise`` callback in ``callbacks=``.
+
+    Parameters
+    ----------
+    noise : NoiseScaleCallback
+        The measuring callback (needs ``accumulate_grad_batches >= 2``).
+    rule : AdaptiveBatchRule, optional
+        Default: ``AdaptiveBatchRule("doubling")``.
+    lr_rule : str
+        `transfer`'s learning-rate rule.
+    optimizer : {"sgd", "adam", "adamw"}
+    """
+
+    def __init__(self, noise: NoiseScaleCallback, rule: AdaptiveBatchRule | None = None, *,
+                 lr_rule: str = "linear", optimizer: str = "sgd"):
+        if not isinstance(noise, NoiseScaleCallback):
+            raise InputError("noise must be the NoiseScaleCallback that measures the run")
+        self.noise = noise
+        self.growth = BatchGrowth(noise, rule or AdaptiveBatchRule("doubling"),
+                                  lr_rule=lr_rule, optimizer=optimizer)
+
+    @property
+    def changes(self) -> list[dict]:
+        """One row per batch change (see `BatchGrowth`)."""
+        return self.growth.changes
+
+    def on_train_start(self, trainer, pl_module):
+        if int(trainer.accumulate_grad_batches) < 2:
+            raise InputError("AdaptiveBatchCallback measures the noise scale from the "
+                             "micro-batches: set accumulate_grad_batches >= 2")
+
+    def _apply(self, trainer) -> None:
+        if self.growth.ready():
+            trainer.accumulate_grad_batches = self.growth.apply(
+                trainer.global_step, trainer.optimizers,
+                [c.scheduler for c in trainer.lr_scheduler_configs])
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        self.growth.micro_in_epoch = 0
+        self._apply(trainer)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if not self.growth.accumulation:  # the micro-batch size: the first batch's
+            size = batch_examples(batch) or self.noise.micro_batch_size
+            if size is None:
+                raise InputError("cannot read the batch size of the first batch: pass "
+                                 "micro_batch_size= to the NoiseScaleCallback")
+            self.growth.start(size, trainer.accumulate_grad_batches)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.growth.micro_in_epoch += 1
+        progress = getattr(getattr(trainer.fit_loop, "epoch_loop", None), "batch_progress",
+                           None)
+        if progress is not None:  # Lightning's own count (also after a resume)
+            self.growth.micro_in_epoch = int(progress.current.ready)
+        if self.growth.micro_in_epoch % self.growth.accumulation:
+            return  # not an optimizer step boundary of whole groups
+        self.growth.after_step(trainer.global_step)
+        self._apply(trainer)
+        pl_module.log_dict(self.growth.values(self.noise.prefix), on_step=True,
+                           on_epoch=False)

@@ -111,7 +111,8 @@ class PerExampleNoiseScale(EstimatorMixin):
     ----------
     model : nn.Module
         The model being trained. Batch normalisation in training mode is refused (it
-        couples the examples; use `GradientNoiseScale`).
+        couples the examples; use `GradientNoiseScale`), when the collector is built and
+        at every `step` (a model built in eval mode and trained later).
     beta : float
         EMA decay of `GNSEstimator`.
     params : None, "layernorm", or iterable of parameters or names
@@ -153,6 +154,10 @@ class PerExampleNoiseScale(EstimatorMixin):
         if not (isinstance(min_coverage, int | float) and 0.0 <= min_coverage <= 1.0):
             raise InputError(f"min_coverage must be a fraction in [0, 1], got {min_coverage!r}")
         check_no_batchnorm(model)
+        # kept to check at every step: a model built in eval mode (as from_pretrained
+        # returns it) is switched to training mode by the training loop later
+        self._batchnorms = [(n or type(model).__name__, m) for n, m in model.named_modules()
+                            if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         every = select_params(model, None)
         chosen = every if params is None else _select(model, params)
         ids = {id(p) for _, p in chosen}
@@ -309,12 +314,20 @@ class PerExampleNoiseScale(EstimatorMixin):
         if not self._parts:
             raise UsageError("step() called before any backward pass through the measured "
                                "layers (call it after loss.backward())")
+        training_bn = [n for n, m in self._batchnorms if m.training]
         parts, self._parts = self._parts, []
         calls, self._fwd_calls = self._fwd_calls, {}
         big, self._big = self._big, {}
         tie_missing, self._tie_missing = self._tie_missing, False
         self._tie_idx.clear()
         self._tie_m.clear()
+        if training_bn:
+            raise UsageError(
+                "batch normalisation is in training mode at this step (the model was "
+                "switched to training mode after the collector was built): it couples the "
+                f"examples of a batch, so per-example gradients do not exist: "
+                f"{', '.join(training_bn[:5])}. Use GradientNoiseScale (micro-batches) or "
+                "DDPNoiseScaleHook instead, or replace BatchNorm by GroupNorm/LayerNorm")
         if max(calls.values()) > 1:
             raise UsageError(
                 "a measured layer ran more than once since the last step() (several "

@@ -17,10 +17,33 @@ $$
 $$
 
 feeds the two-batch estimator (McCandlish et al. 2018, App. A.1).
+
+**Unequal micro-batches.** In general micro-batch $j$ holds $n_j$ examples (or
+tokens) with mean gradient $g_j$, $E|g_j|^2 = |G|^2 + \operatorname{tr}\Sigma/n_j$,
+and enters ``.grad`` with a known weight $c_j$: $1/k$ for the usual accumulation,
+$n_j/N$ when each micro-batch loss is a sum over its tokens divided by the $N$ tokens
+of the whole accumulated batch (Hugging Face ``transformers`` >= 4.46 with
+``num_items_in_batch``; with padding the $n_j$ differ). The hooks see $c_j g_j$, so
+with $a = \sum_j c_j^2$, $s = \sum_j c_j^2/n_j$ and $C = (\sum_j c_j)^2$ (independent
+micro-batches)
+
+$$
+E\sum_j |c_j g_j|^2 = a|G|^2 + s\operatorname{tr}\Sigma,\qquad
+E\Big|\sum_j c_j g_j\Big|^2 = C|G|^2 + s\operatorname{tr}\Sigma,
+$$
+
+i.e. the pair $|G_{small}|^2 = \sum_j|c_j g_j|^2/a$ at $b_{small} = a/s$ and
+$|G_{big}|^2 = |\sum_j c_j g_j|^2/C$ at $b_{big} = C/s$ satisfies
+$E|G_b|^2 = |G|^2 + \operatorname{tr}\Sigma/b$, and the two-batch estimates stay
+unbiased ($a < C$ whenever $k \ge 2$). Equal weights give the harmonic mean
+$b_{small} = k/\sum_j n_j^{-1}$ and $b_{big} = k\,b_{small}$; the token weights
+$c_j = n_j/N$ give $b_{small} = \sum_j n_j^2/N$ and $b_{big} = N$. The sizes are
+in the unit the $n_j$ count (tokens for a token-normalised loss).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 
@@ -93,8 +116,9 @@ class GradientNoiseScale(EstimatorMixin):
     Examples must be drawn independently (the estimator's assumption); the
     micro-batches of one step may share nothing but the parameters. A ragged step
     passes ``step(micro_batch_size=...)``: one size for all its micro-batches, or one
-    per backward pass (the estimate then uses the harmonic mean size, which is exact
-    for ``loss_convention="mean/k"``).
+    per backward pass, and, when its micro-batches enter ``.grad`` with unequal
+    factors (a loss normalised by the tokens of the whole accumulated batch),
+    ``weights=`` (see the module notes for the unbiased estimator this feeds).
 
     Every backward pass (or ``torch.autograd.grad`` call) that reaches the tracked
     parameters between two `step` calls counts as a micro-batch: run other
@@ -251,7 +275,8 @@ class GradientNoiseScale(EstimatorMixin):
         self.remove()
 
     # ------------------------------------------------------------------ step
-    def _sizes(self, micro_batch_size, n: int) -> tuple[float, float]:
+    def _sizes(self, micro_batch_size, n: int) -> list[int]:
+        """The examples (or tokens) of each of the ``n`` backward passes of this step."""
         if micro_batch_size is None:
             micro_batch_size = self.micro_batch_size
         if isinstance(micro_batch_size, Sequence):
@@ -259,17 +284,66 @@ class GradientNoiseScale(EstimatorMixin):
             if len(sizes) != n:
                 raise InputError(f"micro_batch_size has {len(sizes)} entries but {n} "
                                  "backward passes were seen this step")
-        else:
-            sizes = [check_batch_size(micro_batch_size, "micro_batch_size")] * n
-        inv = sum(1.0 / b for b in sizes)
-        b_small = n / inv  # harmonic mean: E mean_j |g_j|^2 = |G|^2 + trΣ / b_small
-        return b_small, n * b_small
+            return sizes
+        return [check_batch_size(micro_batch_size, "micro_batch_size")] * n
 
-    def step(self, micro_batch_size=None, *, loss_scale=None):
-        """Feed this optimizer step's squared norms to the estimator.
+    def _weights(self, weights, n: int) -> list[float]:
+        r"""$c_j$: the factor of micro-batch $j$'s mean gradient in ``.grad``."""
+        if weights is None:
+            c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
+            return [c] * n
+        if isinstance(weights, str) or not isinstance(weights, Sequence):
+            raise InputError("weights must be a sequence of one positive number per "
+                             f"backward pass, got {type(weights).__name__}")
+        if len(weights) != n:
+            raise InputError(f"weights has {len(weights)} entries but {n} backward passes "
+                             "were seen this step")
+        out = []
+        for w in weights:
+            if isinstance(w, torch.Tensor):
+                w = float(w)
+            if isinstance(w, bool) or not isinstance(w, int | float) or \
+                    not math.isfinite(w) or w <= 0:
+                raise InputError(f"weights must be finite and > 0, got {w!r}")
+            out.append(float(w))
+        return out
 
-        Returns ``(g2, trace_sigma)`` of this step, or ``None`` when it was skipped
-        (non-finite norms, or no optimizer state in preconditioned mode).
+    @staticmethod
+    def _design(sizes: list[int], weights: list[float]) -> tuple[float, float, float]:
+        r"""$(a, s, C) = (\sum_j c_j^2,\ \sum_j c_j^2/n_j,\ (\sum_j c_j)^2)$ with the
+        weights divided by the first one (the estimate does not depend on a common factor;
+        equal weights then give the harmonic-mean sizes exactly)."""
+        w = [c / weights[0] for c in weights]
+        a = sum(c * c for c in w)
+        s = sum(c * c / b for c, b in zip(w, sizes, strict=True))
+        return a, s, sum(w) ** 2
+
+    def step(self, micro_batch_size=None, *, weights=None, loss_scale=None,
+             skip: str | None = None):
+        r"""Feed this optimizer step's squared norms to the estimator.
+
+        Parameters
+        ----------
+        micro_batch_size : int or sequence of int, optional
+            The examples (or tokens, see the class notes) of each backward pass since the
+            last call; one number for all of them (default: the constructor's).
+        weights : sequence of float, optional
+            $c_j$, one per backward pass: the factor with which micro-batch $j$'s *mean*
+            gradient entered ``.grad`` (default: $1/k$ for ``loss_convention="mean/k"``,
+            1 for ``"mean"``). A loss summed over the tokens of micro-batch $j$ and
+            divided by the $N$ tokens of the whole accumulated batch (Hugging Face's
+            ``num_items_in_batch``) has $c_j = n_j/N$.
+        loss_scale : float, optional
+            The factor the losses were multiplied by (default: the scaler's).
+        skip : str, optional
+            Discard this step's norms and count it under ``skipped[skip]`` (a step
+            whose micro-batch sizes are unknown).
+
+        Returns
+        -------
+        tuple of float or None
+            ``(g2, trace_sigma)`` of this step, or ``None`` when it was skipped
+            (non-finite norms, no optimizer state in preconditioned mode, ``skip``).
         """
         if not self._count:
             raise UsageError(
@@ -281,6 +355,11 @@ class GradientNoiseScale(EstimatorMixin):
         self._micro, self._no_state = [], False
         self._count.clear()  # the hooks hold these
         self._big.clear()
+        if skip is not None:
+            if not isinstance(skip, str) or not skip:
+                raise InputError(f"skip must be a non-empty reason (a string), got {skip!r}")
+            self.skipped[skip] = self.skipped.get(skip, 0) + 1
+            return None
         if n == 1:  # the remainder at an epoch's end: one batch size only
             self.skipped["single_backward"] += 1
             return None
@@ -293,7 +372,8 @@ class GradientNoiseScale(EstimatorMixin):
                     f"{self.accumulation_steps}: the step is skipped (pass "
                     "micro_batch_size= per backward pass for a ragged step)", stacklevel=2)
             return None
-        b_small, b_big = self._sizes(micro_batch_size, n)
+        sizes = self._sizes(micro_batch_size, n)
+        c = self._weights(weights, n)
         if no_state:
             self.skipped["no_optimizer_state"] += 1
             return None
@@ -305,12 +385,13 @@ class GradientNoiseScale(EstimatorMixin):
         big = stack_scalars(bigs, dev).to(acc).square().sum()
         # one device->host transfer for both sums (Σ over parameters in float64)
         stats = torch.stack([stack_scalars(micro, dev).to(acc).square().sum(), big])
-        c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
+        a, s, cc = self._design(sizes, c)
+        c0 = c[0] * c[0]  # the common factor taken out of a, s and C
 
         def finish(values):
+            # hooks see c_j g_j, .grad holds Σ c_j g_j; with E|g_j|² = |G|² + trΣ/n_j:
+            # E Σ|c_j g_j|² = a |G|² + s trΣ and E|Σ c_j g_j|² = C |G|² + s trΣ
             micro_sum, big = values
-            # hooks see c g_j; .grad holds c Σ g_j = c n ḡ
-            return self._feed(micro_sum / (c * c * n), b_small, big / (c * c * n * n), b_big,
-                              scale)
+            return self._feed(micro_sum / (c0 * a), a / s, big / (c0 * cc), cc / s, scale)
 
         return self._defer(stats, finish)
