@@ -161,3 +161,14 @@ def test_the_callbacks_log_keys_read_as_a_noise_log(tmp_path):
     history[1][f"{p}b_simple"] = 41.0
     with pytest.raises(DataError, match="more than once"):
         load_noise_log(history)
+
+
+def test_the_callbacks_per_token_column_is_in_tokens():
+    p = "noise_scale/"
+    history = [{"step": s, f"{p}b_simple": 10.0 * s, f"{p}b_simple_tokens": 640.0 * s,
+                f"{p}examples": 8.0 * s, f"{p}tokens": 512.0 * s} for s in (1, 2, 3)]
+    seq = NoiseTrajectory.from_log(history, 8, quantity="b_simple")
+    tok = NoiseTrajectory.from_log(history, 512, column="b_simple_tokens")
+    assert seq.unit == "examples" and tok.unit == "tokens"
+    np.testing.assert_allclose(tok.b_noise, 64 * seq.b_noise)
+    np.testing.assert_allclose(tok.progress, seq.progress)  # same run, counted in tokens

@@ -150,7 +150,9 @@ class NoiseTrajectory:
         The noise scale is ``quantity`` (``"b_noise"`` or ``"b_simple"``; default
         ``b_noise`` where the log has it, else ``b_simple`` with a `BSimpleForBNoise`
         warning, since the model needs $B_{noise}$), or the named ``column``.
-        ``level_column`` (e.g. ``"b_simple_low"``) is the lower bound. Progress is
+        ``level_column`` (e.g. ``"b_simple_low"``) is the lower bound. A column named
+        ``*_tokens`` (the callbacks' ``b_simple_tokens``) is in tokens, whatever the
+        log's ``unit``. Progress is
         counted along the log's ``examples`` (``tokens`` for a log in tokens), or
         ``step × batch_size`` where the log has no such column.
 
@@ -176,6 +178,8 @@ class NoiseTrajectory:
         if missing:
             raise DataError(f"the log has missing columns {missing}; got {list(f.columns)}")
         unit = str(f["unit"].iat[0])
+        if column.endswith("_tokens"):  # the callbacks' per-token column of a log in sequences
+            unit = "tokens"
         counter = "tokens" if unit == "tokens" else "examples"
         if counter in f.columns:
             e = f[counter].to_numpy(dtype=float)
