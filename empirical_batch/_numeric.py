@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .errors import InputError
 
-__all__ = ["log_steps", "trapezoid"]
+__all__ = ["exp_or_inf", "log_steps", "trapezoid"]
 
 
 def trapezoid(y, x) -> float:
@@ -34,3 +36,20 @@ def log_steps(max_steps: int, n_points: int = 50) -> np.ndarray:
             raise InputError(f"{name} must be an integer >= 1, got {v!r}")
     pts = np.unique(np.round(np.geomspace(1, int(max_steps), int(n_points))).astype(np.int64))
     return np.concatenate([[0], pts])
+
+
+def exp_or_inf(x: float) -> float:
+    """``math.exp(x)``, but ``inf`` where the result exceeds the float range (``math.exp``
+    raises ``OverflowError`` there) and NaN for a NaN argument.
+
+    Fits use it for quantities extrapolated far outside the data (an intercept, the end
+    of an interval), whose true value may exceed the largest float; they flag it.
+
+    >>> exp_or_inf(0.0), exp_or_inf(1e4)
+    (1.0, inf)
+    """
+    x = float(x)
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf

@@ -158,3 +158,28 @@ def test_from_a_critical_batch_curve():
 def test_bad_input_is_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fit_b_crit_law(**kwargs)
+
+
+# the text_lm/adam fit of the tiny preset swept on an H200: three identified targets
+# 1.7 % apart in loss; B_* = exp(log B_* + t se) overflowed math.exp (OverflowError)
+_NARROW = {"loss": [3.896601, 3.848936, 3.832719], "b_crit": [2.159914, 17.775465, 17.68958],
+           "lo": [2.015704, 1.032684, 0.772574], "hi": [2.308092, 623.902008, 1216.875015]}
+
+
+def test_losses_close_together_give_inf_and_a_note_not_an_overflow():
+    law = fit_b_crit_law(**_NARROW)
+    assert law.b_star_ci[1] == math.inf and "float range" in law.note
+    assert "overflow" in repr(law) and len(repr(law)) <= 300
+    assert np.isfinite(law.log_b_star) and np.isfinite(law.exponent)
+    assert law.exponent_ci[0] < law.exponent < law.exponent_ci[1]
+    # the law is still evaluated in log space where B_* itself is finite or not
+    assert law(3.85) == pytest.approx(math.exp(law.log_b_star + law.exponent * math.log(3.85)))
+    ok = fit_b_crit_law([2.0, 2.5, 3.0, 4.0], [400.0, 137.0, 57.0, 14.0])
+    assert ok.note == "" and math.log(ok.b_star) == pytest.approx(ok.log_b_star)
+
+
+def test_fit_power_law_overflow_is_inf_with_a_note():
+    x = np.array([1000.0, 1000.5, 1001.0, 1001.5])
+    pl = fit_power_law(x, [1.0, 9.0, 2.0, 30.0])
+    assert pl.coefficient_ci[1] == math.inf and "float range" in pl.note
+    assert np.isfinite(pl.exponent) and fit_power_law([1, 2, 4], [2, 4, 8.5]).note == ""

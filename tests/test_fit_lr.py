@@ -98,3 +98,15 @@ if __name__ == "__main__":  # prints the numbers quoted in docs/fit.md
     f = fit_lr_scaling(_quadratic_sweep(), target=1.0, n_boot=200, seed=0)
     print(f"alpha = {f.alpha:.3f} {f.alpha_ci}, B* = {f.b_star:.1f} {f.b_star_ci}, "
           f"eps* = {f.eps_star:.3f}, B_crit from steps = {f.tradeoff_fit.b_crit:.1f}")
+
+
+def test_learning_rates_decades_apart_give_inf_and_a_note_not_an_overflow():
+    """The free-exponent law's ε_* = exp(intercept) overflowed math.exp (OverflowError)."""
+    import math
+
+    table = pd.DataFrame({"batch_size": [1, 2, 4, 8, 16],
+                          "learning_rate": [1e-300, 1e-200, 1e-100, 1.0, 1e100]})
+    for family in ("power", "auto"):
+        fit = fit_lr_scaling(table, family=family, n_boot=20)
+        assert fit.eps_star == math.inf and "float range" in fit.note
+    assert fit_lr_scaling(table, family="sgd", n_boot=20).note == ""

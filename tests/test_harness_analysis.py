@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from empirical_batch.fit.targets import choose_targets, clear_of, reach_count  # noqa: E402
 from empirical_batch.harness.config import OneStepSpec  # noqa: E402
 from empirical_batch.harness.noise import (  # noqa: E402
     averaged_scale,
@@ -18,7 +19,6 @@ from empirical_batch.harness.noise import (  # noqa: E402
     start_value,
 )
 from empirical_batch.harness.one_step import one_step_at  # noqa: E402
-from empirical_batch.harness.report import choose_targets, clear_of, reach_count  # noqa: E402
 from empirical_batch.harness.tasks.base import Task  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -197,7 +197,7 @@ def test_targets_keep_clear_of_every_configurations_best_loss():
 def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):
     # the full preset splits the batch gradients into vmap chunks to bound GPU memory;
     # chunks of 14 and 3 batches (of 16 batches of B = 16, 64) give the same numbers
-    from empirical_batch.harness import library
+    from empirical_batch.harness import scales as library
 
     task = _Linear().to("cpu", torch.float64)
     state = {"weight": 0.3 * torch.ones(1, task.options.dim, dtype=torch.float64)}
@@ -215,7 +215,7 @@ def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):
 
 
 def test_hvp_chunk_shrinks_with_activation_memory_and_changes_nothing(monkeypatch):
-    from empirical_batch.harness import library
+    from empirical_batch.harness import scales as library
 
     task = _Linear().to("cpu", torch.float64)
     model = task.init_model(0).double()

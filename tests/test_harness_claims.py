@@ -1,4 +1,4 @@
-"""The claims table and the growth/exponent intervals of the harness report."""
+"""The claims table and the growth/exponent intervals of the validation study."""
 
 from __future__ import annotations
 
@@ -8,17 +8,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empirical_batch.harness import library
-from empirical_batch.harness.claims import claims_table
-from empirical_batch.harness.uncertainty import growth_and_exponent, log_slope, resample_seeds
+from empirical_batch.harness.sweep import load_sweeps
+from empirical_batch.validation.claims import claims_table
+from empirical_batch.validation.curves import b_crit_points, select
+from empirical_batch.validation.uncertainty import growth_and_exponent, log_slope, resample_seeds
 
 SWEEPS = Path(__file__).resolve().parents[1] / "data" / "harness-full" / "sweeps"
 
 
-def _crit(task, opt, rows):
+def _crit(task, opt, rows, avg=None):
+    """Rows (target, B_crit, lo, hi, B_simple, B_noise); ``avg``: the averaged (B_simple,
+    B_noise) per row (default: the same as at the target)."""
+    avg = avg or [(r[4], r[5]) for r in rows]
     return pd.DataFrame([{"task": task, "optimizer": opt, "target": t, "b_crit": c,
-                          "b_crit_lo": lo, "b_crit_hi": hi, "b_simple": bs, "b_noise": bn}
-                         for t, c, lo, hi, bs, bn in rows])
+                          "b_crit_lo": lo, "b_crit_hi": hi, "b_simple": bs, "b_noise": bn,
+                          "b_simple_avg": bsa, "b_noise_avg": bna}
+                         for (t, c, lo, hi, bs, bn), (bsa, bna) in zip(rows, avg, strict=True)])
 
 
 def _t1(task, opt, start, avg, target_start=1.0, target_avg=0.1):
@@ -50,8 +55,8 @@ def test_each_verdict_follows_its_interval():
     ], ignore_index=True)
     t1 = pd.DataFrame([
         _t1("A", "sgd", (20, 15, 25), (400, 300, 500)),      # growth >= 12 for sure
-        _t1("A", "adam", (20, 18, 22), (100, 90, 110)),      # growth <= 6.1 for sure
-        _t1("B", "sgd", (10, 5, 20), (80, 40, 160)),          # growth 2..32: undecided
+        _t1("A", "adam", (20, 18, 22), (10, 9, 11)),         # shrinks: <= 0.61 for sure
+        _t1("B", "sgd", (10, 5, 20), (15, 4, 160)),          # growth 0.2..32: undecided
     ])
     one = pd.DataFrame({"task": ["A"] * 20, "eps_opt": 1.0, "eps_opt_lo": 0.9,
                         "eps_opt_hi": 1.1, "eps_opt_pred_fit": [1.0] * 19 + [1.5],
@@ -70,7 +75,7 @@ def test_each_verdict_follows_its_interval():
     assert _verdict(c, "A", "sgd", "c") == "does not hold"
     assert "19/20" in c[(c.task == "A") & (c.claim == "c")].iloc[0]["evidence"]
     assert _verdict(c, "B", "sgd", "c") == "not tested"  # no one-step rows for B
-    # Adam vs SGD at the hardest target: Adam [90, 110] below SGD [300, 500]
+    # Adam vs SGD at the hardest target: Adam [9, 11] below SGD [300, 500]
     assert _verdict(c, "A", "adam vs sgd", "d") == "does not hold"
     assert _verdict(c, "B", "adam vs sgd", "d") == "not tested"
     assert _verdict(c, "A", "sgd", "e") == "holds"
@@ -108,10 +113,10 @@ def test_log_slope_and_seed_resampling():
 
 
 def test_growth_intervals_on_a_committed_sweep():
-    sweep = library.select(library.load_sweeps([SWEEPS / "digits.csv.gz"]), optimizer="sgd")
+    sweep = select(load_sweeps([SWEEPS / "digits.csv.gz"]), optimizer="sgd")
     frame = sweep.to_frame()
     targets = np.array([1.2, 0.4, 0.25])
-    b = library.b_crit_points(sweep, targets)
+    b = b_crit_points(sweep, targets)
     g = growth_and_exponent(frame, targets, b, n_boot=20, seed=1)
     assert g.growth == pytest.approx(b[-1] / b[0])
     assert g.growth_lo <= g.growth <= g.growth_hi
@@ -119,8 +124,106 @@ def test_growth_intervals_on_a_committed_sweep():
     assert g.n_valid == 20 and g.growth_hi > g.growth_lo  # three seeds: draws differ
     # one seed per batch size: nothing to resample, no interval
     one_seed = frame[frame["seed"] == 0]
-    g1 = growth_and_exponent(one_seed, targets, library.b_crit_points(one_seed, targets),
+    g1 = growth_and_exponent(one_seed, targets, b_crit_points(one_seed, targets),
                              n_boot=20)
     assert g1.n_boot == 0 and np.isnan(g1.growth_lo) and np.isfinite(g1.growth)
     with pytest.raises(ValueError, match="at least 2 targets"):
         growth_and_exponent(frame, targets[:1], b[:1])
+
+
+def test_b_crit_is_compared_with_the_noise_scale_averaged_up_to_the_target():
+    # B_crit 400 at the hard target: 100x the local B_simple there (4) but 2x the
+    # progress-weighted mean up to it (200): the model's statement holds, the local
+    # comparison does not; both are in the table
+    crit = _crit("A", "sgd", [(1.0, 20, 15, 25, 30, 22), (0.1, 400, 300, 500, 4, 3)],
+                 avg=[(30, 22), (200, 390)])
+    t1 = pd.DataFrame([_t1("A", "sgd", (20, 15, 25), (400, 300, 500))])
+    c = claims_table(crit, t1)
+    a = c[c.claim == "a"].iloc[0]
+    assert a["verdict"] == "holds" and a["verdict_local"] == "does not hold"
+    assert a["value"] == pytest.approx(2.0) and a["value_local"] == pytest.approx(100.0)
+    assert "local (at the target)" in a["evidence"]
+    # averaged: B_noise closer at both targets; at the targets: closer at the first,
+    # farther at the second (B_simple 4 > B_noise 3 below B_crit 400)
+    e = c[c.claim == "e"].iloc[0]
+    assert e["verdict"] == "holds" and e["verdict_local"] == "undecided"
+    # a target the reference run never reaches has no average: left out and counted
+    crit.loc[1, "b_simple_avg"] = np.nan
+    a = claims_table(crit, t1).query("claim == 'a'").iloc[0]
+    assert "1 target(s) without B_crit or b_simple_avg left out" in a["evidence"]
+
+
+def test_growth_is_a_factor_beside_table_1s_with_no_threshold():
+    crit = _crit("A", "sgd", [(1.0, 20, 15, 25, 30, 22)])
+    t1 = pd.DataFrame([_t1("A", "sgd", (20, 15, 25), (50, 40, 60))])  # 2.5x in [1.6, 4]
+    b = claims_table(crit, t1).query("claim == 'b'").iloc[0]
+    assert b["verdict"] == "holds" and b["value"] == pytest.approx(2.5)
+    assert ">=" not in b["statement"] and "10x" not in b["statement"]
+    assert "CIFAR10 3x" in b["evidence"] and "Billion Word 143x" in b["evidence"]
+    assert "overlapping Table 1's range (2 of its 9 factors inside it)" in b["evidence"]
+
+
+def test_table1_growth_is_that_of_the_data_file():
+    from analysis.table1 import summary
+    from empirical_batch.validation.claims import TABLE1_GROWTH
+
+    s = summary().dropna(subset=["crit_growth"])
+    assert dict(zip(s["task"], s["crit_growth"], strict=True)) == pytest.approx(TABLE1_GROWTH)
+
+
+def test_a_nan_measured_one_step_point_is_left_out_and_counted():
+    crit = _crit("A", "sgd", [(1.0, 20, 15, 25, 30, 22)])
+    t1 = pd.DataFrame([_t1("A", "sgd", (20, 15, 25), (50, 40, 60))])
+    one = pd.DataFrame({"task": ["A"] * 12, "eps_opt": [np.nan] + [1.0] * 11,
+                        "eps_opt_lo": 0.9, "eps_opt_hi": 1.1, "eps_opt_pred_fit": 1.0,
+                        "dl_opt": 1.0, "dl_opt_lo": 0.9, "dl_opt_hi": 1.1,
+                        "dl_opt_pred_fit": 1.0})
+    row = claims_table(crit, t1, one).query("claim == 'c'").iloc[0]
+    assert "nan" not in row["evidence"] and row["verdict"] == "holds"
+    assert "11/11" in row["evidence"] and "1 point(s) with a NaN" in row["evidence"]
+    one["eps_opt"] = np.nan  # nothing left to test: undecided, said why
+    row = claims_table(crit, t1, one).query("claim == 'c'").iloc[0]
+    assert row["verdict"] == "undecided" and "nan" not in row["evidence"]
+    assert "no point with a measurement" in row["evidence"]
+
+
+def test_branched_brackets_are_compared_with_b_crit_plus_2b():
+    crit = _crit("A", "sgd", [(1.0, 20, 15, 25, 30, 22)])
+    t1 = pd.DataFrame([_t1("A", "sgd", (20, 15, 25), (50, 40, 60))])
+    # base batch 8: B_crit 40 [30, 50] + 16 = 56 [46, 66]; the bracket [32, 64) meets it,
+    # [128, 256) does not, and the third checkpoint has no fitted B_crit
+    br = pd.DataFrame({"task": "A", "optimizer": "sgd", "step": [10, 20, 30],
+                       "base_batch": 8, "b_branched_low": [32.0, 128.0, 512.0],
+                       "b_branched_high": [64.0, 256.0, np.inf],
+                       "b_crit": [40.0, 40.0, np.nan], "b_crit_plus_2b": [56.0, 56.0, np.nan],
+                       "b_crit_plus_2b_lo": [46.0, 46.0, np.nan],
+                       "b_crit_plus_2b_hi": [66.0, 66.0, np.nan]})
+    f = claims_table(crit, t1, branched=br).query("claim == 'f'").iloc[0]
+    assert f["verdict"] == "undecided" and (f["value"], f["lo"], f["hi"]) == (1, 1, 2)
+    assert "1 checkpoint(s) without a fitted B_crit left out" in f["evidence"]
+    f = claims_table(crit, t1, branched=br.iloc[:1]).query("claim == 'f'").iloc[0]
+    assert f["verdict"] == "holds"
+    # the bracket [64, 128) meets B_crit + 2B = [46, 66] only through the offset
+    # (B_crit's own interval [30, 50] lies below it)
+    off = br.iloc[:1].assign(b_branched_low=64.0, b_branched_high=128.0)
+    assert claims_table(crit, t1, branched=off).query("claim == 'f'").iloc[0][
+        "verdict"] == "holds"
+    assert claims_table(crit, t1).query("claim == 'f'").empty  # no branched table, no row
+
+
+def test_the_average_up_to_a_target_and_why_it_is_missing():
+    from empirical_batch.validation.fits import averaged_to, why_no_average
+
+    scales = pd.DataFrame({"step": [0, 10, 20, 40], "eval_loss": [3.0, 2.0, 1.5, 1.0],
+                           "batch_size": 8, "b_simple_collector": [10.0, 20.0, 40.0, 80.0],
+                           "b_noise_pop": [8.0, 8.0, 8.0, 8.0]})
+    # constant B_noise: the progress weight is constant, the average is the step mean
+    # of B_simple up to the first checkpoint at or below the target (trapezoid rule)
+    v = averaged_to(scales, "b_simple_collector", 1.8, True, 8.0)
+    assert v == pytest.approx((15 * 10 + 30 * 10) / 20)
+    assert why_no_average(scales, 1.8, True) == ""
+    assert np.isnan(averaged_to(scales, "b_simple_collector", 0.5, False, 8.0))
+    assert "does not reach" in why_no_average(scales, 0.5, False)
+    bad = scales.assign(b_noise_pop=[8.0, -3.0, 8.0, 8.0])
+    assert np.isnan(averaged_to(bad, "b_simple_collector", 1.8, True, 8.0))
+    assert "b_noise_pop not positive at step(s) 10" in why_no_average(bad, 1.8, True)

@@ -234,8 +234,7 @@ def test_cli_shard_by_groups_merges_to_the_sequential_sweep(tmp_path, capsys):
     """Slurm-style: one process per shard (--shard i/n --shard-by groups), the shard files
     read back through sweep_files/load_sweeps equal the unsharded sweep file."""
     from empirical_batch.cli import main
-    from empirical_batch.harness.library import load_sweeps
-    from empirical_batch.harness.sweep import sweep_files
+    from empirical_batch.harness.sweep import load_sweeps, sweep_files
 
     common = ["harness", "--config", "tiny", "--tasks", "teacher_student", "--no-progress"]
     assert main([*common, "--stage", "sweep", "--out", str(tmp_path / "seq")]) == 0

@@ -46,7 +46,7 @@ def test_tiny_end_to_end(tmp_path, capsys, text_corpus):
     assert manifest["config"] == "tiny" and manifest["device"] == "cpu"
     assert "empirical-batch harness --config tiny" in manifest["command"]
     claims = pd.read_csv(out / "results" / "claims.csv")
-    assert set(claims["claim"]) == set("abcde")
+    assert set(claims["claim"]) == set("abcdef")  # f: branched (teacher_student)
     assert claims["verdict"].isin(["holds", "does not hold", "undecided", "not tested"]).all()
     assert "Claims of the paper" in report
     branched = pd.read_csv(out / "results" / "branched.csv")  # tiny: teacher_student only
@@ -67,7 +67,7 @@ def test_tiny_end_to_end(tmp_path, capsys, text_corpus):
 
 def test_report_stage_needs_an_analysis(tmp_path):
     from empirical_batch.harness.config import get_config
-    from empirical_batch.harness.report import reanalyze
+    from empirical_batch.validation.report import reanalyze
 
     with pytest.raises(FileNotFoundError, match="run the analyze stage first"):
         reanalyze(get_config("tiny", ["digits"]), tmp_path)

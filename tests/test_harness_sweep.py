@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 
 from empirical_batch import load_sweep  # noqa: E402
 from empirical_batch.harness.config import get_config  # noqa: E402
-from empirical_batch.harness.library import load_sweeps  # noqa: E402
 from empirical_batch.harness.sweep import (  # noqa: E402
+    load_sweeps,
     parse_shard,
     run_sweep,
     sweep_files,

@@ -3,7 +3,8 @@ moves by less than 5 % when its target moves by 10⁻⁶ relative (issue 13, ite
 
 The sweeps are the committed ``data/harness-full/sweeps`` (one H100, 2026-11-22; in the
 repository, no GPU needed). Only the point estimate matters here, so the fits run
-without intervals (`library.b_crit_points`: the estimate does not depend on them).
+without intervals (`empirical_batch.validation.curves.b_crit_points`: the estimate does
+not depend on them).
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empirical_batch.harness import library
-from empirical_batch.harness.config import get_config
-from empirical_batch.harness.report import (
+from empirical_batch.fit.targets import (
     TARGET_MARGIN,
     best_losses,
     choose_targets,
     common_target,
     reach_count,
 )
+from empirical_batch.harness.config import get_config
+from empirical_batch.harness.sweep import load_sweeps
+from empirical_batch.validation.curves import b_crit_points, select
 
 SWEEPS = Path(__file__).resolve().parents[1] / "data" / "harness-full" / "sweeps"
 CASES = [(t, o) for t in ("teacher_student", "digits", "sequence") for o in ("sgd", "adam")]
@@ -34,9 +36,9 @@ TOLERANCE = 0.05
 def sweeps():
     out = {}
     for task in ("teacher_student", "digits", "sequence"):
-        sweep = library.load_sweeps([SWEEPS / f"{task}.csv.gz"])
+        sweep = load_sweeps([SWEEPS / f"{task}.csv.gz"])
         for opt in ("sgd", "adam"):
-            out[(task, opt)] = library.select(sweep, optimizer=opt)
+            out[(task, opt)] = select(sweep, optimizer=opt)
     return out
 
 
@@ -53,8 +55,8 @@ def _median_rule(frame: pd.DataFrame, fractions) -> np.ndarray:
 
 def _largest_move(sub, targets) -> tuple[float, np.ndarray, np.ndarray]:
     """Largest relative change of B_crit over ``targets`` when each moves by ±SHIFT."""
-    base = library.b_crit_points(sub, targets)
-    moved = [library.b_crit_points(sub, targets * (1 + s)) for s in (-SHIFT, SHIFT)]
+    base = b_crit_points(sub, targets)
+    moved = [b_crit_points(sub, targets * (1 + s)) for s in (-SHIFT, SHIFT)]
     rel = max(float(np.max(np.abs(m / base - 1))) for m in moved)
     return rel, base, np.array(moved)
 
@@ -92,7 +94,7 @@ def test_the_check_catches_the_old_knife_edge_targets(sweeps):
 
 @pytest.mark.parametrize("task", ["teacher_student", "digits", "sequence"])
 def test_the_common_target_of_sgd_and_adam_is_stable_too(sweeps, task):
-    # the Adam-vs-SGD claim compares both at one loss (report.common_target_fits)
+    # the Adam-vs-SGD claim compares both at one loss (validation.fits.common_target_fits)
     frames = [sweeps[(task, o)].to_frame() for o in ("sgd", "adam")]
     hardest = [choose_targets(f, _fractions())[-1] for f in frames]
     common = common_target(frames, hardest)

@@ -8,6 +8,8 @@ interval) → `critical_batch_curve` ($B_{crit}$ as a function of the
 target) → `fit_power_law`, or `fit_b_crit_law` for Kaplan et al. 2020's
 $B_{crit}(L) = B_*/L^{1/\alpha_B}$ with an interval on $\alpha_B$. `fit_lr_scaling` fits the
 learning-rate law $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ (App. C, E).
+`choose_targets` fixes the target losses of a curve from the sweep's losses alone
+(before any fit; ``fit.targets``).
 
 How the tradeoff is fitted
 --------------------------
@@ -26,6 +28,7 @@ from .curve import CriticalBatchCurve, critical_batch_curve
 from .lr_scaling import LRRecommendation, LRScalingFit, fit_lr_scaling
 from .power_law import PowerLaw, fit_power_law
 from .steps import StepsTable, steps_to_target
+from .targets import choose_targets, common_target
 from .tradeoff_fit import (
     FitWarning,
     NotEnoughBatchSizes,
@@ -46,6 +49,8 @@ __all__ = [
     "StepsTable",
     "TargetAtStart",
     "TradeoffFit",
+    "choose_targets",
+    "common_target",
     "critical_batch_curve",
     "fit_b_crit_law",
     "fit_lr_scaling",

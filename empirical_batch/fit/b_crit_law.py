@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize, stats
 
+from .._numeric import exp_or_inf
 from .._validate import as_array, as_float, check_level, check_positive
 from ..errors import InputError
 
@@ -87,6 +88,12 @@ class BCritLaw:
         (``False`` without input intervals).
     status : str
         ``"identified"``, ``"lower_bound"`` or ``"unidentified"`` (module docstring).
+    log_b_star : float
+        $\log B_*$, finite even where $B_*$ itself is not representable.
+    note : str
+        Empty, or what was numerically degenerate: with losses close together the
+        extrapolation to L = 1 can exceed the float range; $B_*$ or an end of its
+        interval is then ``inf`` (said here), while the slope and $\alpha_B$ are exact.
     """
 
     alpha_b: float
@@ -103,11 +110,15 @@ class BCritLaw:
     span: float
     ends_separated: bool
     status: str
+    log_b_star: float = math.nan
+    note: str = ""
 
     def __call__(self, loss):
         """$B_*/L^{1/\\alpha_B}$ at ``loss``."""
         loss = check_positive(np.asarray(loss, dtype=float), "loss")
-        out = self.b_star * loss**self.exponent
+        log_b_star = self.log_b_star if np.isfinite(self.log_b_star) else math.log(self.b_star)
+        with np.errstate(over="ignore"):
+            out = np.exp(log_b_star + self.exponent * np.log(loss))
         return float(out) if np.ndim(out) == 0 else out
 
     def covers(self, alpha_b: float) -> bool:
@@ -122,7 +133,8 @@ class BCritLaw:
         lo, hi = self.alpha_b_ci
         return (f"BCritLaw(alpha_b={self.alpha_b:.3g} [{lo:.3g}, {hi:.3g}] at "
                 f"{self.ci_level:g}, b_star={self.b_star:.3g}, n={self.n}, "
-                f"span={self.span:.3g}x, status={self.status!r})")
+                f"span={self.span:.3g}x, status={self.status!r}"
+                + (", note: B_* overflow" if self.note else "") + ")")
 
 
 def _wls(x, y, var):
@@ -240,13 +252,21 @@ def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 
         status, alpha_ci = "lower_bound", (-1.0 / k_ci[0], math.inf)
     else:
         status, alpha_ci = "unidentified", (-math.inf, math.inf)
+    b_star_ci = (exp_or_inf(la - t * se_a), exp_or_inf(la + t * se_a))
+    b_star = exp_or_inf(la)
+    note = ""
+    if not (np.isfinite(b_star) and np.isfinite(b_star_ci[1])):
+        note = (f"B_* (the law extrapolated to L = 1) or its interval exceeds the float range "
+                f"(log B_* = {la:.4g} ± {t * se_a:.4g}): the losses span only "
+                f"{float(np.ptp(x)):.3g} in log L; set to inf, the slope and α_B are exact")
     i_lo, i_hi = int(np.argmin(L)), int(np.argmax(L))
     separated = bool(lo_a is not None and hi_a is not None
                      and (lo_a[i_lo] > hi_a[i_hi] or hi_a[i_lo] < lo_a[i_hi]))
     return BCritLaw(
         alpha_b=-1.0 / k if k != 0 else math.inf, alpha_b_ci=alpha_ci,
-        b_star=math.exp(la), b_star_ci=(math.exp(la - t * se_a), math.exp(la + t * se_a)),
+        b_star=b_star, b_star_ci=b_star_ci,
         exponent=k, exponent_ci=k_ci, ci_level=lvl, tau=math.sqrt(tau2),
         n=n, losses=tuple(float(v) for v in L), b_crit=tuple(float(v) for v in B),
         span=float(B.max() / B.min()), ends_separated=separated, status=status,
+        log_b_star=la, note=note,
     )

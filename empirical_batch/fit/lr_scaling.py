@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..errors import InputError
 from ..sweeps import Sweep
@@ -80,6 +81,9 @@ class LRScalingFit:
     candidates: tuple[str, ...] = ()
     """With ``family="auto"``: the families consistent with the data."""
     selection_note: str = ""
+    note: str = ""
+    """Empty, or what was numerically degenerate: a fitted constant beyond the float
+    range (learning rates many decades apart) is ``inf``, said here."""
 
     def learning_rate(self, batch_size):
         r"""The fitted law at ``batch_size``: $\epsilon_*/(1 + B_*/B)^\alpha$
@@ -167,16 +171,19 @@ def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
         rss_b, ic_b = _surge_profile(Y, log_b, grid)
         kk = np.argmin(rss_b, axis=1)
         r = np.arange(n_boot)
-        draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]), np.full(n_boot, 1.0)])
+        with np.errstate(over="ignore"):  # beyond the float range: inf (see ``note``)
+            draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]),
+                                     np.full(n_boot, 1.0)])
         q = _tails(ci, n - 2)
         e_ci = (float(np.quantile(draws[:, 0], q[0])), float(np.quantile(draws[:, 0], q[1])))
         b_ci = (float(np.quantile(draws[:, 1], q[0])), float(np.quantile(draws[:, 1], q[1])))
     return LRScalingFit(
-        eps_star=math.exp(a), b_star=math.exp(c), alpha=math.nan, eps_star_ci=e_ci,
+        eps_star=exp_or_inf(a), b_star=exp_or_inf(c), alpha=math.nan, eps_star_ci=e_ci,
         b_star_ci=b_ci, alpha_ci=(math.nan, math.nan), ci_level=ci, alpha_fixed=True,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
         tradeoff_fit=tradeoff_fit, _draws=draws, family="surge",
+        note=_overflow_note(a, c),
     )
 
 
@@ -342,7 +349,7 @@ def fit_lr_scaling(
     else:
         lbs = float(grid[k])
     _, icpt, al = _lr_profile(y[None, :], log_b, np.array([lbs]), alpha)
-    eps_star, a_fit = math.exp(float(icpt[0, 0])), float(al[0, 0])
+    eps_star, a_fit = exp_or_inf(float(icpt[0, 0])), float(al[0, 0])
     fitted = icpt[0, 0] - a_fit * np.logaddexp(0.0, lbs - log_b)
     resid = y - fitted
     rng = np.random.default_rng(seed)
@@ -355,19 +362,30 @@ def fit_lr_scaling(
         rss_b, ic_b, al_b = _lr_profile(Y, log_b, grid, alpha)
         kk = np.argmin(rss_b, axis=1)
         r = np.arange(n_boot)
-        draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]), al_b[r, kk]])
+        with np.errstate(over="ignore"):  # beyond the float range: inf (see ``note``)
+            draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]), al_b[r, kk]])
         e_ci, b_ci, a_ci = ((float(np.quantile(draws[:, j], q[0])),
                              float(np.quantile(draws[:, j], q[1]))) for j in range(3))
     else:
         e_ci = b_ci = a_ci = (math.nan, math.nan)
     return LRScalingFit(
-        eps_star=eps_star, b_star=math.exp(lbs), alpha=a_fit,
+        eps_star=eps_star, b_star=exp_or_inf(lbs), alpha=a_fit,
         eps_star_ci=e_ci, b_star_ci=b_ci, alpha_ci=a_ci, ci_level=ci,
         alpha_fixed=alpha is not None,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
         tradeoff_fit=tradeoff_fit, _draws=draws, family="sgd" if family == "sgd" else "power",
+        note=_overflow_note(float(icpt[0, 0]), lbs),
     )
+
+
+def _overflow_note(log_eps_star: float, log_b_star: float) -> str:
+    """The note of a fit whose constants exceed the float range (empty when they do not)."""
+    if np.isfinite(exp_or_inf(log_eps_star)) and np.isfinite(exp_or_inf(log_b_star)):
+        return ""
+    return (f"a fitted constant exceeds the float range (log eps_star = {log_eps_star:.4g}, "
+            f"log b_star = {log_b_star:.4g}): set to inf; the learning rates are many "
+            "decades apart")
 
 
 def _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit) -> LRScalingFit:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
+from .._numeric import exp_or_inf
 from .._validate import as_array, check_level, check_positive, scalar_or_array
 from ..errors import InputError
 
@@ -28,6 +29,9 @@ class PowerLaw:
     ci_level: float
     log_rmse: float
     n: int
+    #: empty, or what was numerically degenerate: the coefficient (the law at x = 1) or an
+    #: end of its interval beyond the float range is ``inf``, said here; the exponent is exact
+    note: str = ""
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -82,10 +86,16 @@ def fit_power_law(x, y, *, level: float | None = None, ci: float | None = None) 
     t = stats.t.ppf((1 + ci) / 2, n - 2)
     se_k = math.sqrt(s2 / sxx)
     se_a = math.sqrt(s2 * (1 / n + xm**2 / sxx))
+    coef, coef_ci = exp_or_inf(la), (exp_or_inf(la - t * se_a), exp_or_inf(la + t * se_a))
+    note = ""
+    if not (np.isfinite(coef) and np.isfinite(coef_ci[1])):
+        note = (f"the coefficient (the law at x = 1) or its interval exceeds the float range "
+                f"(log a = {la:.4g} ± {t * se_a:.4g}); set to inf")
     return PowerLaw(
-        coefficient=math.exp(la),
+        coefficient=coef,
         exponent=k,
-        coefficient_ci=(math.exp(la - t * se_a), math.exp(la + t * se_a)),
+        coefficient_ci=coef_ci,
+        note=note,
         exponent_ci=(k - t * se_k, k + t * se_k),
         ci_level=ci,
         log_rmse=float(np.sqrt(np.mean(resid**2))),

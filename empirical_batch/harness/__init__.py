@@ -7,8 +7,9 @@ losses land in the sweep schema (``sweep``, with ``--shard i/n`` for job arrays,
 ``distribute`` for the shards through any `concurrent.futures.Executor`: local
 processes, Dask, Ray); the
 noise scales are measured along reference runs (``noise``) and one SGD step is probed
-directly (``one_step``); ``report`` puts B_crit from `empirical_batch.fit` next
-to B_simple and B_noise. ``config`` holds the presets (``tiny``, ``cpu``, ``full``)
+directly (``one_step``), and the critical batch by branched training (``branched``).
+The validation study that puts B_crit from `empirical_batch.fit` next to them is
+`empirical_batch.validation`. ``config`` holds the presets (``tiny``, ``cpu``, ``full``)
 and ``pipeline`` the stages behind ``empirical-batch harness``.
 
 Your own task: subclass ``Task`` (see its docstring for the protocol), register it

@@ -6,12 +6,11 @@ branches the run with `empirical_batch.branched_critical_batch` (Merrill et al. 
 arXiv 2505.23971): branches at $kB$ with the rate $k\eta$ (SGD's linear rule) or
 $\sqrt k\,\eta$ (Adam's square-root rule, Malladi et al. 2022), continuing from the
 checkpoint's optimizer state, train on the same
-$\Delta = $ ``steps_at_base`` $\times B$ examples, with paired seeds, and the bracket
-$[k^\ast B, k_{next}B)$ of the largest batch that keeps up is compared with
-
-- $B_{crit}$ fitted from the full sweeps (`empirical_batch.critical_batch_curve`) at
-  the checkpoint's evaluation loss, with its interval and status, and
-- $B_{simple}$ and $B_{noise}$ measured at the checkpoint (the reference run's table).
+$\Delta = $ ``steps_at_base`` $\times B$ examples, with paired seeds; the bracket
+$[k^\ast B, k_{next}B)$ of the largest batch that keeps up is reported with
+$B_{simple}$ and $B_{noise}$ measured at the checkpoint (the reference run's table).
+(The validation study, `empirical_batch.validation`, puts $B_{crit}$ fitted from the
+sweeps at the checkpoint's loss beside it.)
 
 **Tolerance.** The paper's $B_{crit} = E_{min}/S_{min}$ is the batch at which a run
 needs twice the minimum number of examples, i.e. makes half the progress per example
@@ -35,7 +34,6 @@ import torch
 
 from ..branched import branched_critical_batch
 from ..errors import InputError
-from . import library
 from .config import BranchSpec
 from .noise import ReferenceRun, evenly_spaced
 from .tasks.base import Task
@@ -92,12 +90,11 @@ def _copy(state):
     return {k: v.clone() for k, v in weights.items()}, copy.deepcopy(opt_state)
 
 
-def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.DataFrame:
-    """One row per checkpoint: the branched bracket, the fitted $B_{crit}$ at the
-    checkpoint's loss and the noise scales there (see the module notes).
+def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun) -> pd.DataFrame:
+    """One row per checkpoint: the branched bracket and the noise scales there (see the
+    module notes).
 
-    ``ref`` is a reference run (its snapshots and noise-scale table); ``sweep`` the
-    task's sweep of the same optimizer (a `Sweep`).
+    ``ref`` is a reference run (its snapshots and noise-scale table).
     """
     opt = ref.member.optimizer
     if opt not in _RULES:
@@ -121,7 +118,6 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.D
             train_steps, state, base, examples=examples, lr=lr, factors=spec.factors,
             lr_rule=_RULES[opt], seeds=spec.seeds, tail=spec.tail, level=spec.level,
             tolerance=tolerance, copy_state=_copy)
-        fit = library.b_crit_curve(sweep, np.array([start])).frame.iloc[0]
         rows.append({
             "task": task.name, "optimizer": opt, "step": int(step),
             "eval_loss": start, "base_batch": base, "learning_rate": lr,
@@ -130,8 +126,6 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun, sweep) -> pd.D
             "branched_status": res.status,
             "diverged_from": next((k * base for k, d in zip(res.factors, res.diverged,
                                                             strict=True) if d), np.nan),
-            "b_crit": fit["b_crit"], "b_crit_lo": fit["b_crit_lo"],
-            "b_crit_hi": fit["b_crit_hi"], "b_crit_status": fit["status"],
             "b_simple": float(scales.loc[step, "b_simple_collector"]),
             "b_noise": float(scales.loc[step, "b_noise_pop"]),
         })

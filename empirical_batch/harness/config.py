@@ -134,7 +134,7 @@ class TaskPlan:
 class HarnessConfig:
     name: str
     plans: tuple[TaskPlan, ...]
-    #: target = L_hard + f (L_0 − L_hard) for each f (see report.choose_targets)
+    #: target = L_hard + f (L_0 − L_hard) for each f (see empirical_batch.fit.choose_targets)
     target_fractions: tuple[float, ...] = (0.5, 0.25, 0.125, 0.0625, 0.0)
 
     @property

@@ -50,6 +50,7 @@ from .config import SweepSpec
 from .sweep import group_shards, merge_shards, run_sweep
 from .tasks import TASKS, check_task_name
 from .tasks.base import Task
+from .threads import restores_torch_threads
 from .trainer import group_members
 
 __all__ = ["ExecutorSpec", "RayExecutor", "ShardError", "ShardJob", "ShardResult",
@@ -92,6 +93,7 @@ class ShardJob:
     max_group: int | None = None
     runs: int = field(default=0, compare=False)  # for messages only
 
+    @restores_torch_threads
     def __call__(self) -> ShardResult:
         from .pipeline import resolve_device, sync_device
 

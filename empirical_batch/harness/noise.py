@@ -47,8 +47,8 @@ import torch
 from .._numeric import trapezoid
 from ..errors import InputError
 from ..theory import dl_opt
-from . import library
 from .config import TaskPlan
+from .scales import collector_b_simple, hessian_scales
 from .tasks.base import Task
 from .trainer import Member, log_steps, train_plain
 
@@ -106,8 +106,8 @@ def objective_sample(task: Task, n: int):
 def measure_scales(task: Task, model, n_examples: int) -> dict:
     """Both noise-scale measurements at the model's current weights (see module doc)."""
     x, y = objective_sample(task, n_examples)
-    out = library.hessian_scales(model, task.loss_fn, x, y)
-    out.update(library.collector_b_simple(model, task.loss_fn, x, y))
+    out = hessian_scales(model, task.loss_fn, x, y)
+    out.update(collector_b_simple(model, task.loss_fn, x, y))
     with torch.no_grad():
         out["objective_loss"] = float(task.loss_fn(model(x), y))
     return out

@@ -45,9 +45,11 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from ..errors import InputError
-from . import library
+from ..theory import dl_opt, eps_opt
+from . import scales
 from .config import OneStepSpec
 from .noise import evenly_spaced, objective_sample
+from .scales import hessian_scales, saved_bytes_per_example
 from .tasks.base import Task
 
 EPS_SPAN = (1e-4, 4.0)
@@ -119,16 +121,16 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
         return t.double() if t.is_floating_point() else t
 
     x_o, y_o = (f64(t) for t in objective_sample(task, spec.n_examples))
-    hs = library.hessian_scales(model, task.loss_fn, x_o, y_o)
+    hs = hessian_scales(model, task.loss_fn, x_o, y_o)
     scale = hs["g2"] / hs["ghg"] if hs["ghg"] > 0 else learning_rate
     eps = scale * np.geomspace(*EPS_SPAN, spec.n_eps)
     eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
 
     # batch gradients in vmap chunks of c batches, c × B × (saved bytes per example)
-    # <= library.SAVED_BYTES: unchunked, the full preset's sequence task would hold the
+    # <= scales.SAVED_BYTES: unchunked, the full preset's sequence task would hold the
     # float64 activations of 128 × 1024 windows at once (about 1 MB each on the CPU).
     # The result does not depend on the chunk beyond round-off.
-    per_example = library.saved_bytes_per_example(model, task.loss_fn, x_o, y_o)
+    per_example = saved_bytes_per_example(model, task.loss_fn, x_o, y_o)
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
 
@@ -145,7 +147,7 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         idx = torch.randint(n_obj, (spec.n_batches, b), generator=gen).to(device)
         xs, ys = x_o[idx], y_o[idx]
-        chunk = max(1, library.SAVED_BYTES // (per_example * int(b)))
+        chunk = max(1, scales.SAVED_BYTES // (per_example * int(b)))
         batch_grads = vmap(grad(loss_p), in_dims=(None, 0, 0),
                            chunk_size=chunk if chunk < spec.n_batches else None)
         g = batch_grads(params, xs, ys)  # each [n_batches, ...]
@@ -201,10 +203,10 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
     eps_max_hvp = hs["g2"] / hs["ghg"] if ok_hvp else float("nan")
     dl_max_hvp = 0.5 * hs["g2"] ** 2 / hs["ghg"] if ok_hvp else float("nan")
     nan = np.full(len(bs), np.nan)
-    table["eps_opt_pred_fit"] = library.eps_opt(bs, eps_max_fit, b_noise_fit) if ok_fit else nan
-    table["dl_opt_pred_fit"] = library.dl_opt(bs, dl_max_fit, b_noise_fit) if ok_fit else nan
-    table["eps_opt_pred_hvp"] = library.eps_opt(bs, eps_max_hvp, hs["b_noise"]) if ok_hvp else nan
-    table["dl_opt_pred_hvp"] = library.dl_opt(bs, dl_max_hvp, hs["b_noise"]) if ok_hvp else nan
+    table["eps_opt_pred_fit"] = eps_opt(bs, eps_max_fit, b_noise_fit) if ok_fit else nan
+    table["dl_opt_pred_fit"] = dl_opt(bs, dl_max_fit, b_noise_fit) if ok_fit else nan
+    table["eps_opt_pred_hvp"] = eps_opt(bs, eps_max_hvp, hs["b_noise"]) if ok_hvp else nan
+    table["dl_opt_pred_hvp"] = dl_opt(bs, dl_max_hvp, hs["b_noise"]) if ok_hvp else nan
     table.insert(0, "step", step)
     table.insert(0, "task", task.name)
     summary = {

@@ -8,7 +8,7 @@ B_crit and write the report); ``all`` does both. ``report`` redoes only what
 depends on the targets (targets, B_crit fits, Table-1 summary, claims, report) from
 the sweeps and the measured tables an earlier ``analyze`` left in ``OUT/results``: no
 training and no Hessian-vector products, so no GPU
-(`empirical_batch.harness.report.reanalyze`). ``OUT/manifest.json`` records the
+(`empirical_batch.validation.report.reanalyze`). ``OUT/manifest.json`` records the
 configuration, the library and torch versions, the device and wall times.
 """
 
@@ -28,6 +28,7 @@ from .._io import atomic_write_text
 from ..errors import InputError
 from .config import HarnessConfig
 from .sweep import SPLITS, run_sweep, sweep_path, write_sweep
+from .threads import restores_torch_threads
 from .trainer import group_members
 
 STAGES = ("all", "sweep", "analyze", "report")
@@ -75,6 +76,7 @@ class HarnessRun:
         }
 
 
+@restores_torch_threads
 def run_harness(
     config: HarnessConfig,
     out: str | Path,
@@ -106,8 +108,9 @@ def run_harness(
     sweeps are never mixed. A folder from the same configuration is reused (a resumed
     or sharded run, or the analysis of existing sweeps).
 
-    ``threads`` sets torch's CPU threads (default: 1 on the CPU, where the tiny models
-    of the harness lose more to intra-op threading than they gain; unchanged on CUDA).
+    ``threads`` sets torch's CPU threads for the call (default: 1 on the CPU, where the
+    tiny models of the harness lose more to intra-op threading than they gain; unchanged
+    on CUDA); the caller's setting is restored when it returns.
     """
     if stage not in STAGES:
         raise InputError(f"stage must be one of {STAGES}, got {stage!r}")
@@ -165,13 +168,13 @@ def run_harness(
             run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
             run.files.append(write_sweep(frame, sweep_path(out, plan.task, shard)))
     if stage in ("all", "analyze"):
-        from .report import analyze
+        from ..validation.report import analyze
 
         t0 = time.perf_counter()
         run.files += analyze(config, out, device=dev, progress=progress, timings=run.wall_s)
         run.wall_s["analyze"] = round(time.perf_counter() - t0, 2)
     if stage == "report":
-        from .report import report
+        from ..validation.report import report
 
         t0 = time.perf_counter()
         run.files += report(config, out)

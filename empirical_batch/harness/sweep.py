@@ -204,3 +204,13 @@ def sweep_files(out_dir: str | Path, task: str) -> list[Path]:
         warnings.warn(f"task {task!r}: using the {n} shard files, newer than {whole.name}",
                       stacklevel=2)
     return files
+
+
+def load_sweeps(paths):
+    """The sweep files ``paths`` (e.g. `sweep_files`), each read and validated by
+    `empirical_batch.load_sweep`, concatenated and validated again as one sweep of the
+    evaluation loss."""
+    from empirical_batch import load_sweep
+
+    parts = [load_sweep(p).to_frame() for p in paths]
+    return load_sweep(pd.concat(parts, ignore_index=True), metric_name="eval_loss")

@@ -1,24 +1,19 @@
-"""Every call the harness makes into empirical_batch, in one place.
+"""Noise scales at a model's current weights, by the library's two measurement paths.
 
-The harness is a *user* of the library: it estimates nothing and fits no tradeoff
-itself. Sweeps are read and validated by `empirical_batch.load_sweep`;
-steps-to-target, the tradeoff fits and their intervals come from
-`empirical_batch.fit`; noise scales from `empirical_batch.measure`
-(per-example squared norms, Hessian-vector products) and
-`empirical_batch.estimators`; the one-step predictions from
-`empirical_batch.theory`. The figures draw the fitted curves through the
-``Tradeoff`` of each `TradeoffFit`.
+`hessian_scales`: B_noise, B_simple and the four scalars |G|², GᵀHG, tr Σ, tr(HΣ) from
+per-example gradients and Hessian-vector products
+(`empirical_batch.measure.hessian_noise_scale`), in chunks sized to the model's
+activations (`hvp_chunk`). `collector_b_simple`: B_simple from the per-example squared
+norms (`empirical_batch.measure.per_example_sq_norms`) and the two-batch estimator
+`empirical_batch.gns_two_batch` (McCandlish et al. 2018, App. A.1). Used along the
+reference runs (`empirical_batch.harness.noise`) and by the one-step experiment
+(`empirical_batch.harness.one_step`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-
-import numpy as np
-import pandas as pd
-
-from ..errors import InputError
+__all__ = ["HVP_CHUNK", "SAVED_BYTES", "collector_b_simple", "hessian_scales", "hvp_chunk",
+           "saved_bytes_per_example"]
 
 #: most Hessian-vector products evaluated at once by ``hessian_noise_scale``
 HVP_CHUNK = 64
@@ -29,84 +24,6 @@ HVP_CHUNK = 64
 #: transformer was about 6× this product for HVPs (double backward) and 3× for
 #: batch gradients, so 2 GiB here is roughly 6–12 GiB of memory.
 SAVED_BYTES = 2**31
-
-#: fit options used everywhere in the harness (library defaults, stated once)
-FIT_OPTIONS = {"combine": "mean", "ci": 0.95, "n_boot": 1000, "seed": 0}
-
-
-def load_sweeps(paths: Iterable[str | Path]):
-    """Each file through ``load_sweep``, concatenated, and validated again as one sweep."""
-    from empirical_batch import load_sweep
-
-    parts = [load_sweep(p).to_frame() for p in paths]
-    return load_sweep(pd.concat(parts, ignore_index=True), metric_name="eval_loss")
-
-
-def select(sweep, **equal):
-    """The sub-sweep whose pass-through columns equal ``equal`` (e.g. optimizer="sgd")."""
-    from empirical_batch import load_sweep
-
-    frame = sweep.to_frame()
-    for col, value in equal.items():
-        frame = frame[frame[col] == value]
-    if frame.empty:
-        raise InputError(f"sweep has no rows with {equal}")
-    return load_sweep(frame.reset_index(drop=True), metric_name=sweep.metric_name)
-
-
-def steps_table(sweep, target: float) -> pd.DataFrame:
-    from empirical_batch import steps_to_target
-
-    return steps_to_target(sweep, target, combine=FIT_OPTIONS["combine"]).to_frame()
-
-
-def b_crit_curve(sweep, targets):
-    """``critical_batch_curve`` with failures reported per target (not raised)."""
-    from empirical_batch import critical_batch_curve
-
-    return critical_batch_curve(sweep, np.asarray(targets, dtype=float), errors="report",
-                                **FIT_OPTIONS)
-
-
-def b_crit_points(sweep, targets) -> np.ndarray:
-    """B_crit point estimates at ``targets`` (NaN where not fitted), with no interval.
-
-    ``critical_batch_curve`` with ``n_boot=0``: its point estimate is the same
-    whatever the interval options (``FIT_OPTIONS``'s combine rule is kept); used
-    where only the estimate matters (the seed bootstrap of
-    `empirical_batch.harness.uncertainty`, the target-shift check).
-    """
-    import warnings
-
-    from empirical_batch import critical_batch_curve
-    from empirical_batch.fit import FitWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FitWarning)
-        curve = critical_batch_curve(sweep, np.asarray(targets, dtype=float), errors="report",
-                                     combine=FIT_OPTIONS["combine"], n_boot=0,
-                                     interval="percentile")
-    return curve.b_crit
-
-
-def power_law(x, y):
-    from empirical_batch import fit_power_law
-
-    return fit_power_law(x, y)
-
-
-def b_crit_law(curve):
-    """``fit_b_crit_law`` on a ``CriticalBatchCurve`` (its identified targets)."""
-    from empirical_batch import fit_b_crit_law
-
-    return fit_b_crit_law(curve, level=FIT_OPTIONS["ci"])
-
-
-def kaplan_alpha_b() -> float:
-    """Kaplan et al. 2020's α_B (``KAPLAN_2020``, as in ``data/kaplan2020_constants.csv``)."""
-    from empirical_batch.fit import KAPLAN_2020
-
-    return KAPLAN_2020["alpha_b"]
 
 
 def saved_bytes_per_example(model, loss_fn, inputs, targets) -> int:
@@ -186,15 +103,3 @@ def collector_b_simple(model, loss_fn, inputs, targets) -> dict:
     b_simple = noise_scales_from_scalars(g2, 1.0, trace_sigma, 0.0)["b_simple"]
     return {"g2_collector": g2, "trace_sigma_collector": trace_sigma,
             "b_simple_collector": b_simple if g2 > 0 else float("nan")}
-
-
-def eps_opt(batch_size, eps_max, b_noise):
-    from empirical_batch import eps_opt as _eps_opt
-
-    return _eps_opt(batch_size, eps_max, b_noise)
-
-
-def dl_opt(batch_size, dl_max, b_noise):
-    from empirical_batch import dl_opt as _dl_opt
-
-    return _dl_opt(batch_size, dl_max, b_noise)

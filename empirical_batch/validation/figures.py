@@ -1,4 +1,9 @@
-"""Figures of the harness report (matplotlib, Agg; S–E curves use the fitted Tradeoff)."""
+"""Figures of the validation report (S–E curves use the fitted Tradeoff).
+
+Drawn on `matplotlib.figure.Figure` objects, not through pyplot: no backend is chosen
+and no global state changes (a program that uses pyplot interactively keeps its
+backend and its open figures).
+"""
 
 from __future__ import annotations
 
@@ -10,23 +15,19 @@ import pandas as pd
 from ..plot.fit import plot_critical_batch_curve
 
 
-def _plt():
-    import matplotlib
+def _figure(figsize):
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
+    return Figure(figsize=figsize)
 
 
 def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataFrame,
                  os_sum: pd.DataFrame, fig_dir: Path) -> list[Path]:
-    plt = _plt()
     files = []
     opts = [o for (t, o) in curves if t == task]
     # S–E hyperbolas: measured (E, S) per target and the fitted tradeoff
-    fig, axes = plt.subplots(1, len(opts), figsize=(5.2 * len(opts), 4.2), squeeze=False)
+    fig = _figure((5.2 * len(opts), 4.2))
+    axes = fig.subplots(1, len(opts), squeeze=False)
     for ax, opt in zip(axes[0], opts, strict=True):
         curve, _ = curves[(task, opt)]
         for fit, target in zip(curve.fits, curve.targets, strict=True):
@@ -44,9 +45,10 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
                ylabel="steps to target S", title=f"{task} · {opt}")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    files.append(_save(fig, fig_dir / f"{task}_tradeoff.png", plt))
+    files.append(_save(fig, fig_dir / f"{task}_tradeoff.png"))
     # B_crit vs loss with the noise scales along the reference run
-    fig, axes = plt.subplots(1, len(opts), figsize=(5.2 * len(opts), 4.2), squeeze=False)
+    fig = _figure((5.2 * len(opts), 4.2))
+    axes = fig.subplots(1, len(opts), squeeze=False)
     for ax, opt in zip(axes[0], opts, strict=True):
         curve, scales = curves[(task, opt)]
         if curve.frame["b_crit"].notna().any():  # the library's B_crit plot, band and bounds
@@ -57,17 +59,26 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
             v = sc[col].to_numpy(float)
             ok = v > 0
             ax.plot(sc["eval_loss"].to_numpy(float)[ok], v[ok], style, label=col)
+        # what the model compares B_crit(L) with: the progress-weighted mean up to L
+        mine = crit[(crit["task"] == task) & (crit["optimizer"] == opt)] \
+            if {"task", "optimizer", "b_simple_avg"} <= set(crit.columns) else crit.iloc[0:0]
+        for col, marker in (("b_simple_avg", "s"), ("b_noise_avg", "^")):
+            pts = mine[mine[col] > 0] if col in mine else mine.iloc[0:0]
+            if len(pts):
+                ax.plot(pts["target"], pts[col], marker, mfc="none", ls="none",
+                        label=f"{col} (up to L)")
         ax.set(yscale="log", xlabel="evaluation loss", ylabel="batch size",
                title=f"{task} · {opt}")
         ax.invert_xaxis()
         ax.legend(fontsize=7)
     fig.tight_layout()
-    files.append(_save(fig, fig_dir / f"{task}_b_crit_vs_loss.png", plt))
+    files.append(_save(fig, fig_dir / f"{task}_b_crit_vs_loss.png"))
     # one-step: measured vs predicted eps_opt(B) and dL_opt(B)
     tab = os_table[os_table["task"] == task] if len(os_table) else os_table
     if len(tab):
         steps = sorted(tab["step"].unique())
-        fig, axes = plt.subplots(2, len(steps), figsize=(4.2 * len(steps), 6.6), squeeze=False)
+        fig = _figure((4.2 * len(steps), 6.6))
+        axes = fig.subplots(2, len(steps), squeeze=False)
         for j, step in enumerate(steps):
             t = tab[tab["step"] == step]
             for i, (m, name) in enumerate((("eps_opt", "ε_opt"), ("dl_opt", "ΔL_opt"))):
@@ -82,14 +93,13 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
                        title=f"{task} step {step}")
                 ax.legend(fontsize=7)
         fig.tight_layout()
-        files.append(_save(fig, fig_dir / f"{task}_one_step.png", plt))
+        files.append(_save(fig, fig_dir / f"{task}_one_step.png"))
     return files
 
 
-def _save(fig, path: Path, plt) -> Path:
+def _save(fig, path: Path) -> Path:
     from .._io import atomic_path
 
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=90)
-    plt.close(fig)
+        fig.savefig(tmp, dpi=90, format="png")
     return path

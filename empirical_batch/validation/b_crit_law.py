@@ -1,4 +1,4 @@
-r"""B_crit against the loss in the harness: Kaplan et al.'s law, fitted per task and optimizer.
+r"""B_crit against the loss in the validation study: Kaplan et al.'s law, per task and optimizer.
 
 For each (task, optimizer) the B_crit fitted at the report's targets
 (`empirical_batch.critical_batch_curve`) whose interval is bounded on both sides
@@ -18,13 +18,13 @@ The table also names the corpus of a task that has one (its file and sha256).
 from __future__ import annotations
 
 import math
-from typing import cast
 
 import numpy as np
 import pandas as pd
 
-from . import library
-from .config import HarnessConfig
+from ..fit import KAPLAN_2020, fit_b_crit_law
+from ..harness.config import HarnessConfig
+from .curves import FIT_OPTIONS
 from .markdown import fmt
 
 COLUMNS = ["task", "optimizer", "n_targets", "loss_min", "loss_max", "b_crit_at_loss_max",
@@ -48,15 +48,14 @@ def law_table(config: HarnessConfig, curves: dict) -> pd.DataFrame:
         row.update(task=task, optimizer=opt, status="not fitted", note="",
                    text_file=corpus.get(task, ("", ""))[0],
                    text_sha256=corpus.get(task, ("", ""))[1],
-                   kaplan_alpha_b=library.kaplan_alpha_b() if kind.get(task) else np.nan)
+                   kaplan_alpha_b=KAPLAN_2020["alpha_b"] if kind.get(task) else np.nan)
         ok = curve.frame[curve.frame["status"] == "identified"]
         row["n_targets"] = len(ok)
-        try:
-            law = library.b_crit_law(curve)
-        except ValueError as exc:
-            row["note"] = str(exc)
+        if len(ok) < 3:  # the law's interval needs 3 points (fit_b_crit_law)
+            row["note"] = f"{len(ok)} target(s) with a two-sided B_crit interval; 3 needed"
             rows.append(row)
             continue
+        law = fit_b_crit_law(curve, level=FIT_OPTIONS["ci"])
         i_max, i_min = int(np.argmax(law.losses)), int(np.argmin(law.losses))
         row.update(
             loss_min=law.losses[i_min], loss_max=law.losses[i_max],
@@ -66,10 +65,11 @@ def law_table(config: HarnessConfig, curves: dict) -> pd.DataFrame:
             b_star=law.b_star, tau=law.tau,
         )
         if kind.get(task):
-            row["covers_kaplan"] = law.covers(library.kaplan_alpha_b())
+            row["covers_kaplan"] = law.covers(KAPLAN_2020["alpha_b"])
         skipped = len(curve.frame) - len(ok)
-        if skipped:
-            row["note"] = f"{skipped} target(s) without a two-sided B_crit interval left out"
+        notes = [f"{skipped} target(s) without a two-sided B_crit interval left out"
+                 if skipped else "", law.note]
+        row["note"] = "; ".join(n for n in notes if n)
         rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -85,11 +85,11 @@ def render_law(frame: pd.DataFrame) -> str:
     """The Markdown section of the report (empty string for an empty table)."""
     if frame.empty:
         return ""
-    level = float(cast(float, library.FIT_OPTIONS["ci"]))
+    level = float(FIT_OPTIONS["ci"])
     lines = [
         "## B_crit(L) = B*/L^(1/α_B) (Kaplan et al. 2020)\n",
         f"Fitted to the identified B_crit of each task and optimizer (`fit_b_crit_law`, "
-        f"{level:.0%} intervals); Kaplan et al.'s α_B = {library.kaplan_alpha_b()} "
+        f"{level:.0%} intervals); Kaplan et al.'s α_B = {KAPLAN_2020['alpha_b']} "
         "(`data/kaplan2020_constants.csv`) beside the language-model tasks.\n",
         "| task | opt | n | L range | B_crit at max L → min L | span | ends apart | α_B "
         "| interval | status | Kaplan α_B | in interval | corpus (sha256) |",

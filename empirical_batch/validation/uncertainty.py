@@ -18,7 +18,7 @@ draw:
 The intervals are percentile intervals over the draws in which every target was
 fitted. With the 2–3 seeds of the harness presets there are few distinct resamples
 per batch size, so the intervals are rough; they are reported beside the conservative
-per-target combination for the growth (see `empirical_batch.harness.report`).
+per-target combination for the growth (see `empirical_batch.validation.fits`).
 
 Reference: S. McCandlish, J. Kaplan, D. Amodei et al., "An Empirical Model of
 Large-Batch Training", arXiv:1812.06162 (2018), §3 and Table 1 (B_crit grows as the
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from . import library
+from .curves import b_crit_points
 
 #: bootstrap draws for the growth and exponent intervals
 N_BOOT = 200
@@ -122,7 +122,7 @@ def growth_and_exponent(frame: pd.DataFrame, targets, b_crit, *, n_boot: int = N
         n_boot = 0
     for _ in range(int(n_boot)):
         draw = resample_seeds(frame, rng)
-        est = library.b_crit_points(draw, targets)
+        est = b_crit_points(draw, targets)
         if not np.all(np.isfinite(est) & (est > 0)):
             continue
         gs.append(est[hard] / est[loose])

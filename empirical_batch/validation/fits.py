@@ -1,0 +1,271 @@
+r"""B_crit of each task and optimizer of a harness sweep, next to the measured noise scales.
+
+For one task and optimizer (`fit_targets`):
+
+1. Targets by the fixed rule of `empirical_batch.fit.targets` (`choose_targets`),
+   decided from the losses before any fit.
+2. B_crit at each target with its interval: `empirical_batch.critical_batch_curve`
+   (``FIT_OPTIONS``; a target that cannot be fitted is reported, not raised).
+3. The noise scales along the reference run (`empirical_batch.harness.noise`),
+   population estimates (B_simple from the collector path, B_noise bias-corrected;
+   the sample values beside them), in two forms:
+
+   - **averaged** (what the model compares B_crit with): for a run at fixed batch $B$
+     the model gives $S = \int (1 + \mathcal B/B)\,ds$ and $E = \int (\mathcal B + B)\,ds$
+     (App. D, eq. D.1), so $B_{crit}(L) = E_{min}/S_{min} = \int \mathcal B\,ds/\int ds$,
+     the progress-weighted mean of the noise scale up to $L$, with progress
+     $ds = dt/(1 + B_{noise}/B)$ per step (eq. 2.7; `docs/concepts.md`). Columns
+     ``b_simple_avg``/``b_noise_avg`` and the ratios ``b_crit_over_*_avg``: the mean
+     along the reference run (batch $B_{ref}$) from step 0 to the first measured
+     checkpoint at or below $L$ (`empirical_batch.harness.noise.averaged_scale`), NaN
+     where the reference run does not reach $L$ or a B_noise up to it is not positive
+     (an estimate of GᵀHG ≤ 0 early in training: the weight is then undefined; said in
+     ``avg_note``);
+   - **local**: the value where the reference run first reaches $L$ (``b_simple``,
+     ``b_noise``, ``b_crit_over_b_simple``, ``b_crit_over_b_noise``;
+     `empirical_batch.harness.noise.scales_at_losses`).
+
+4. A Table-1-style row (`table1_row`): B_crit at the loosest ("start") and hardest
+   ("averaged") fitted target and at the task's common target (`common_target_fits`);
+   B_simple and B_noise at the first step where they are defined and averaged by
+   progress until the hardest target (the step-weighted mean beside it). The growth of
+   B_crit, B_crit(hardest)/B_crit(loosest), and the exponent k of B_crit ∝ L^k carry
+   intervals: a seed bootstrap of the sweep (`empirical_batch.validation.uncertainty`:
+   keeps that the targets share runs, not the scatter about a power law that seeds do not
+   explain); for the growth, [lo_hard/hi_loose, hi_hard/lo_loose] of the two per-target
+   intervals (joint level ≥ 1 − 2 × 5 % = 90 %); for k, the regression interval of
+   `empirical_batch.fit_power_law` (keeps the scatter, ignores the shared runs). The
+   reported interval (``*_lo``/``*_hi``) is the hull of the methods; each one's ends are
+   listed too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..fit import common_target, fit_power_law, steps_to_target
+from ..fit.targets import best_losses, choose_targets, clear_of
+from ..harness.noise import averaged_scale, scales_at_losses, start_value
+from .curves import FIT_OPTIONS, b_crit_curve
+from .uncertainty import N_BOOT, growth_and_exponent
+
+#: measured noise-scale columns: population B_simple (collector path) and B_noise
+B_SIMPLE, B_NOISE = "b_simple_collector", "b_noise_pop"
+
+def _lr_edges(table: pd.DataFrame, grid: tuple[float, ...]) -> str:
+    reached = table[table["reached"]]
+    lo, hi = min(grid), max(grid)
+    edge = reached[np.isclose(reached["learning_rate"], lo) | np.isclose(reached["learning_rate"],
+                                                                          hi)]
+    return ",".join(str(int(b)) for b in edge["batch_size"])
+
+
+def ratio(a, b) -> float:
+    """a/b, NaN unless both are finite and b > 0."""
+    return a / b if (np.isfinite(a) and np.isfinite(b) and b > 0) else np.nan
+
+
+def averaged_to(scales: pd.DataFrame, column: str, target: float, reached: bool,
+                b_ref: float) -> float:
+    """``column`` averaged by progress along the reference run up to ``target`` (module
+    doc), NaN when the run does not reach it."""
+    if not reached:
+        return float("nan")
+    return averaged_scale(scales, column, target, weight="progress", batch_size=b_ref)
+
+
+def why_no_average(scales: pd.DataFrame, target: float, reached: bool) -> str:
+    """Why the averages up to ``target`` are NaN ("" when they need not be)."""
+    if not reached:
+        return "the reference run does not reach the target"
+    s = scales.sort_values("step")
+    hit = np.flatnonzero(s["eval_loss"].to_numpy(float) <= target)
+    upto = s.iloc[: int(hit[0]) + 1] if hit.size else s
+    bad = {col: upto.loc[~(np.isfinite(upto[col]) & (upto[col] > 0)), "step"].tolist()
+           for col in (B_NOISE, B_SIMPLE)}
+    parts = [f"{col} not positive at step(s) {', '.join(str(int(v)) for v in steps)}"
+             for col, steps in bad.items() if steps]
+    if not parts:
+        return ""
+    return ("no average: " + "; ".join(parts) + " of the reference run (the progress "
+            "weight 1/(1 + B_noise/B) needs B_noise > 0 at every checkpoint up to the target)")
+
+
+@dataclass
+class TargetFits:
+    """What `fit_targets` gives for one task and optimizer."""
+
+    crit_rows: list
+    steps: list
+    table1_row: dict
+    curve: object
+
+
+def fit_targets(task: str, optimizer: str, sub, scales: pd.DataFrame,
+                grid: tuple[float, ...], fractions, *, n_boot_growth: int = N_BOOT
+                ) -> TargetFits:
+    """Steps 1–4 of the module doc for one task and optimizer.
+
+    ``sub`` is the sweep of that optimizer, ``scales`` the noise scales measured along
+    its reference run (a ``noise_along_reference.csv`` slice), ``grid`` its
+    learning-rate grid.
+    """
+    targets = choose_targets(sub.to_frame(), fractions)
+    curve = b_crit_curve(sub, targets)
+    at = scales_at_losses(scales, targets)
+    b_ref = float(scales["batch_size"].iloc[0])
+    rows, steps_tabs = [], []
+    for i, row in curve.frame.iterrows():
+        rec = {"task": task, "optimizer": optimizer, **row.to_dict()}
+        reached = bool(at.loc[i, "reached"])
+        rec.update({
+            "b_simple": at.loc[i, B_SIMPLE], "b_noise": at.loc[i, B_NOISE],
+            "b_simple_sample": at.loc[i, "b_simple"], "b_noise_sample": at.loc[i, "b_noise"],
+            "ref_reached": reached, "reference_batch_size": b_ref,
+            "b_simple_avg": averaged_to(scales, B_SIMPLE, row["target"], reached, b_ref),
+            "b_noise_avg": averaged_to(scales, B_NOISE, row["target"], reached, b_ref),
+            "avg_note": why_no_average(scales, row["target"], reached),
+        })
+        for name in ("b_simple", "b_noise", "b_simple_avg", "b_noise_avg"):
+            short = name.replace("_avg", "")
+            suffix = "_avg" if name.endswith("_avg") else ""
+            rec[f"b_crit_over_{short}{suffix}"] = ratio(rec["b_crit"], rec[name])
+        st = steps_to_target(sub, row["target"], combine=FIT_OPTIONS["combine"]).to_frame()
+        rec["lr_at_grid_edge"] = _lr_edges(st, grid)
+        rows.append(rec)
+        steps_tabs.append(st.drop(columns=[c for c in ("seed_steps", "seed_examples")
+                                           if c in st]).assign(
+            task=task, optimizer=optimizer, target=row["target"]))
+    t1 = table1_row(task, optimizer, curve, scales, sub.to_frame(), n_boot_growth)
+    return TargetFits(rows, steps_tabs, t1, curve)
+
+
+def common_target_fits(table1: pd.DataFrame, subs: dict) -> pd.DataFrame:
+    """``table1`` with B_crit of every optimizer of a task at one common target.
+
+    The optimizers' hardest targets differ (each is set by its own sweep), and B_crit
+    grows as the loss falls, so comparing them at their own hardest targets mixes the
+    optimizer with the loss. The common target is `empirical_batch.fit.common_target`
+    of the task's hardest targets; columns ``target_common``, ``b_crit_common``,
+    ``b_crit_common_lo``/``_hi``, ``b_crit_common_status``, ``n_batch_sizes_common``.
+    ``subs`` maps (task, optimizer) to that optimizer's sweep.
+    """
+    if table1.empty or "target_averaged" not in table1:
+        return table1
+    out = table1.copy()
+    for task in dict.fromkeys(out["task"]):
+        rows = out.index[(out["task"] == task) & out["target_averaged"].notna()]
+        if len(rows) < 2:
+            continue
+        common = common_target([subs[(task, out.at[i, "optimizer"])].to_frame() for i in rows],
+                               out.loc[rows, "target_averaged"].to_numpy(float))
+        for i in rows:
+            f = b_crit_curve(subs[(task, out.at[i, "optimizer"])], [common]).frame.iloc[0]
+            out.loc[i, ["target_common", "b_crit_common", "b_crit_common_lo",
+                        "b_crit_common_hi", "n_batch_sizes_common"]] = [
+                common, f["b_crit"], f["b_crit_lo"], f["b_crit_hi"], f["n_batch_sizes"]]
+            out.loc[i, "b_crit_common_status"] = f["status"]
+    return out
+
+
+def table1_row(task: str, opt: str, curve, scales: pd.DataFrame, frame: pd.DataFrame,
+               n_boot_growth: int = N_BOOT) -> dict:
+    """The Table-1-style row of one task and optimizer (module doc, step 4)."""
+    ok = curve.frame.dropna(subset=["b_crit"]).sort_values("target", ascending=False)
+    row: dict[str, Any] = {"task": task, "optimizer": opt, "n_targets_fitted": len(ok)}
+    if ok.empty:
+        return row
+    first, last = ok.iloc[0], ok.iloc[-1]
+    b_ref = float(scales["batch_size"].iloc[0])
+    bs0, bs0_step = start_value(scales, B_SIMPLE)
+    bn0, bn0_step = start_value(scales, B_NOISE)
+    row.update({
+        "target_start": first["target"], "b_crit_start": first["b_crit"],
+        "b_crit_start_lo": first["b_crit_lo"], "b_crit_start_hi": first["b_crit_hi"],
+        "target_averaged": last["target"], "b_crit_averaged": last["b_crit"],
+        "b_crit_averaged_lo": last["b_crit_lo"], "b_crit_averaged_hi": last["b_crit_hi"],
+        "b_crit_averaged_status": last["status"],
+        "n_batch_sizes_averaged": last["n_batch_sizes"],
+        "b_simple_start": bs0, "b_simple_start_step": bs0_step,
+        "b_noise_start": bn0, "b_noise_start_step": bn0_step,
+        "reference_batch_size": b_ref,
+        "b_simple_averaged": averaged_scale(scales, B_SIMPLE, last["target"],
+                                            weight="progress", batch_size=b_ref),
+        "b_noise_averaged": averaged_scale(scales, B_NOISE, last["target"],
+                                           weight="progress", batch_size=b_ref),
+        "b_simple_averaged_steps": averaged_scale(scales, B_SIMPLE, last["target"]),
+        "b_noise_averaged_steps": averaged_scale(scales, B_NOISE, last["target"]),
+        "b_crit_growth": last["b_crit"] / first["b_crit"],
+        # the two per-target intervals combined: joint level >= 1 - 2 (1 - level)
+        "b_crit_growth_lo_pertarget": ratio(last["b_crit_lo"], first["b_crit_hi"]),
+        "b_crit_growth_hi_pertarget": (last["b_crit_hi"] / first["b_crit_lo"]
+                                       if first["b_crit_lo"] > 0 else np.inf),
+    })
+    if len(ok) >= 2:
+        g = growth_and_exponent(frame, ok["target"].to_numpy(float),
+                                ok["b_crit"].to_numpy(float), n_boot=n_boot_growth)
+        row.update({"b_crit_growth_lo_boot": g.growth_lo, "b_crit_growth_hi_boot": g.growth_hi,
+                    "b_crit_loss_exponent": g.exponent,
+                    "b_crit_loss_exponent_lo_boot": g.exponent_lo,
+                    "b_crit_loss_exponent_hi_boot": g.exponent_hi,
+                    "n_boot_growth": g.n_boot, "n_boot_growth_valid": g.n_valid})
+    if len(ok) >= 3:
+        pl = fit_power_law(ok["target"].to_numpy(float), ok["b_crit"].to_numpy(float))
+        lo, hi = pl.interval
+        row["b_crit_loss_exponent_lo_ols"], row["b_crit_loss_exponent_hi_ols"] = lo, hi
+    # the reported intervals: the hull of the methods (each misses what another catches)
+    for name, parts in (("b_crit_growth", ("pertarget", "boot")),
+                        ("b_crit_loss_exponent", ("boot", "ols"))):
+        los = [float(row.get(f"{name}_lo_{p}", np.nan)) for p in parts]
+        his = [float(row.get(f"{name}_hi_{p}", np.nan)) for p in parts]
+        los, his = [v for v in los if not np.isnan(v)], [v for v in his if not np.isnan(v)]
+        row[f"{name}_lo"] = min(los) if los else np.nan
+        row[f"{name}_hi"] = max(his) if his else np.nan
+    return row
+
+
+def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
+    r"""The branched brackets next to B_crit fitted from the sweep at each checkpoint's loss.
+
+    A branch at $kB$ keeps up while it makes at least half the reference branch's
+    progress on the same examples (`empirical_batch.harness.branched`). With the model's
+    progress per example $\propto 1/(B + \mathcal B)$ (eq. 2.7 at small steps), that is
+    $(B + \mathcal B)/(kB + \mathcal B) \ge 1/2$, i.e. $kB \le 2B + \mathcal B$: the
+    bracket estimates $\mathcal B + 2B_{ref}$, not $\mathcal B$ itself. So each row gets
+    $B_{crit}$ at the checkpoint's loss (``b_crit``, ``b_crit_lo``/``_hi``,
+    ``b_crit_status``; `b_crit_curve`; the loss moved clear of every configuration's best
+    loss and of the reference configuration's logged losses, like the targets,
+    `empirical_batch.fit.targets.clear_of`: ``b_crit_target``),
+    and $B_{crit} + 2B_{ref}$ with its interval (``b_crit_plus_2b``, ``_lo``/``_hi``) and
+    $B_{noise} + 2B_{ref}$ (``b_noise_plus_2b``) to compare with the bracket; ``subs`` maps
+    (task, optimizer) to the sweep.
+    """
+    if branched.empty:
+        return branched
+    out = branched.drop(columns=[c for c in branched.columns  # what this adds: idempotent
+                                 if c.startswith("b_crit") or c == "b_noise_plus_2b"])
+    fits = []
+    for _, r in out.iterrows():
+        sub = subs[(r["task"], r["optimizer"])]
+        # the reference run is one of the sweep's runs, so a checkpoint's loss is one of its
+        # logged losses (where its first-reach step jumps) and can be its best loss (where
+        # B_crit jumps): moved clear of those and of every configuration's best loss
+        frame = sub.to_frame()
+        ref = frame[(frame["batch_size"] == r["base_batch"])
+                    & np.isclose(frame["learning_rate"], r["learning_rate"])]["metric"]
+        target = clear_of(float(r["eval_loss"]), np.concatenate(
+            [best_losses(frame)[2].to_numpy(float), ref.to_numpy(float)]))
+        f = b_crit_curve(sub, [target]).frame.iloc[0]
+        fits.append({"b_crit_target": target, "b_crit": f["b_crit"],
+                     "b_crit_lo": f["b_crit_lo"], "b_crit_hi": f["b_crit_hi"],
+                     "b_crit_status": f["status"]})
+    out = pd.concat([out.reset_index(drop=True), pd.DataFrame(fits)], axis=1)
+    two_b = 2.0 * out["base_batch"].astype(float)
+    for col in ("b_crit", "b_crit_lo", "b_crit_hi"):
+        out[col.replace("b_crit", "b_crit_plus_2b")] = out[col].astype(float) + two_b
+    out["b_noise_plus_2b"] = out["b_noise"].astype(float) + two_b
+    return out

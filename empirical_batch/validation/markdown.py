@@ -1,0 +1,140 @@
+"""The report's Markdown: one number format, one table writer, the report itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["fmt", "md_table", "render_markdown"]
+
+
+def fmt(x, digits: int = 3) -> str:
+    """A cell: strings as they are, booleans as yes/no, missing or non-finite numbers as
+    "–", other numbers to ``digits`` significant digits."""
+    if isinstance(x, str):
+        return x
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "–"
+    if isinstance(x, bool | np.bool_):
+        return "yes" if x else "no"
+    return f"{x:.{digits}g}"
+
+
+def md_table(frame: pd.DataFrame, cols: dict) -> str:
+    """The columns ``cols`` (name → heading) of ``frame`` that it has, as a Markdown table."""
+    cols = {c: name for c, name in cols.items() if c in frame.columns}
+    head = "| " + " | ".join(cols.values()) + " |\n|" + "---|" * len(cols) + "\n"
+    body = "".join("| " + " | ".join(fmt(r[c]).replace("|", "\\|") for c in cols) + " |\n"
+                   for _, r in frame.iterrows())
+    return head + body
+
+
+def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
+                    branched=None) -> str:
+    """The report as Markdown tables (the docs page quotes these)."""
+    parts = [f"# Harness report (`{name}` configuration)\n"]
+    if claims is not None and len(claims):
+        parts.append("## Claims of the paper, checked (generated from the tables below)\n")
+        parts.append(
+            "Rules: `empirical_batch/validation/claims.py`. A claim holds only where its "
+            "interval supports it. value/lo/hi: (a) B_crit over the progress-weighted mean "
+            "of B_simple up to the target, farthest from 1, (b) growth of B_crit with its "
+            "interval, (c) the smaller binomial tail probability of the misses, (d) B_crit "
+            "ratio Adam/SGD, (e) targets where the averaged B_noise / B_simple is closer, "
+            "of hi compared, (f) checkpoints where B_crit + 2B lies in the branched "
+            "bracket / outside it, of hi compared. *local*: the same test with the noise "
+            "scales at the target instead of averaged up to it.\n")
+        parts.append(md_table(claims, {
+            "task": "task", "optimizer": "opt", "claim": "claim", "statement": "statement",
+            "verdict": "verdict", "value": "value", "lo": "lo", "hi": "hi",
+            "verdict_local": "local", "value_local": "value (local)",
+            "evidence": "numbers behind it"}))
+    parts.append("\n## B_crit against the noise scales: averaged up to the target, and at it\n")
+    parts.append(
+        "The model's B_crit at a target is the progress-weighted mean of the noise scale "
+        "up to it, ∫B ds / ∫ds with ds = dt/(1 + B_noise/B) (App. D): *avg* columns, "
+        "along the reference run from step 0 to the first checkpoint at or below the "
+        "target. The values where the reference run reaches the target are beside them. "
+        "Targets: the hardest is 2 % above the best loss that at least K batch sizes "
+        "reach (K = max(5, half of them)); rule in `empirical_batch/fit/targets.py`.\n")
+    parts.append(md_table(crit, {
+        "task": "task", "optimizer": "opt", "target": "target loss", "b_crit": "B_crit",
+        "b_crit_lo": "lo", "b_crit_hi": "hi", "n_batch_sizes": "n_B",
+        "b_simple_avg": "B_simple avg", "b_noise_avg": "B_noise avg",
+        "b_crit_over_b_simple_avg": "B_crit/B_simple avg",
+        "b_crit_over_b_noise_avg": "B_crit/B_noise avg",
+        "b_simple": "B_simple at L", "b_noise": "B_noise at L",
+        "b_crit_over_b_simple": "B_crit/B_simple at L",
+        "b_crit_over_b_noise": "B_crit/B_noise at L",
+        "extrapolation": "extrap.", "lr_at_grid_edge": "lr at grid edge (B)", "note": "note"}))
+    parts.append("\n## Table-1-style summary (start / averaged)\n")
+    parts.append("Start: B_simple and B_noise measured at the step listed (0 where defined). "
+                 "Averaged: along the reference run until the hardest target, weighted by "
+                 "progress ds = dt/(1 + B_noise/B) (App. D); the step-weighted mean beside it. "
+                 "Common target: the easiest of the task's optimizers' hardest targets, where "
+                 "the optimizers are compared.\n")
+    parts.append(md_table(t1, {
+        "task": "task", "optimizer": "opt", "b_crit_start": "B_crit start",
+        "b_crit_averaged": "B_crit averaged", "b_crit_averaged_lo": "lo",
+        "b_crit_averaged_hi": "hi", "n_batch_sizes_averaged": "n_B",
+        "b_simple_start": "B_simple start", "b_simple_start_step": "at step",
+        "b_simple_averaged": "B_simple averaged (progress)",
+        "b_simple_averaged_steps": "(steps)", "b_noise_start": "B_noise start",
+        "b_noise_start_step": "at step", "b_noise_averaged": "B_noise averaged (progress)",
+        "b_noise_averaged_steps": "(steps)", "target_common": "common target",
+        "b_crit_common": "B_crit there", "b_crit_common_lo": "lo", "b_crit_common_hi": "hi"}))
+    parts.append("\n## Growth of B_crit and B_crit ∝ L^k, with intervals\n")
+    parts.append("Growth = B_crit(hardest)/B_crit(loosest target); k: B_crit ∝ L^k over the "
+                 "fitted targets. lo/hi: the hull of the methods listed after them — a seed "
+                 "bootstrap of the sweep (95 %, percentile; keeps the shared runs, misses "
+                 "scatter that seeds do not explain), for the growth the two per-target 95 % "
+                 "intervals combined (joint ≥ 90 %), for k the regression interval (keeps the "
+                 "scatter, ignores the shared runs). The paper's Table 1 factors (start → "
+                 "averaged) are in claim (b).\n")
+    parts.append(md_table(t1, {
+        "task": "task", "optimizer": "opt", "b_crit_growth": "growth",
+        "b_crit_growth_lo": "lo", "b_crit_growth_hi": "hi",
+        "b_crit_growth_lo_pertarget": "lo (per-target)",
+        "b_crit_growth_hi_pertarget": "hi (per-target)",
+        "b_crit_growth_lo_boot": "lo (boot)", "b_crit_growth_hi_boot": "hi (boot)",
+        "b_crit_loss_exponent": "k", "b_crit_loss_exponent_lo": "lo",
+        "b_crit_loss_exponent_hi": "hi", "b_crit_loss_exponent_lo_boot": "lo (boot)",
+        "b_crit_loss_exponent_hi_boot": "hi (boot)", "b_crit_loss_exponent_lo_ols": "lo (OLS)",
+        "b_crit_loss_exponent_hi_ols": "hi (OLS)", "n_boot_growth_valid": "draws"}))
+    if branched is not None and len(branched):
+        parts.append("\n## The critical batch measured directly (branched training)\n")
+        parts.append("At checkpoints of each reference run, branches at k·B with the rate "
+                     "k·η (SGD) or √k·η (Adam), from the checkpoint's weights and optimizer "
+                     "state, train on the same examples (paired seeds); a branch keeps up while "
+                     "its loss decrease is at least half the reference branch's. The bracket "
+                     "[low, high) is the largest batch that keeps up and the next one. With "
+                     "progress per example ∝ 1/(B + B_noise), a branch keeps up while "
+                     "kB ≤ 2B + B_noise: the bracket is compared with B_crit + 2B (B_crit "
+                     "fitted from the sweep at the checkpoint's loss) and B_noise + 2B; rules "
+                     "in `empirical_batch/harness/branched.py` and "
+                     "`empirical_batch/validation/fits.py`.\n")
+        parts.append(md_table(branched, {
+            "task": "task", "optimizer": "opt", "step": "step", "eval_loss": "loss",
+            "base_batch": "B",
+            "learning_rate": "η", "b_branched_low": "branched low",
+            "b_branched_high": "branched high", "branched_status": "status",
+            "diverged_from": "diverged from",
+            "b_crit_plus_2b": "B_crit + 2B", "b_crit_plus_2b_lo": "lo",
+            "b_crit_plus_2b_hi": "hi", "b_crit_status": "fit status",
+            "b_noise_plus_2b": "B_noise + 2B", "b_crit": "B_crit (sweep)",
+            "b_simple": "B_simple", "b_noise": "B_noise"}))
+    if len(os_sum):
+        parts.append("\n## One-step experiment: fitted constants per checkpoint\n")
+        parts.append(md_table(os_sum, {
+            "task": "task", "step": "step", "loss": "loss", "b_noise_fit": "B_noise fit",
+            "b_noise_fit_lo": "lo", "b_noise_fit_hi": "hi", "b_noise_hvp": "B_noise HVP",
+            "eps_max_fit": "ε_max fit", "eps_max_hvp": "ε_max HVP", "g2_fit": "|G|² fit",
+            "g2_hvp": "|G|² HVP"}))
+        parts.append("\n## One-step experiment: measured vs predicted per batch size\n")
+        parts.append(md_table(os_table, {
+            "task": "task", "step": "step", "batch_size": "B", "eps_opt": "ε_opt meas.",
+            "eps_opt_lo": "lo", "eps_opt_hi": "hi", "eps_opt_pred_fit": "pred. (fit)",
+            "eps_opt_pred_hvp": "pred. (HVP)", "dl_opt": "ΔL_opt meas.", "dl_opt_lo": "lo",
+            "dl_opt_hi": "hi", "dl_opt_pred_fit": "pred. (fit)",
+            "dl_opt_pred_hvp": "pred. (HVP)"}))
+    return "\n".join(parts)
