@@ -68,7 +68,8 @@ def zhang2024() -> str:
                           n_boot=N_BOOT, seed=SEED)
         rows.append({
             "model": model, "target loss": g["target_loss"].iloc[0],
-            "B_crit (seq)": _g(f.b_crit), "95% interval": f"{_g(f.b_crit_lo)}–{_g(f.b_crit_hi)}",
+            "B_crit (seq)": _g(f.b_crit),
+            "95% interval": f"{_g(f.b_crit_interval.low)}–{_g(f.b_crit_interval.high)}",
             "B_crit (tokens)": _g(f.b_crit * 512), "S_min": _g(f.s_min),
             "E_min (seq)": _g(f.e_min), "log-RMSE": f"{f.log_rmse:.3f}",
             "below/above": f"{f.n_below}/{f.n_above}",
@@ -82,9 +83,11 @@ def zhang2024() -> str:
             lf = fit_lr_scaling(lrs, n_boot=N_BOOT, seed=SEED)
             lr_rows.append({"model": model, "distinct best lrs": distinct,
                             "alpha": f"{lf.alpha:.2f}",
-                            "alpha 95%": f"{_g(lf.alpha_ci[0], 2)}–{_g(lf.alpha_ci[1], 2)}",
+                            "alpha 95%": (f"{_g(lf.alpha_interval.low, 2)}–"
+                                          f"{_g(lf.alpha_interval.high, 2)}"),
                             "B* (seq)": _g(lf.b_star),
-                            "B* 95%": f"{_g(lf.b_star_ci[0])}–{_g(lf.b_star_ci[1])}"})
+                            "B* 95%": (f"{_g(lf.b_star_interval.low)}–"
+                                       f"{_g(lf.b_star_interval.high)}")})
         else:
             lr_rows.append({"model": model, "distinct best lrs": distinct,
                             "alpha": "not identified", "alpha 95%": "–", "B* (seq)": "–",
@@ -93,7 +96,8 @@ def zhang2024() -> str:
     text = _table(pd.DataFrame(rows))
     text += (
         f"\n\nGrowth with model size: B_crit ∝ N^k with k = {law.exponent:.3f} "
-        f"(95% t-interval {law.exponent_ci[0]:.3f}–{law.exponent_ci[1]:.3f}, 5 models), "
+        f"(95% t-interval {law.exponent_interval.low:.3f}–"
+        f"{law.exponent_interval.high:.3f}, 5 models), "
         f"i.e. ×{2 ** law.exponent:.2f} per doubling of parameters. The target loss also "
         "falls with model size (Chinchilla-optimal loss per model), so this growth mixes "
         "model size and target.\n\n"
@@ -121,7 +125,8 @@ def mlperf_rcp() -> str:
             "benchmark": bench, "ruleset": ruleset, "batch sizes": nb,
             "range": f"{_g(sub['batch_size'].min())}–{_g(sub['batch_size'].max())}",
             "seeds": len(sub), "unit": sub["value_unit"].iloc[0],
-            "B_crit": _g(f.b_crit), "95% interval": f"{_g(f.b_crit_lo)}–{_g(f.b_crit_hi)}",
+            "B_crit": _g(f.b_crit),
+            "95% interval": f"{_g(f.b_crit_interval.low)}–{_g(f.b_crit_interval.high)}",
             "S_min": "(rel.)" if rel else _g(f.s_min),
             "log-RMSE": f"{f.log_rmse:.3f}", "below/above": f"{f.n_below}/{f.n_above}",
             "extrapolated": "yes" if f.extrapolation else "",
@@ -158,7 +163,8 @@ def mlperf_curves() -> str:
                 f"{_g(ok['b_crit'].iloc[-1])} at {ok['target'].iloc[-1]} "
                 f"(×{ok['b_crit'].iloc[-1] / ok['b_crit'].iloc[0]:.1f}). As a power law in the "
                 f"error 1 − accuracy: exponent {law.exponent:.2f} (t-interval "
-                f"{law.exponent_ci[0]:.2f}–{law.exponent_ci[1]:.2f}, which assumes independent "
+                f"{law.exponent_interval.low:.2f}–{law.exponent_interval.high:.2f}, "
+                "which assumes independent "
                 "errors; the targets share runs, so read it as indicative).\n"
             )
     return "\n".join(out)

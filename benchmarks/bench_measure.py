@@ -22,6 +22,15 @@ nanoGNS-style re-implementation (hooks on the LayerNorm layers, per-example
 ``|Σ_t δ ⊙ x̂|²`` and ``|Σ_t δ|²`` summed on the device; no checks); and the full
 per-example collector. The extra-pass row is left out for it (a second backward pass).
 
+Beside them, in the same interleaved run, the same plain step with another library's
+per-example norms where it is installed (``pip install .[bench]``; see
+``measure_peers.py``: ``torch.func`` vmap(grad), Opacus ``GradSampleModule`` and ghost
+norms, BackPACK ``BatchL2Grad``); a peer that is missing or refuses the model is skipped
+with a note under the table. Two more tables follow: each method's per-example squared
+norms against a float64 reference (one backward pass per example on a float64 copy of
+the model), and the ATen ops each collector adds per step for 4 and 200 parameter tensors
+(``op_counts.py``; device-independent).
+
 Variants are interleaved (A B C A B C ...) and the median per-step time is reported,
 which keeps the comparison fair on a shared, noisy machine. ``--timer cpu`` times the
 process's CPU time instead of wall-clock time (CPU only, single-process rows; the DDP
@@ -34,14 +43,15 @@ Usage::
     python benchmarks/bench_measure.py --device cuda --reps 15
     python benchmarks/bench_measure.py --quick    # smoke run
     python benchmarks/bench_measure.py --timer cpu --no-ddp   # CPU time, shared machine
-    python benchmarks/bench_measure.py --device cuda --models gpt2 --bf16 \
-        --gpt2-batch 8 --reps 15 --no-ddp                     # the realistic model (GPU)
+    python benchmarks/bench_measure.py --device cuda --models mlp,transformer,gpt2 \
+        --bf16 --gpt2-batch 32 --reps 5 --steps 2 --warmup 2 --no-ddp   # whole table, GPU
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import math
 import os
 import socket
 import statistics
@@ -54,6 +64,11 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import op_counts
+from measure_peers import PEERS, Skip, peer_norms, peer_step
 
 from empirical_batch.measure import (
     DDPNoiseScaleHook,
@@ -86,17 +101,14 @@ class Block(nn.Module):
 
 
 class TinyTransformer(nn.Module):
-    """A decoder; ``tied=True`` shares the token embedding with the output layer and
-    uses a position embedding layer (GPT-2's layout)."""
+    """A decoder with token and position embedding layers (positions given per example,
+    so that every parameter has per-example gradients); ``tied=True`` shares the token
+    embedding with the output layer (GPT-2's layout)."""
 
     def __init__(self, vocab=256, d=128, heads=4, layers=2, seq=64, tied=False):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
-        self.tied = tied
-        if tied:
-            self.pos_emb = nn.Embedding(seq, d)
-        else:
-            self.pos = nn.Parameter(torch.zeros(seq, d))
+        self.pos_emb = nn.Embedding(seq, d)
         self.blocks = nn.Sequential(*[Block(d, heads) for _ in range(layers)])
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=not tied)
@@ -104,11 +116,8 @@ class TinyTransformer(nn.Module):
             self.head.weight = self.emb.weight
 
     def forward(self, tok):
-        if self.tied:
-            pos = torch.arange(tok.shape[1], device=tok.device).expand_as(tok)
-            h = self.emb(tok) + self.pos_emb(pos)
-        else:
-            h = self.emb(tok) + self.pos
+        pos = torch.arange(tok.shape[1], device=tok.device).expand_as(tok).contiguous()
+        h = self.emb(tok) + self.pos_emb(pos)
         return self.head(self.ln(self.blocks(h)))
 
 
@@ -177,9 +186,12 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+WARMUP = 3  # untimed steps of each variant before the timed repetitions (--warmup)
+
+
 def interleaved(fns: dict, reps: int, steps: int, device, clock=time.perf_counter) -> dict:
     for fn in fns.values():  # warm-up
-        for _ in range(3):
+        for _ in range(WARMUP):
             fn()
     times = {k: [] for k in fns}
     for _ in range(reps):
@@ -194,7 +206,7 @@ def interleaved(fns: dict, reps: int, steps: int, device, clock=time.perf_counte
 
 
 def single_process(name, batch, reps, steps, device, d_model=128, clock=time.perf_counter,
-                   bf16=False, seq=1024):
+                   bf16=False, seq=1024, peers=PEERS, notes=None):
     base, x, y, loss_fn = make(name, batch, device, d_model, seq)
     mb = batch // K
     variants = {}
@@ -256,6 +268,15 @@ def single_process(name, batch, reps, steps, device, d_model=128, clock=time.per
             lambda m: PerExampleNoiseScale(m, sync_every=sync, max_history=1000))
     if not realistic:
         add("per-example extra pass (per_example_sq_norms)", "plain, 1 batch", extra=True)
+    for peer in peers:  # the same step with another library's per-example norms
+        try:
+            variants[f"peer: {peer}"] = peer_step(peer, base, x, y, loss_fn, bf16=bf16)
+            pairs.append((f"peer: {peer}", "plain, 1 batch"))
+        except Skip as why:
+            if notes is not None:
+                notes.append(f"{name}: {peer} skipped ({why})")
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     t = interleaved(variants, reps, steps, device, clock)
     return [(name, key, t[ref], t[key]) for key, ref in pairs]
 
@@ -340,7 +361,61 @@ def ddp(name, batch, reps, steps, threads, d_model=128):
              t["DDP + k-diffusion-style reference"])]
 
 
+# ------------------------------------------------------- agreement, op counts
+def agreement(name, device, d_model=128, seq=1024, peers=PEERS, batch=4):
+    """Largest relative deviation of each method's per-example squared norms from a
+    float64 reference (one backward pass per example, float64 model), on ``batch``
+    examples of the float32 model."""
+    base, x, y, loss_fn = make(name, batch, device, d_model, min(seq, 128))
+    ref_model = copy.deepcopy(base).double()
+    ref = per_example_sq_norms(ref_model, loss_fn, x if x.is_floating_point() is False
+                               else x.double(), y, method="loop")
+
+    def dev(got, names=None):
+        r = ref if names is None else per_example_sq_norms(
+            ref_model, loss_fn, x if not x.is_floating_point() else x.double(), y,
+            method="loop", params=names)
+        return float(((got.double().cpu() - r.cpu()).abs() / r.cpu()).max())
+
+    rows = [(name, "PerExampleNoiseScale layers (per_example_sq_norms)",
+             dev(per_example_sq_norms(base, loss_fn, x, y)), "all")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = copy.deepcopy(base)
+        pe = PerExampleNoiseScale(m, sync_every=1)
+        loss_fn(m(x), y).backward()
+        pe.step()
+    mean = pe.to_frame().sq_norm_small.iloc[0]
+    rows.append((name, "PerExampleNoiseScale in step (mean over the batch)",
+                 abs(mean - float(ref.mean())) / float(ref.mean()), "all"))
+    for peer in peers:
+        try:
+            got, names = peer_norms(peer, base, x, y, loss_fn)
+        except Skip as why:
+            rows.append((name, peer, math.nan, f"skipped: {why}"))
+            continue
+        rows.append((name, peer, dev(got, names), "all" if names is None else
+                     f"{len(names)} of {sum(1 for _ in base.parameters())} tensors"))
+    return rows
+
+
+def op_count_rows():
+    """ATen ops per step each collector adds for 4 and 200 parameter tensors (CPU
+    profiler; the same on any device, see ``op_counts.py``)."""
+    rows = []
+    for collector, label in (("micro-batch", "micro-batch (GradientNoiseScale), k=4"),
+                             ("per-example", "per-example, linear layers, T=4 (Gram)"),
+                             ("per-example-materialised",
+                              "per-example, linear layers, T=16 d=8 (materialised)"),
+                             ("layernorm", "LayerNorm-only per-example")):
+        kw = {"seq": 16, "d": 8} if collector.endswith("materialised") else {}
+        kind = collector.removesuffix("-materialised")
+        rows.append((label, *(op_counts.added_ops(kind, n, **kw) for n in (4, 200))))
+    return rows
+
+
 def main(argv=None):
+    global WARMUP
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--reps", type=int, default=7)
@@ -356,6 +431,13 @@ def main(argv=None):
     p.add_argument("--gpt2-seq", type=int, default=1024, help="gpt2: sequence length")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast (mixed precision)")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--peers", default=",".join(PEERS),
+                   help="comma-separated peers to run beside the collectors ('' for none)")
+    p.add_argument("--no-agreement", action="store_true",
+                   help="skip the agreement check against the float64 reference")
+    p.add_argument("--no-op-counts", action="store_true")
+    p.add_argument("--warmup", type=int, default=WARMUP,
+                   help="untimed steps of each variant before timing")
     p.add_argument("--timer", choices=("wall", "cpu"), default="wall",
                    help="wall-clock time, or this process's CPU time (CPU device only)")
     a = p.parse_args(argv)
@@ -364,6 +446,7 @@ def main(argv=None):
     clock = time.process_time if a.timer == "cpu" else time.perf_counter
     if a.quick:
         a.reps, a.steps = 2, 1
+    WARMUP = a.warmup
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
     batches = {"mlp": a.mlp_batch, "transformer": a.transformer_batch, "gpt2": a.gpt2_batch}
@@ -372,12 +455,10 @@ def main(argv=None):
     if unknown:
         p.error(f"--models: unknown {unknown}; choose from {sorted(batches)}")
     batches = {m: batches[m] for m in names}
-    rows = []
-    for name, batch in batches.items():
-        rows += single_process(name, batch, a.reps, a.steps, device, a.d_model, clock,
-                               bf16=a.bf16, seq=a.gpt2_seq)
-        if not a.no_ddp and device.type == "cpu" and name != "gpt2":
-            rows += ddp(name, batch, a.reps, a.steps, a.threads, a.d_model)
+    peers = [q for q in a.peers.split(",") if q]
+    bad = sorted(set(peers) - set(PEERS))
+    if bad:
+        p.error(f"--peers: unknown {bad}; choose from {list(PEERS)}")
     extra = {"transformer": f"x64 tokens d={a.d_model}",
              "gpt2": f"x{a.gpt2_seq} tokens (124M parameters)"}
     sizes = ", ".join(f"{m}={b}{extra.get(m, '')}" for m, b in batches.items())
@@ -385,10 +466,35 @@ def main(argv=None):
           f"steps/rep={a.steps} batch: {sizes}, k={K}, timer={a.timer}, "
           f"bf16 autocast={a.bf16}")
     print("| model | collector | plain step (ms) | with collector (ms) | overhead |")
-    print("| --- | --- | ---: | ---: | ---: |")
-    for model, key, ref, t in rows:
-        over = 100 * (t / ref - 1)
-        print(f"| {model} | {key} | {ref * 1e3:.2f} | {t * 1e3:.2f} | {over:+.1f}% |")
+    print("| --- | --- | ---: | ---: | ---: |", flush=True)
+    notes: list[str] = []
+    for name, batch in batches.items():  # each model's rows as soon as they are timed
+        rows = single_process(name, batch, a.reps, a.steps, device, a.d_model, clock,
+                              bf16=a.bf16, seq=a.gpt2_seq, peers=peers, notes=notes)
+        if not a.no_ddp and device.type == "cpu" and name != "gpt2":
+            rows += ddp(name, batch, a.reps, a.steps, a.threads, a.d_model)
+        for model, key, ref, t in rows:
+            over = 100 * (t / ref - 1)
+            print(f"| {model} | {key} | {ref * 1e3:.2f} | {t * 1e3:.2f} | {over:+.1f}% |",
+                  flush=True)
+    for note in notes:
+        print(f"note: {note}")
+    if not a.no_agreement:
+        print("\nPer-example squared norms against a float64 reference (one backward per "
+              "example), 4 examples of the float32 model:")
+        print("| model | method | max relative deviation | parameters |")
+        print("| --- | --- | ---: | --- |")
+        for name in batches:
+            for model, method, err, cov in agreement(name, device, a.d_model, a.gpt2_seq,
+                                                     peers):
+                print(f"| {model} | {method} | {err:.1e} | {cov} |")
+    if not a.no_op_counts:
+        print("\nATen ops a collector adds per step (torch.profiler, ops issued by Python "
+              "and autograd), linear or LayerNorm stack:")
+        print("| collector | 4 tensors | 200 tensors |")
+        print("| --- | ---: | ---: |")
+        for label, n4, n200 in op_count_rows():
+            print(f"| {label} | {n4} | {n200} |")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,13 @@
 (b) Monte Carlo SGD coordinate-updates per second (torch) on CPU, and CUDA if present.
 (a') Small grids: the plain-SGD dispatch (runs grouped by learning rate, or one
     vectorised search over all runs) against each path forced; answers asserted identical.
+(c) The exact sweep (`simulate_sweep(method="exact")`, 8 batch sizes x 8 learning rates,
+    about 50 logged steps) at 10^4 and 10^5 directions: time and peak memory (tracemalloc)
+    against a plain numpy loop over the (B, lr) pairs and against the per-direction
+    moments of every configuration (the formulation before the sums affine in 1/B; at
+    10^5 directions only with --moments-at-1e5, it needs several GB).
 
-Run: python benchmarks/bench_simulate.py [--dims 10000] [--mc-steps 200]
+Run: python benchmarks/bench_simulate.py [--dims 10000] [--mc-steps 200] [--only-sweep]
 """
 
 from __future__ import annotations
@@ -140,12 +145,88 @@ def bench_mc(device: str, steps: int) -> dict:
             "dtype": str(res.dtype), "grid": f"{n_b} B x {n_lr} lr x 4 seeds x 10^4 dims"}
 
 
+def sweep_loop(nq: NoisyQuadratic, lrs, bs, steps) -> np.ndarray:
+    """Reference: one (B, lr) pair at a time, the closed form over the directions."""
+    h, c, m0 = nq.curvature, nq.noise, nq.init
+    out = np.empty((bs.size, lrs.size, steps.size))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for i, b in enumerate(bs):
+            for j, a in enumerate(lrs):
+                x = a * h
+                rho = (1.0 - x) ** 2
+                m_inf = a * c / (b * h * (2.0 - x))
+                decay = rho[None, :] ** steps[:, None]
+                out[i, j] = 0.5 * h @ m_inf + decay @ (0.5 * h * (m0 - m_inf))
+    return out
+
+
+def sweep_moments(nq: NoisyQuadratic, lrs, bs, steps) -> np.ndarray:
+    """The per-direction moments of every configuration, then the loss (the former
+    formulation of the exact sweep: memory grows with configurations x directions)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = nq.second_moment(lrs[None, :, None], bs[:, None, None], steps[None, None, :])
+        return 0.5 * m @ nq.curvature
+
+
+def _measured(fn):
+    """(result, seconds, peak MB) of one call; peak from tracemalloc (numpy reports its
+    buffers to it)."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    out = fn()
+    dt = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1] / 1e6
+    tracemalloc.stop()
+    return out, dt, peak
+
+
+def bench_sweep(dims: int, moments: bool) -> dict:
+    from empirical_batch.simulate import log_steps, simulate_sweep
+
+    nq = NoisyQuadratic.zhang(dims)
+    lrs, bs = np.geomspace(0.01, 1.9, 8), 2.0 ** np.arange(8)
+    steps = log_steps(10_000, 50).astype(float)
+    df, t_sweep, mb_sweep = _measured(
+        lambda: simulate_sweep(nq, bs, lrs, max_steps=10_000, n_points=50))
+    ref, t_loop, mb_loop = _measured(lambda: sweep_loop(nq, lrs, bs, steps))
+    got = df["metric"].to_numpy().reshape(bs.size, lrs.size, steps.size)
+    err = float(np.max(np.abs(got - ref) / ref))
+    row = {"grid": f"{dims} dims x 8 B x 8 lr x {steps.size} steps", "sweep_s": t_sweep,
+           "sweep_mb": mb_sweep, "loop_s": t_loop, "loop_mb": mb_loop, "rel_err": err,
+           "moments_s": np.nan, "moments_mb": np.nan}
+    if moments:
+        old, row["moments_s"], row["moments_mb"] = _measured(
+            lambda: sweep_moments(nq, lrs, bs, steps))
+        assert np.allclose(old, ref, rtol=1e-12, atol=0), "moments path disagrees"
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dims", type=int, default=10_000)
     ap.add_argument("--mc-steps", type=int, default=200)
     ap.add_argument("--skip-mc", action="store_true")
+    ap.add_argument("--only-sweep", action="store_true", help="run only table (c)")
+    ap.add_argument("--moments-at-1e5", action="store_true",
+                    help="(c): also time the per-direction moments at 10^5 directions")
     args = ap.parse_args()
+
+    print("(c) exact sweep, simulate_sweep(method='exact') vs a plain loop over (B, lr) pairs"
+          "\n    vs the per-direction moments of every configuration (time; peak memory)")
+    print(f"{'grid':<36} {'sweep (s)':>9} {'MB':>7} {'loop (s)':>9} {'MB':>6} "
+          f"{'moments (s)':>11} {'MB':>7} {'loop/sweep':>10} {'max rel err':>11}")
+    for dims in (10_000, 100_000):
+        r = bench_sweep(dims, moments=dims <= 10_000 or args.moments_at_1e5)
+        print(f"{r['grid']:<36} {r['sweep_s']:9.3f} {r['sweep_mb']:7.1f} {r['loop_s']:9.3f} "
+              f"{r['loop_mb']:6.1f} {r['moments_s']:11.3f} {r['moments_mb']:7.1f} "
+              f"{r['loop_s'] / r['sweep_s']:10.1f} {r['rel_err']:11.1e}")
+    if args.only_sweep:
+        return
+    print()
 
     r = bench_exact(args.dims)
     print("(a) exact steps-to-target sweep")

@@ -41,7 +41,7 @@ def main() -> None:
                     tab = t.sample_steps(bs, n_seeds=n_seeds, sigma=0.15, rng=rep)
                     f = fit_tradeoff(tab, ci=0.9, n_boot=200, seed=rep + 10_000,
                                      interval=interval, bounded=bounded)
-                    lo, hi = f.b_crit_ci
+                    lo, hi = f.b_crit_interval
                     hits += lo <= 64 <= hi
                     widths.append(math.log(hi / lo) if lo > 0 else math.inf)
                     errs.append(math.log(f.b_crit / 64))

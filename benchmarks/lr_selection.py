@@ -95,10 +95,10 @@ def coverage_table(reps: int, n_boot: int) -> pd.DataFrame:
             lr = law(fam, B, b_star) * np.exp(0.1 * rng.standard_normal(B.size))
             f = fit_lr_scaling(pd.DataFrame({"batch_size": B, "learning_rate": lr}),
                                family=fam, n_boot=n_boot, seed=rep)
-            hit["eps_star"] += f.eps_star_ci[0] <= eps <= f.eps_star_ci[1]
-            hit["b_star"] += f.b_star_ci[0] <= b_star <= f.b_star_ci[1]
-            hit["alpha"] += f.alpha_ci[0] <= alpha <= f.alpha_ci[1]
-            lo, hi = f.recommend(64.0).learning_rate_ci
+            hit["eps_star"] += eps in f.eps_star_interval
+            hit["b_star"] += b_star in f.b_star_interval
+            hit["alpha"] += alpha in f.alpha_interval
+            lo, hi = f.recommend(64.0).learning_rate_interval
             hit["lr(B=64)"] += lo <= truth_64 <= hi
         row: dict = {"family": fam}
         for k, v in hit.items():

@@ -1,7 +1,12 @@
-"""Atomic file writes: a temporary file in the target's folder, then a rename.
+"""The library's edge with files: atomic writes and checked table reads.
 
-An interrupted run never leaves a valid-looking prefix of a file behind: the
-target either keeps its old content or gets the whole new one.
+Writes go to a temporary file in the target's folder, then a rename: an interrupted
+run never leaves a valid-looking prefix of a file behind; the target either keeps its
+old content or gets the whole new one.
+
+Reads of user files (`read_csv`, `read_json`) turn what pandas raises on a bad file (empty,
+malformed, not UTF-8) into :class:`~empirical_batch.errors.DataError` naming the file,
+so a bad file is a user error and a bug elsewhere is not mistaken for one.
 """
 
 from __future__ import annotations
@@ -11,11 +16,11 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from .errors import InputError
+from .errors import DataError, InputError
 
-__all__ = ["atomic_path", "atomic_write", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_write", "atomic_write_text", "read_csv", "read_json"]
 
 # the process's umask, read once at import (reading it means setting it); a new file gets
 # the permissions a plain open() would give it (mkstemp's are 0600)
@@ -69,3 +74,32 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "
     with atomic_write(path, "w", encoding=encoding) as fh:
         fh.write(text)
     return Path(path)
+
+
+def read_csv(path: str | os.PathLike[str], **kwargs: Any) -> Any:
+    """``pandas.read_csv(path, **kwargs)``; a file pandas cannot parse raises `DataError`
+    naming the file (empty, malformed rows, not UTF-8)."""
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path, **kwargs)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: the file is empty (no header, no rows)") from None
+    except pd.errors.ParserError as exc:
+        raise DataError(f"{path}: malformed table ({' '.join(str(exc).split())})") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                        "re-save it as UTF-8") from None
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON document in ``path``; a file that is not UTF-8 JSON raises `DataError`
+    naming the file."""
+    import json
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise DataError(f"{path}: not valid JSON ({type(exc).__name__}: {exc})") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None

@@ -8,6 +8,7 @@ Nothing is clipped or guessed.
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,7 @@ def positive_float(value, name: str, *, allow_zero: bool = False) -> float:
     return x
 
 
-def scalar_or_array(arr):
+def scalar_or_array(arr: Any) -> Any:
     """A 0-d result as a Python float, anything else as the array (scalars stay scalars)."""
     arr = np.asarray(arr)
     return float(arr) if arr.ndim == 0 else arr

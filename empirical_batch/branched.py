@@ -64,24 +64,28 @@ import pandas as pd
 from scipy import stats
 
 from .errors import InputError
+from .result import Interval, Result, deprecated_alias
+from .rules import RULES, ratio_rules
 
 __all__ = ["BranchedCriticalBatch", "branched_critical_batch"]
 
 TrainSteps = Callable[..., tuple[Any, Sequence[float]]]
 
+# the learning-rate rules of empirical_batch.rules that depend on the batch factor alone
+# (sqrt: Adam-like, linear: SGD), and "constant" (the rate kept)
 _LR_RULES: dict[str, Callable[[float], float]] = {
-    "sqrt": math.sqrt,  # Adam-like (Malladi et al. 2022)
-    "linear": float,  # SGD (Goyal et al. 2017)
-    "constant": lambda k: 1.0,
+    **{name: RULES[name].factor for name in ratio_rules()},
+    "constant": RULES["unchanged"].factor,
 }
 
 
-@dataclass(frozen=True)
-class BranchedCriticalBatch:
+@dataclass(frozen=True, repr=False)
+class BranchedCriticalBatch(Result):
     """The result of `branched_critical_batch`.
 
-    ``b_crit_low``/``b_crit_high`` bracket the local critical batch
-    (``b_crit_high`` is ``inf`` when every factor kept up). ``losses`` holds the
+    ``b_crit_interval`` (an `Interval` whose ``level`` is the test's) brackets the
+    local critical batch (``high`` is ``inf`` when every factor kept up; the v0.2
+    names ``b_crit_low``/``b_crit_high`` are deprecated). ``losses`` holds the
     smoothed branch losses, one row per factor and one column per seed.
     """
 
@@ -94,17 +98,23 @@ class BranchedCriticalBatch:
     mean_difference: tuple[float, ...] = field(repr=False)
     p_value: tuple[float, ...] = field(repr=False)
     keeps_up: tuple[bool, ...] = field(repr=False)
-    level: float
     tolerance: float
-    b_crit_low: float
-    b_crit_high: float
+    b_crit_interval: Interval
     #: a seed of this factor diverged (a non-finite loss): it falls behind
     diverged: tuple[bool, ...] = field(repr=False, default=())
+
+    b_crit_low = deprecated_alias("b_crit_interval", "low", "b_crit_low")
+    b_crit_high = deprecated_alias("b_crit_interval", "high", "b_crit_high")
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the one-sided test per factor."""
+        return self.b_crit_interval.level
 
     @property
     def status(self) -> str:
         """``"identified"`` (bracketed) or ``"lower_bound"`` (every factor kept up)."""
-        return "lower_bound" if math.isinf(self.b_crit_high) else "identified"
+        return "lower_bound" if math.isinf(self.b_crit_interval.high) else "identified"
 
     def to_frame(self) -> pd.DataFrame:
         """One row per factor: batch size, learning rate, loss, difference, p, verdict."""
@@ -126,8 +136,8 @@ class BranchedCriticalBatch:
         return {
             "batch_size": self.batch_size,
             "examples": self.examples,
-            "b_crit_low": self.b_crit_low,
-            "b_crit_high": self.b_crit_high,
+            "b_crit_low": self.b_crit_interval.low,
+            "b_crit_high": self.b_crit_interval.high,
             "status": self.status,
             "level": self.level,
             "tolerance": self.tolerance,
@@ -137,7 +147,8 @@ class BranchedCriticalBatch:
 
     def __repr__(self) -> str:
         return (
-            f"BranchedCriticalBatch(b_crit in [{self.b_crit_low:g}, {self.b_crit_high:g}), "
+            f"BranchedCriticalBatch(b_crit in [{self.b_crit_interval.low:g}, "
+            f"{self.b_crit_interval.high:g}), "
             f"status={self.status!r}, base batch {self.batch_size}, "
             f"{len(self.seeds)} seeds, level {self.level:g})"
         )
@@ -229,7 +240,7 @@ def branched_critical_batch(
     ...     final = 1.0 + 0.1 * max(0.0, k - 4) + 1e-3 * rng.standard_normal()
     ...     return state, [final] * n_steps
     >>> r = branched_critical_batch(train_steps, None, 32, examples=32 * 64, lr=1e-3)
-    >>> (r.b_crit_low, r.b_crit_high)
+    >>> tuple(r.b_crit_interval)
     (128.0, 256.0)
     """
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -307,8 +318,6 @@ def branched_critical_batch(
         p_value=(1.0, *map(float, p)),
         keeps_up=tuple(bool(x) for x in keeps),
         diverged=tuple(bool(x) for x in diverged),
-        level=float(level),
         tolerance=float(tolerance),
-        b_crit_low=low,
-        b_crit_high=high,
+        b_crit_interval=Interval(low, high, level),
     )

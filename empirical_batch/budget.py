@@ -45,12 +45,13 @@ import pandas as pd
 from ._validate import check_level
 from .errors import InputError
 from .fit.power_law import PowerLaw, fit_power_law
+from .result import Interval, Result, deprecated_alias
 
 __all__ = ["FixedBudgetFit", "fit_fixed_budget"]
 
 
 @dataclass(frozen=True, repr=False)
-class FixedBudgetFit:
+class FixedBudgetFit(Result):
     """The result of `fit_fixed_budget`.
 
     Attributes
@@ -64,8 +65,10 @@ class FixedBudgetFit:
         Every configuration within ``tolerance`` of its budget's best loss.
     b_opt, lr_opt : PowerLaw
         Least-squares power laws through the per-budget ``b_opt`` and ``lr_opt``.
-    b_opt_exponent_ci, lr_opt_exponent_ci : tuple of float
-        Residual-bootstrap percentile intervals of the exponents.
+    b_opt_exponent_interval, lr_opt_exponent_interval : Interval
+        Residual-bootstrap percentile intervals of the exponents, at confidence
+        ``level`` (``b_opt_exponent_ci``, ``lr_opt_exponent_ci`` and ``ci_level`` are
+        the deprecated v0.2 names).
     """
 
     budget_name: str
@@ -74,10 +77,20 @@ class FixedBudgetFit:
     band: pd.DataFrame = field(repr=False)
     b_opt: PowerLaw
     lr_opt: PowerLaw
-    b_opt_exponent_ci: tuple[float, float]
-    lr_opt_exponent_ci: tuple[float, float]
-    ci_level: float
+    b_opt_exponent_interval: Interval
+    lr_opt_exponent_interval: Interval
     n_boot: int
+
+    b_opt_exponent_ci = deprecated_alias("b_opt_exponent_interval", "tuple",
+                                         "b_opt_exponent_ci")
+    lr_opt_exponent_ci = deprecated_alias("lr_opt_exponent_interval", "tuple",
+                                          "lr_opt_exponent_ci")
+    ci_level = deprecated_alias("b_opt_exponent_interval", "level", "ci_level")
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals."""
+        return self.b_opt_exponent_interval.level
 
     def batch_size(self, budget) -> np.ndarray | float:
         """$B_{opt}$ at ``budget`` from the fitted power law."""
@@ -100,8 +113,8 @@ class FixedBudgetFit:
         }
 
     def __repr__(self) -> str:
-        lo, hi = self.b_opt_exponent_ci
-        llo, lhi = self.lr_opt_exponent_ci
+        lo, hi = self.b_opt_exponent_interval
+        llo, lhi = self.lr_opt_exponent_interval
         return (
             f"FixedBudgetFit(B_opt ∝ {self.budget_name}^{self.b_opt.exponent:.3f} "
             f"[{lo:.3f}, {hi:.3f}], lr_opt ∝ {self.budget_name}^{self.lr_opt.exponent:.3f} "
@@ -119,9 +132,12 @@ class FixedBudgetFit:
         return {
             "budget_name": self.budget_name, "tolerance": self.tolerance,
             "b_opt": self.b_opt.to_dict(), "lr_opt": self.lr_opt.to_dict(),
-            "b_opt_exponent_ci": list(self.b_opt_exponent_ci),
-            "lr_opt_exponent_ci": list(self.lr_opt_exponent_ci),
-            "ci_level": self.ci_level, "n_boot": self.n_boot,
+            "b_opt_exponent_interval": self.b_opt_exponent_interval.to_dict(),
+            "lr_opt_exponent_interval": self.lr_opt_exponent_interval.to_dict(),
+            # the v0.2 keys, for one more release
+            "b_opt_exponent_ci": list(self.b_opt_exponent_interval),
+            "lr_opt_exponent_ci": list(self.lr_opt_exponent_interval),
+            "ci_level": self.level, "n_boot": self.n_boot,
             "optima": self.optima.to_dict(orient="records"),
         }
 
@@ -184,7 +200,7 @@ def fit_fixed_budget(
         Interval level (``ci`` accepted as in the fit functions). Bootstrap of the
         exponents: the residuals of each log-log line resampled
         (scaled by $\sqrt{n/(n-2)}$); the laws' own Student-t intervals are in
-        ``b_opt.exponent_ci`` and ``lr_opt.exponent_ci``.
+        ``b_opt.exponent_interval`` and ``lr_opt.exponent_interval``.
 
     Returns
     -------
@@ -264,6 +280,7 @@ def fit_fixed_budget(
     return FixedBudgetFit(
         budget_name=budget, tolerance=float(tolerance), optima=optima,
         band=pd.concat(band, ignore_index=True), b_opt=law_b, lr_opt=law_lr,
-        b_opt_exponent_ci=b_ci, lr_opt_exponent_ci=lr_ci, ci_level=float(ci),
+        b_opt_exponent_interval=Interval(*b_ci, ci),
+        lr_opt_exponent_interval=Interval(*lr_ci, ci),
         n_boot=int(n_boot),
     )

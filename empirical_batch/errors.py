@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "DataError",
+    "EmpiricalBatchDeprecationWarning",
     "EmpiricalBatchError",
     "EmpiricalBatchWarning",
     "FitError",
@@ -52,3 +53,8 @@ class FitError(EmpiricalBatchError, ValueError):
 
 class EmpiricalBatchWarning(UserWarning):
     """Base of every warning the library issues."""
+
+
+class EmpiricalBatchDeprecationWarning(EmpiricalBatchWarning, DeprecationWarning):
+    """A name or behaviour that goes in a later release (also a ``DeprecationWarning``,
+    so Python's default filters show it to code under development, not to end users)."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from ._validate import (
     scalar_or_array,
 )
 from .errors import InputError, NotFoundError, UsageError
+from .result import Interval, Result, deprecated_alias
 
 __all__ = [
     "GNSEstimate",
@@ -270,14 +271,15 @@ def _ratio(num: float, den: float) -> float:
     return num / den
 
 
-@dataclass(frozen=True)
-class GNSEstimate:
+@dataclass(frozen=True, repr=False)
+class GNSEstimate(Result):
     """Smoothed noise-scale estimate at one step (see `GNSEstimator`).
 
-    ``b_simple_se`` is the delta-method standard error and ``(b_simple_low,
-    b_simple_high)`` the Fieller interval at ``level``; both are ``nan`` until two
-    steps have been seen, and the interval is ``(-inf, inf)`` when the data cannot
-    bound the ratio (|G|² not resolved).
+    ``b_simple_se`` is the delta-method standard error and ``b_simple_interval`` the
+    Fieller interval (an `Interval` at confidence ``level``); both are ``nan`` until
+    two steps have been seen, and the interval is ``(-inf, inf)`` when the data cannot
+    bound the ratio (|G|² not resolved). ``b_simple_low`` and ``b_simple_high`` are the
+    deprecated v0.2 names of its ends.
     """
 
     steps: int
@@ -285,13 +287,24 @@ class GNSEstimate:
     trace_sigma: float
     b_simple: float
     b_simple_se: float
-    b_simple_low: float
-    b_simple_high: float
-    level: float
+    b_simple_interval: Interval
     n_eff: float
 
+    b_simple_low = deprecated_alias("b_simple_interval", "low", "b_simple_low")
+    b_simple_high = deprecated_alias("b_simple_interval", "high", "b_simple_high")
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the interval."""
+        return self.b_simple_interval.level
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields, with the interval's ends flat (``b_simple_low``,
+        ``b_simple_high``, ``level``) as in the noise log's columns."""
+        out = super().to_dict()
+        del out["b_simple_interval"]
+        ci = self.b_simple_interval
+        return {**out, "b_simple_low": ci.low, "b_simple_high": ci.high, "level": ci.level}
 
 
 class GNSEstimator:
@@ -500,7 +513,7 @@ class GNSEstimator:
         return GNSEstimate(
             steps=self.steps, g2=self.g2, trace_sigma=self.trace_sigma,
             b_simple=self.b_simple, b_simple_se=self.b_simple_se,
-            b_simple_low=lo, b_simple_high=hi, level=float(level), n_eff=self.n_eff,
+            b_simple_interval=Interval(lo, hi, level), n_eff=self.n_eff,
         )
 
     # ------------------------------------------------------------ persistence

@@ -7,7 +7,10 @@ the noise scales from four scalars, and the variants for momentum, Adam-like
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import (
     as_array,
@@ -31,7 +34,7 @@ __all__ = [
 ]
 
 
-def inverse_batch(batch_size, dataset_size=None) -> np.ndarray:
+def inverse_batch(batch_size: ArrayLike, dataset_size: float | None = None) -> np.ndarray:
     """1/B, or 1/B − 1/D for sampling without replacement from D examples (checked)."""
     b = check_positive(batch_size, "batch_size")
     inv = 1.0 / b
@@ -45,12 +48,12 @@ def inverse_batch(batch_size, dataset_size=None) -> np.ndarray:
     return inv
 
 
-def check_momentum(momentum) -> float:
+def check_momentum(momentum: float) -> float:
     """The momentum coefficient m, checked to lie in [0, 1)."""
     return check_unit_interval(momentum, "momentum")
 
 
-def effective_learning_rate(eps, momentum=0.0):
+def effective_learning_rate(eps: ArrayLike, momentum: float = 0.0) -> Any:
     r"""The plain-SGD step that heavy-ball momentum ``m`` at rate ``eps`` amounts to.
 
     $$
@@ -71,7 +74,8 @@ def effective_learning_rate(eps, momentum=0.0):
     return scalar_or_array(e / (1.0 - check_momentum(momentum)))
 
 
-def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
+def eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike, *,
+            momentum: float = 0.0) -> Any:
     r"""Optimal learning rate at batch size B (eq. 2.6).
 
     $$
@@ -93,7 +97,7 @@ def eps_opt(batch_size, eps_max, b_noise, *, momentum=0.0):
     return scalar_or_array((1.0 - check_momentum(momentum)) * e / (1.0 + n / b))
 
 
-def dl_opt(batch_size, dl_max, b_noise):
+def dl_opt(batch_size: ArrayLike, dl_max: ArrayLike, b_noise: ArrayLike) -> Any:
     r"""Expected loss improvement of one step at the optimal rate (eq. 2.7).
 
     $$
@@ -109,7 +113,8 @@ def dl_opt(batch_size, dl_max, b_noise):
     return scalar_or_array(d / (1.0 + n / b))
 
 
-def noise_scales_from_scalars(g2, ghg, trace_sigma, trace_h_sigma) -> dict:
+def noise_scales_from_scalars(g2: ArrayLike, ghg: ArrayLike, trace_sigma: ArrayLike,
+                              trace_h_sigma: ArrayLike) -> dict[str, Any]:
     r"""The paper's derived scalars from the four summary scalars (eqs. 2.6–2.9).
 
     $$
@@ -142,7 +147,7 @@ def noise_scales_from_scalars(g2, ghg, trace_sigma, trace_h_sigma) -> dict:
     return {k: scalar_or_array(v) for k, v in out.items()}
 
 
-def surge_eps_opt(batch_size, eps_max, b_noise):
+def surge_eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike) -> Any:
     r"""Optimal learning rate of an Adam-like (sign-descent) optimizer (Li et al. 2024).
 
     $$
@@ -173,7 +178,8 @@ def surge_eps_opt(batch_size, eps_max, b_noise):
     return scalar_or_array(e / (0.5 * (np.sqrt(n / b) + np.sqrt(b / n))))
 
 
-def sign_descent_eps_opt(batch_size, gradient, hessian, noise_std):
+def sign_descent_eps_opt(batch_size: ArrayLike, gradient: ArrayLike, hessian: ArrayLike,
+                         noise_std: ArrayLike) -> Any:
     r"""Optimal rate of one sign-descent step, with its large-batch plateau.
 
     The update $-\epsilon\,\mathrm{sign}(\hat G)$ of a batch gradient

@@ -5,7 +5,10 @@ the model itself is described there.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._frozen import Frozen
 from ._validate import (
@@ -42,7 +45,8 @@ def _diagonal(arr: np.ndarray) -> np.ndarray:
 
 def _scale(m: np.ndarray, arr: np.ndarray) -> np.ndarray:
     """M A M for the diagonal M = diag(m), with A dense or diagonal."""
-    return (m if arr.ndim == 1 else m[:, None]) * arr * m
+    out: np.ndarray = (m if arr.ndim == 1 else m[:, None]) * arr * m
+    return out
 
 
 class QuadraticModel(Frozen):
@@ -74,7 +78,8 @@ class QuadraticModel(Frozen):
     0.125
     """
 
-    def __init__(self, gradient, hessian, noise_cov, *, dataset_size: int | None = None):
+    def __init__(self, gradient: ArrayLike, hessian: ArrayLike, noise_cov: ArrayLike, *,
+                 dataset_size: int | None = None) -> None:
         g = as_array(gradient, "gradient", ndim=1)
         n = g.shape[0]
         h = as_array(hessian, "hessian", ndim=(1, 2))
@@ -137,10 +142,10 @@ class QuadraticModel(Frozen):
     @classmethod
     def from_eigenbasis(
         cls,
-        eigenvalues,
-        eigenvectors,
-        gradient,
-        noise_cov,
+        eigenvalues: ArrayLike,
+        eigenvectors: ArrayLike,
+        gradient: ArrayLike,
+        noise_cov: ArrayLike,
         *,
         dataset_size: int | None = None,
         atol: float = 1e-8,
@@ -202,7 +207,7 @@ class QuadraticModel(Frozen):
             s = 0.5 * (s + s.T)
         return cls(v.T @ g, lam, s, dataset_size=dataset_size)
 
-    def preconditioned(self, preconditioner) -> QuadraticModel:
+    def preconditioned(self, preconditioner: ArrayLike) -> QuadraticModel:
         r"""The model of the update $\theta \leftarrow \theta - \epsilon P G_{est}$.
 
         With $M = P^{1/2}$ and $\theta = M\phi$, the update is plain SGD on
@@ -259,7 +264,8 @@ class QuadraticModel(Frozen):
             h, s = 0.5 * (h + h.T), 0.5 * (s + s.T)
         return QuadraticModel(g, h, s, dataset_size=self.dataset_size)
 
-    def _init_scalars(self, *, g2, ghg, trace_sigma, trace_h_sigma, dataset_size):
+    def _init_scalars(self, *, g2: float, ghg: float, trace_sigma: float, trace_h_sigma: float,
+                      dataset_size: int | None) -> None:
         self.g2 = as_float(g2, "g2")
         self.ghg = as_float(ghg, "ghg")
         self.trace_sigma = as_float(trace_sigma, "trace_sigma")
@@ -293,29 +299,29 @@ class QuadraticModel(Frozen):
     @property
     def b_noise(self) -> float:
         r"""$B_{noise} = \operatorname{tr}(H\Sigma) / G^THG$ (eq. 2.8)."""
-        return self._derived["b_noise"]
+        return float(self._derived["b_noise"])
 
     @property
     def b_simple(self) -> float:
         r"""$B_{simple} = \operatorname{tr}\Sigma / |G|^2$ (eq. 2.9)."""
-        return self._derived["b_simple"]
+        return float(self._derived["b_simple"])
 
     @property
     def eps_max(self) -> float:
         r"""$\epsilon_{max} = |G|^2 / G^THG$, the optimal step at infinite batch."""
-        return self._derived["eps_max"]
+        return float(self._derived["eps_max"])
 
     @property
     def dl_max(self) -> float:
         r"""$\Delta L_{max} = \tfrac12 |G|^4 / G^THG$, the best one-step improvement."""
-        return self._derived["dl_max"]
+        return float(self._derived["dl_max"])
 
     # --- batch-size dependent predictions -------------------------------------
-    def _noise_factor(self, batch_size) -> np.ndarray:
+    def _noise_factor(self, batch_size: ArrayLike) -> np.ndarray:
         """B_noise/B (with the finite-dataset correction when dataset_size is set)."""
         return self.b_noise * inverse_batch(batch_size, self.dataset_size)
 
-    def eps_opt(self, batch_size, *, momentum=0.0):
+    def eps_opt(self, batch_size: ArrayLike, *, momentum: float = 0.0) -> Any:
         r"""$\epsilon_{opt}(B) = \epsilon_{max} / (1 + B_{noise}/B)$ (eq. 2.6).
 
         With heavy-ball ``momentum`` m, the raw rate $(1-m)\epsilon_{opt}(B)$,
@@ -324,14 +330,15 @@ class QuadraticModel(Frozen):
         m = check_momentum(momentum)
         return scalar_or_array((1.0 - m) * self.eps_max / (1.0 + self._noise_factor(batch_size)))
 
-    def dl_opt(self, batch_size):
+    def dl_opt(self, batch_size: ArrayLike) -> Any:
         r"""$\Delta L_{opt}(B) = \Delta L_{max} / (1 + B_{noise}/B)$ (eq. 2.7).
 
         Momentum only rescales the rate at which this is reached, not the value.
         """
         return scalar_or_array(self.dl_max / (1.0 + self._noise_factor(batch_size)))
 
-    def expected_improvement(self, eps, batch_size, *, momentum=0.0):
+    def expected_improvement(self, eps: ArrayLike, batch_size: ArrayLike, *,
+                             momentum: float = 0.0) -> Any:
         r"""Expected loss decrease of one SGD step of size ε at batch size B.
 
         $$
@@ -347,11 +354,11 @@ class QuadraticModel(Frozen):
         inv_b = inverse_batch(batch_size, self.dataset_size)
         return scalar_or_array(e * self.g2 - 0.5 * e**2 * (self.ghg + self.trace_h_sigma * inv_b))
 
-    def gradient_noise_ratio(self, batch_size):
+    def gradient_noise_ratio(self, batch_size: ArrayLike) -> Any:
         r"""$E|G_{est} - G|^2 / |G|^2 = B_{simple}/B$ (eq. 2.10)."""
         return scalar_or_array(self.b_simple * inverse_batch(batch_size, self.dataset_size))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The four input scalars and the derived ones, as plain floats."""
         return {
             "g2": self.g2,
@@ -372,7 +379,8 @@ class QuadraticModel(Frozen):
         )
 
 
-def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0, theta: float = 1.0):
+def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0,
+                          theta: float = 1.0) -> QuadraticModel:
     r"""The built-in demo problem: spectrum $h_i = 1/i$ and noise $\Sigma = cH$.
 
     The loss is $L(\theta) = \tfrac12\sum_i h_i\theta_i^2$ with

@@ -1,4 +1,4 @@
-r"""Sweep logs: load, recognise columns, validate (DESIGN.md, "The sweep schema").
+r"""Sweep logs: load, recognise columns, validate (docs/design.md, "The sweep schema").
 
 A *sweep* is a set of training runs at several batch sizes (and learning rates,
 and seeds), each logging a metric against optimizer steps. Every source — a CSV
@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
+from ._io import read_csv
+from .errors import DataError, InputError
 from .units import check_unit
 
 __all__ = ["COLUMN_ALIASES", "SCHEMA", "STEPS_ALIASES", "Sweep", "load_sweep"]
@@ -222,20 +223,11 @@ def read_table(source) -> tuple[pd.DataFrame, str, int]:
         try:
             return pd.read_parquet(path), str(path), 0
         except (OSError, ValueError) as exc:
-            raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+            raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
     if suffix in (".csv", ".txt", ".tsv", ".gz"):
         sep = "\t" if ".tsv" in path.name.lower() else ","
         _check_complete(path)
-        try:
-            return pd.read_csv(path, sep=sep), str(path), 2  # header is line 1
-        except pd.errors.EmptyDataError:
-            raise InputError(f"{path}: the file is empty (no header, no rows)") from None
-        except pd.errors.ParserError as exc:
-            raise InputError(f"{path}: malformed table ({' '.join(str(exc).split())})") \
-                from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                             "re-save it as UTF-8") from None
+        return read_csv(path, sep=sep), str(path), 2  # header is line 1
     raise InputError(f"{path}: unknown sweep file type {suffix!r} (expected .csv or .parquet)")
 
 
@@ -260,10 +252,10 @@ def _check_complete(path: Path) -> None:
                 fh.seek(-1, os.SEEK_END)
                 tail = fh.read(1)
     except (EOFError, OSError, zlib.error) as exc:
-        raise InputError(f"{path}: the compressed stream is cut short or damaged ({exc}); "
+        raise DataError(f"{path}: the compressed stream is cut short or damaged ({exc}); "
                          "the file looks truncated") from None
     if tail and tail not in (b"\n", b"\r"):
-        raise InputError(f"{path}: the last line does not end with a newline, so its last "
+        raise DataError(f"{path}: the last line does not end with a newline, so its last "
                          "value may be cut short (a truncated file?); if the file is "
                          "complete, add a final newline")
 

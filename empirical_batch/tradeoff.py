@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._numeric import trapezoid
 from ._validate import as_array, as_float, check_positive, positive_float, scalar_or_array
@@ -53,7 +55,7 @@ class Tradeoff:
     s_min: float
     e_min: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("s_min", "e_min"):
             object.__setattr__(self, name, positive_float(getattr(self, name), name))
 
@@ -73,7 +75,8 @@ class Tradeoff:
         e = as_float(e_min, "e_min")
         return cls(s_min=e / b, e_min=e)
 
-    def sample_steps(self, batch_sizes, *, n_seeds: int = 1, sigma: float = 0.1, rng=None):
+    def sample_steps(self, batch_sizes: ArrayLike, *, n_seeds: int = 1, sigma: float = 0.1,
+                     rng: int | np.random.Generator | None = None) -> Any:
         r"""A synthetic steps-to-target table: $S(B)\,e^{\sigma z}$ per seed.
 
         For testing fits against a known tradeoff: one row per (batch size, seed) with
@@ -94,7 +97,7 @@ class Tradeoff:
         return pd.DataFrame({"batch_size": b, "steps": steps,
                              "seed": np.tile(np.arange(n_seeds), b.size // n_seeds)})
 
-    def to_frame(self, batch_sizes):
+    def to_frame(self, batch_sizes: ArrayLike) -> Any:
         """S(B), E(B), S/S_min and E/E_min for the given batch sizes, as a DataFrame."""
         import pandas as pd
 
@@ -110,17 +113,17 @@ class Tradeoff:
         r"""$B_{crit} = E_{min}/S_{min}$ (eq. 2.12)."""
         return self.e_min / self.s_min
 
-    def steps(self, batch_size):
+    def steps(self, batch_size: ArrayLike) -> Any:
         r"""$S(B) = S_{min}(1 + B_{crit}/B)$."""
         b = check_positive(batch_size, "batch_size")
         return scalar_or_array(self.s_min * (1.0 + self.b_crit / b))
 
-    def examples(self, batch_size):
+    def examples(self, batch_size: ArrayLike) -> Any:
         r"""$E(B) = E_{min}(1 + B/B_{crit})$."""
         b = check_positive(batch_size, "batch_size")
         return scalar_or_array(self.e_min * (1.0 + b / self.b_crit))
 
-    def batch_size_for_steps(self, steps):
+    def batch_size_for_steps(self, steps: ArrayLike) -> Any:
         r"""Batch size that reaches the target in ``steps`` steps.
 
         $B = B_{crit}/(S/S_{min} - 1)$.
@@ -135,7 +138,7 @@ class Tradeoff:
             )
         return scalar_or_array(self.b_crit / (s / self.s_min - 1.0))
 
-    def batch_size_for_examples(self, examples):
+    def batch_size_for_examples(self, examples: ArrayLike) -> Any:
         r"""Batch size that reaches the target with ``examples`` examples.
 
         $B = B_{crit}(E/E_{min} - 1)$.
@@ -150,13 +153,13 @@ class Tradeoff:
             )
         return scalar_or_array(self.b_crit * (e / self.e_min - 1.0))
 
-    def residual(self, steps, examples):
+    def residual(self, steps: ArrayLike, examples: ArrayLike) -> Any:
         r"""$(S/S_{min} - 1)(E/E_{min} - 1) - 1$: zero on the tradeoff curve."""
         s = check_positive(steps, "steps")
         e = check_positive(examples, "examples")
         return scalar_or_array((s / self.s_min - 1.0) * (e / self.e_min - 1.0) - 1.0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "b_crit": self.b_crit}
 
 
@@ -224,13 +227,13 @@ class AdaptiveSchedule:
         """Fraction of the fixed batch's examples saved at equal steps."""
         return 1.0 - self.examples / self.fixed_examples
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The scalar results (the arrays are in `to_frame`)."""
         keys = ("r", "steps", "examples", "s_min", "e_min", "gamma", "fixed_batch_size",
                 "fixed_examples", "fixed_steps_same_examples")
         return {k: getattr(self, k) for k in keys} | {"examples_saved": self.examples_saved}
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         """The schedule as a DataFrame with columns ``s, noise_scale, batch_size``."""
         import pandas as pd
 
@@ -241,7 +244,7 @@ class AdaptiveSchedule:
 
 def adaptive_schedule(
     noise_scale: np.ndarray | Callable[[np.ndarray], np.ndarray],
-    s,
+    s: ArrayLike,
     *,
     r: float,
 ) -> AdaptiveSchedule:
@@ -310,5 +313,5 @@ def adaptive_schedule(
     )
 
 
-def _as_1d(value, name):
+def _as_1d(value: ArrayLike, name: str) -> np.ndarray:
     return as_array(value, name, ndim=1)

@@ -65,6 +65,7 @@ from types import MappingProxyType
 from . import theory
 from ._validate import as_float, positive_float
 from .errors import EmpiricalBatchWarning, InputError, NotFoundError
+from .rules import HPARAMS, RULES, Rule, default_lr_rule, lr_rules
 
 __all__ = [
     "HPARAMS",
@@ -79,8 +80,6 @@ __all__ = [
 ]
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
-HPARAMS = ("lr", "momentum", "beta1", "beta2", "eps", "weight_decay", "ema_decay",
-           "warmup_steps", "total_steps")
 _KEYS = MappingProxyType({
     "sgd": frozenset({"lr", "momentum", "weight_decay", "ema_decay", "warmup_steps",
                       "total_steps"}),
@@ -96,62 +95,11 @@ class RegimeWarning(EmpiricalBatchWarning):
     """A transfer rule was applied outside the regime it was derived for."""
 
 
-@dataclass(frozen=True)
-class TransferRule:
-    """A published rule for moving a hyperparameter from batch B to B′."""
+# the registry of rules lives in empirical_batch.rules; these are its v0.2 names here
+TransferRule = Rule
+TRANSFER_RULES = RULES
 
-    name: str
-    applies_to: tuple[str, ...]
-    formula: str
-    citation: str
-    regime: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-_GOYAL = "Goyal et al. (2017), Accurate, Large Minibatch SGD, arXiv:1706.02677"
-_MCC = "McCandlish et al. (2018), An Empirical Model of Large-Batch Training, arXiv:1812.06162"
-_MALLADI = ("Malladi, Lyu, Panigrahi & Arora (2022), On the SDEs and Scaling Rules for "
-            "Adaptive Gradient Algorithms, arXiv:2205.10287")
-_LI = ("Li et al. (2024), Surge Phenomenon in Optimal Learning Rate and Batch Size Scaling, "
-       "arXiv:2405.14578")
-_MAREK = ("Marek, Lotfi, Somasundaram, Wilson & Goldblum (2025), Small Batch Size Training "
-          "for Language Models, arXiv:2507.07101")
-_BUSBRIDGE = "Busbridge et al. (2023), How to Scale Your EMA, arXiv:2307.13813"
-_BERGSMA = ("Bergsma et al. (2025), Power Lines: Scaling Laws for Weight Decay and Batch "
-            "Size in LLM Pre-training, arXiv:2505.13738")
-
-TRANSFER_RULES: MappingProxyType[str, TransferRule] = MappingProxyType({
-    "linear": TransferRule("linear", ("lr",), "lr' = κ·lr", _GOYAL,
-                           "SGD, max(B, B') <= 0.1·B_noise (noise-dominated)"),
-    "sgd_optimal": TransferRule(
-        "sgd_optimal", ("lr",), "lr' = lr·(1 + B_noise/B)/(1 + B_noise/B')", _MCC,
-        "SGD with the old lr optimal at B; B_noise constant over the move; "
-        "max(B, B') <= B_noise (beyond, eps_max is extrapolated)"),
-    "sqrt": TransferRule(
-        "sqrt", ("lr", "beta1", "beta2", "eps"),
-        "lr' = √κ·lr, 1-β' = κ(1-β), eps' = eps/√κ", _MALLADI,
-        "Adam/RMSprop, max(B, B') <= 0.1·B_noise (SDE approximation); κ(1-β) < 1"),
-    "surge": TransferRule(
-        "surge", ("lr",), "lr' = lr·ε_opt(B')/ε_opt(B), ε_opt = ε_max/[(√(Bn/B)+√(B/Bn))/2]",
-        _LI, "Adam-like optimizers with the old lr optimal at B; needs B_noise (= B_peak)"),
-    "half_life": TransferRule("half_life", ("beta2",), "β2' = β2^κ", _MAREK,
-                              "β2' >= 1/2 (second-moment half-life of at least one step)"),
-    "ema": TransferRule("ema", ("ema_decay",), "ρ' = ρ^κ", _BUSBRIDGE,
-                        "where the optimizer's own scaling rule holds"),
-    "timescale": TransferRule(
-        "timescale", ("weight_decay",), "τ = B/(lr·λ·D) fixed: λ' = λ·κ·(lr/lr')·(D/D')",
-        _BERGSMA, "decoupled decay (AdamW) or SGD; D unchanged (τ_opt moves with D/N); lr'·λ' < 1"),
-    "tradeoff_steps": TransferRule(
-        "tradeoff_steps", _STEPS, "S' = S·S(B')/S(B), S(B) = S_min(1 + B_crit/B)", _MCC,
-        "B' inside the batch sizes the tradeoff was fitted on"),
-    "constant_examples": TransferRule(
-        "constant_examples", _STEPS, "S' = S/κ (same examples)", _GOYAL,
-        "max(B, B') <= 0.1·B_noise (perfect scaling)"),
-    "unchanged": TransferRule("unchanged", HPARAMS, "kept as is", "-", "-"),
-})
-_LR_RULES = ("linear", "sgd_optimal", "sqrt", "surge")
+_LR_RULES = lr_rules()
 
 
 @dataclass(frozen=True)
@@ -266,7 +214,6 @@ def _check_hparams(hparams, optimizer: str) -> dict:
 
 
 def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
-    sgd = optimizer == "sgd"
     if rule is None or isinstance(rule, str):
         lr_rule = rule
         overrides: dict = {}
@@ -281,8 +228,7 @@ def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
         raise InputError(f"rule must be None, a rule name or a mapping hyperparameter -> rule "
                         f"name, got {type(rule).__name__}")
     if lr_rule is None:
-        lr_rule = ("sgd_optimal" if sgd else "surge") if b_noise is not None else (
-            "linear" if sgd else "sqrt")
+        lr_rule = default_lr_rule(optimizer, b_noise_known=b_noise is not None)
     if lr_rule not in (*_LR_RULES, "unchanged"):
         raise InputError(f"rule must be one of {list(_LR_RULES)} for the learning rate, "
                          f"got {lr_rule!r}")
@@ -357,12 +303,12 @@ def _lr_factor(rule: str, b: float, b2: float, b_noise, optimizer: str):
                      "the linear factor")
         if adaptive:
             ok, note = False, "linear scaling is an SGD rule; Adam follows the sqrt rule"
-        return k, ok, note
+        return RULES["linear"].factor(k), ok, note
     if rule == "sqrt":
         ok, note = _noise_regime(b, b2, b_noise, "square-root")
         if not adaptive:
             ok, note = False, "the square-root rule is derived for Adam/RMSprop, not SGD"
-        return math.sqrt(k), ok, note
+        return RULES["sqrt"].factor(k), ok, note
     if rule == "sgd_optimal":
         f = theory.eps_opt(b2, 1.0, b_noise) / theory.eps_opt(b, 1.0, b_noise)
         if adaptive:

@@ -89,3 +89,45 @@ def test_cuda_without_a_gpu_is_one_line(capsys):
         pytest.skip("a CUDA device is present")
     _one_line_error(*_run(["simulate", "--method", "monte_carlo", "--device", "cuda",
                            "--dims", "10", "--steps", "10", "--quiet"], capsys), "no CUDA")
+
+
+def test_a_bug_inside_a_command_keeps_its_traceback(monkeypatch):
+    """Only the library's errors and OSError are user errors: a builtin ValueError,
+    TypeError or RuntimeError raised inside a command is a bug and propagates."""
+    import empirical_batch.cli.plan as plan_cli
+
+    for exc in (ValueError("bug"), TypeError("bug"), RuntimeError("bug"), KeyError("bug")):
+        def broken(args, exc=exc):
+            raise exc
+
+        monkeypatch.setattr(plan_cli, "run", broken)
+        with pytest.raises(type(exc)):
+            main(["plan", "--b-crit", "100", "--s-min", "1000"])
+
+
+def test_a_library_error_inside_a_command_is_one_line(monkeypatch, capsys):
+    import empirical_batch.cli.plan as plan_cli
+    from empirical_batch.errors import DataError
+
+    def refused(args):
+        raise DataError("the table lacks column 'loss'")
+
+    monkeypatch.setattr(plan_cli, "run", refused)
+    _one_line_error(*_run(["plan", "--b-crit", "100", "--s-min", "1000"], capsys),
+                    "lacks column")
+
+
+@pytest.mark.parametrize("content", [b"", b"a,b\n1,2\n3,4,5\n", b"\xff\xfe\x00bad\n"])
+def test_bad_timings_file_for_plan(tmp_path, capsys, content):
+    path = tmp_path / "timings.csv"
+    path.write_bytes(content)
+    _one_line_error(*_run(["plan", "--b-crit", "100", "--s-min", "1000",
+                           "--timings", str(path)], capsys), "timings.csv")
+
+
+@pytest.mark.parametrize("content", ['{"fits": [{"status": "identified"}]}', "[1, 2",
+                                     '"just a string"'])
+def test_bad_fit_json_for_plan(tmp_path, capsys, content):
+    path = tmp_path / "fit.json"
+    path.write_text(content)
+    _one_line_error(*_run(["plan", "--fit", str(path)], capsys), "fit.json")

@@ -1,4 +1,4 @@
-"""The public names of DESIGN.md import from the top level, without torch."""
+"""The public names (docs/design.md) import from the top level, without torch."""
 
 import subprocess
 import sys
@@ -30,3 +30,23 @@ def test_top_level_does_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_type_stub_lists_every_public_name():
+    """``__init__.pyi`` gives type checkers the lazily imported names: the same set as
+    ``__all__``, each from the module the package resolves it from."""
+    import ast
+    from pathlib import Path
+
+    stub = Path(empirical_batch.__file__).with_suffix(".pyi")
+    tree = ast.parse(stub.read_text())
+    typed = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:
+                assert alias.asname == alias.name, f"{alias.name}: re-export as itself"
+                typed[alias.name] = node.module
+    declared = {n.target.id for n in tree.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    assert set(typed) | (declared & {"__version__"}) == set(empirical_batch.__all__)
+    assert typed == dict(empirical_batch._EXPORTS)

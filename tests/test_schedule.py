@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from empirical_batch.result import Interval
 from empirical_batch.schedule import (
     BatchSchedule,
     BatchSizeScheduler,
@@ -208,7 +209,8 @@ def test_trajectory_from_a_collector_log_and_from_branched_brackets():
     # ds/de = 1/(B + B_noise): the first interval's progress by the trapezoid rule
     assert t.progress[1] == pytest.approx(100 * 0.5 * (1 / 10 + 1 / 12))
     mk = [BranchedCriticalBatch(8, 64, (1, 2), (0.1, 0.2), (0, 1), np.zeros((2, 2)),
-                                (0.0, 0.0), (1.0, 1.0), (True, True), 0.95, 0.0, lo, hi)
+                                (0.0, 0.0), (1.0, 1.0), (True, True), 0.0,
+                                Interval(lo, hi, 0.95))
           for lo, hi in ((8.0, 16.0), (32.0, np.inf))]
     b = NoiseTrajectory.from_branched([0, 1000], mk, batch_size=8)
     assert b.b_noise.tolist() == pytest.approx([np.sqrt(128.0), 32.0])

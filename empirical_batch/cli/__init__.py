@@ -5,6 +5,10 @@ Each sub-command lives in its own module of this package and provides
 (bad path, bad column, unreachable target, a device that is not there) print one
 line and exit with status 2, never a traceback; ``EMPIRICAL_BATCH_TRACEBACK=1``
 shows the traceback instead (for bug reports). Ctrl-C exits with status 130.
+
+Only the library's own errors (:class:`~empirical_batch.errors.EmpiricalBatchError`)
+and ``OSError`` (a file that cannot be read or written) are user errors: any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import argparse
 import importlib
 import os
 import sys
+
+from empirical_batch.errors import EmpiricalBatchError
 
 COMMANDS = {
     "demo": "Run the built-in demo: theory, tradeoff, simulation and a plan (no GPU, no data).",
@@ -47,10 +53,6 @@ def _message(exc: BaseException) -> str:
     """One line for a user error: the exception's text, with the file it concerns."""
     if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in str(exc):
         text = f"{exc.filename}: {exc.strerror or exc}"
-    elif isinstance(exc, KeyError):
-        text = f"missing key {exc}"
-    elif isinstance(exc, MemoryError):
-        text = "out of memory: ask for fewer points, draws or batch sizes"
     else:
         text = str(exc) or type(exc).__name__
     return " ".join(text.split())
@@ -64,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"empirical-batch {args.command}: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, TypeError, LookupError, OSError, EOFError, RuntimeError,
-            MemoryError) as exc:
+    except (EmpiricalBatchError, OSError) as exc:
         if os.environ.get("EMPIRICAL_BATCH_TRACEBACK"):
             raise
         print(f"empirical-batch {args.command}: error: {_message(exc)}", file=sys.stderr)

@@ -184,8 +184,8 @@ def _fit_steps_tables(args, groups, label, batch, say) -> int:
 def run(args) -> int:
     from pathlib import Path
 
-    from empirical_batch.cli.output import dumps
     from empirical_batch.fit import critical_batch_curve, fit_tradeoff, steps_to_target
+    from empirical_batch.result import dumps
     from empirical_batch.sweeps import load_sweep, read_table
 
     quiet = args.json or args.csv

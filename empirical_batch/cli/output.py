@@ -1,5 +1,6 @@
-"""The commands' output layer: machine-readable output (``--json``, ``--csv``) and the
-wrapper every sub-command's ``run`` goes through (`command`: no input file overwritten,
+"""The commands' output layer: machine-readable output (``--json``, ``--csv``; `dumps`
+is `empirical_batch.result.dumps`) and the wrapper every sub-command's ``run`` goes
+through (`command`: no input file overwritten,
 each warning once on one line, a closed pipe ends the command quietly)."""
 
 from __future__ import annotations
@@ -7,8 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import json
-import math
 import os
 import sys
 import warnings
@@ -16,35 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..errors import InputError
+from ..result import dumps
 
 __all__ = ["check_no_overwrite", "command", "dumps"]
-
-
-def _clean(x: Any) -> Any:
-    """JSON-safe: numpy scalars to Python, tuples to lists, inf to "inf", NaN to null."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return [_clean(v) for v in x.tolist()]
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float):
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-    return x
-
-
-def dumps(obj: Any) -> str:
-    """``json.dumps`` of ``obj`` after `_clean`: strict JSON (no NaN/Infinity tokens);
-    infinite values are the strings ``"inf"``/``"-inf"``, undefined ones ``null``."""
-    return json.dumps(_clean(obj), indent=1, allow_nan=False)
 
 
 # --- the commands' run wrapper: no input overwritten, warnings once, quiet closed pipe ---

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import DataError, InputError
 from ..planning import Hardware
 from .output import command
 
@@ -153,14 +153,10 @@ def tradeoff_from_fit_json(path: Path):
 def tradeoff_and_unit_from_fit_json(path: Path):
     """The Tradeoff of the first identified fit in ``empirical-batch fit --json`` output
     and the fit's unit (``"examples"`` for output that names none)."""
-    import json
-
+    from .._io import read_json
     from ..tradeoff import Tradeoff
 
-    try:
-        data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON ({exc})") from None
+    data = read_json(path)
     fits = data.get("fits", [data]) if isinstance(data, dict) else data
     groups = [f["group"] for f in fits if isinstance(f, dict) and f.get("group")] \
         if isinstance(fits, list) else []
@@ -171,7 +167,11 @@ def tradeoff_and_unit_from_fit_json(path: Path):
         if isinstance(f, dict) and f.get("status") == "identified":
             unit = f.get("unit", data.get("unit", "examples") if isinstance(data, dict)
                          else "examples")
-            return Tradeoff(s_min=float(f["s_min"]), e_min=float(f["e_min"])), str(unit)
+            try:
+                return Tradeoff(s_min=float(f["s_min"]), e_min=float(f["e_min"])), str(unit)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataError(f"{path}: the identified fit lacks a numeric s_min or e_min "
+                                f"({type(exc).__name__}: {exc})") from None
     raise InputError(f"{path}: no fit with status 'identified' (a bound on B_crit does not "
                      "fix the tradeoff; plan from --s-min/--b-crit instead)")
 
@@ -188,11 +188,10 @@ def run(args) -> int:
     notes = _hardware_notes(given, hw, args.timings is not None)
     model = None
     if args.timings is not None:
-        import pandas as pd
-
+        from .._io import read_csv
         from ..throughput import fit_throughput
 
-        model = fit_throughput(pd.read_csv(args.timings))
+        model = fit_throughput(read_csv(args.timings))
     df = plan(t, hw, batch_sizes=args.batch_sizes, devices=args.devices,
               throughput_model=model)
     f = frontier(df)

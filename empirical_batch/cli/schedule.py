@@ -15,7 +15,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import DataError, InputError
 from .output import command
 
 _EPILOG = """\
@@ -88,9 +88,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
 
 def _csv(path: Path, columns: tuple[str, ...]):
-    import pandas as pd
+    from .._io import read_csv
 
-    frame = pd.read_csv(path)
+    frame = read_csv(path)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing columns {missing}; got {list(frame.columns)}")
@@ -99,23 +99,31 @@ def _csv(path: Path, columns: tuple[str, ...]):
 
 def _law_from_fit_json(path: Path):
     """The B_crit(L) law interpolated between the fits, and the fits' unit."""
-    import json
-
     import numpy as np
 
-    data = json.loads(path.read_text())
-    if sum(bool(f and f.get("group")) for f in data.get("fits", [])) > 1:
+    from .._io import read_json
+
+    data = read_json(path)
+    fits = data.get("fits", []) if isinstance(data, dict) else None
+    if not isinstance(fits, list) or not all(isinstance(f, dict | None) for f in fits):
+        raise DataError(f"{path}: not `empirical-batch fit --json` output (expected an "
+                        "object with a list of fits under 'fits')")
+    if sum(bool(f and f.get("group")) for f in fits) > 1:
         raise InputError(f"{path}: one fit per group (`fit --group-by`), not fits of one "
                          "sweep at several targets")
-    fits = [f for f in data.get("fits", [])
+    fits = [f for f in fits
             if f and f.get("status") == "identified" and f.get("target") is not None]
-    if len(fits) < 2:
+    try:
+        pts = sorted((float(f["target"]), float(f["b_crit"])) for f in fits)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{path}: an identified fit lacks a numeric target or b_crit "
+                        f"({type(exc).__name__}: {exc})") from None
+    if len(pts) < 2:
         raise InputError(f"{path}: needs at least 2 identified fits with targets "
                          "(`empirical-batch fit --target L1 L2 ... --json`)")
     units = {f.get("unit", data.get("unit", "examples")) for f in fits}
     if len(units) > 1:
         raise InputError(f"{path}: fits in several units {sorted(units)}")
-    pts = sorted((float(f["target"]), float(f["b_crit"])) for f in fits)
     x = np.log([p[0] for p in pts])
     y = np.log([p[1] for p in pts])
     return (lambda loss: np.exp(np.interp(np.log(loss), x, y))), units.pop()
@@ -161,8 +169,8 @@ def _trajectory(args):
 
 
 def run(args) -> int:
-    from empirical_batch.cli.output import dumps
     from empirical_batch.cli.schedule_table import table
+    from empirical_batch.result import dumps
     from empirical_batch.schedule import (
         design_schedule,
         seesaw_schedule,

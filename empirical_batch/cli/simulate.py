@@ -122,7 +122,7 @@ def run(args) -> int:
         table = nq.best_lr(target, bs, lrs, max_steps=args.steps).to_frame()
         label = "exact steps to target (best lr of the grid)"
     if args.json:
-        from empirical_batch.cli.output import dumps
+        from empirical_batch.result import dumps
 
         print(dumps({"problem": repr(nq), "method": args.method, "target": target,
                      "initial_loss": nq.initial_loss(),

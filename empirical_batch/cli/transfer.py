@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import InputError
+from ..rules import lr_rules
 from ..transfer import HPARAMS, OPTIMIZERS, TRANSFER_RULES, RegimeWarning
 from .output import command
 
@@ -60,7 +61,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     h = parser.add_argument_group("hyperparameters (give any)")
     for key, flag in _FLAGS.items():
         h.add_argument(flag, dest=key, type=float, help=_HELP[key])
-    parser.add_argument("--rule", choices=["linear", "sgd_optimal", "sqrt", "surge"],
+    parser.add_argument("--rule", choices=lr_rules(),
                         help="learning-rate rule (default: sgd_optimal/surge with --b-noise, "
                              "else linear/sqrt)")
     parser.add_argument("--set-rule", type=_rule_pair, action="append", default=[],

@@ -45,7 +45,7 @@ account for that. Seeds resampled jointly across targets would (not done here).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, stats
@@ -53,6 +53,7 @@ from scipy import optimize, stats
 from .._numeric import exp_or_inf
 from .._validate import as_array, as_float, check_level, check_positive
 from ..errors import InputError
+from ..result import Interval, Result, deprecated_alias
 
 __all__ = ["KAPLAN_2020", "BCritLaw", "fit_b_crit_law"]
 
@@ -63,18 +64,20 @@ KAPLAN_2020 = {"alpha_b": 0.21, "b_star": 2e8}
 
 
 @dataclass(frozen=True, repr=False)
-class BCritLaw:
+class BCritLaw(Result):
     r"""A fitted $B_{crit}(L) = B_*/L^{1/\alpha_B}$ (see `fit_b_crit_law`).
 
     Attributes
     ----------
-    alpha_b, alpha_b_ci : float, (float, float)
+    alpha_b, alpha_b_interval : float, Interval
         $\alpha_B = -1/k$ and its interval (see ``status``).
-    b_star, b_star_ci : float, (float, float)
+    b_star, b_star_interval : float, Interval
         $B_*$ (B_crit extrapolated to L = 1, in the units of the input) and its interval.
-    exponent, exponent_ci : float, (float, float)
+    exponent, exponent_interval : float, Interval
         The slope $k$ of $\log B_{crit}$ on $\log L$ and its interval.
-    ci_level : float
+    level : float
+        Confidence level of the intervals (``alpha_b_ci``, ``b_star_ci``,
+        ``exponent_ci`` and ``ci_level`` are the deprecated v0.2 names).
     tau : float
         Scatter of $\log B_{crit}$ about the line beyond the input intervals ($\tau$).
     n : int
@@ -97,12 +100,11 @@ class BCritLaw:
     """
 
     alpha_b: float
-    alpha_b_ci: tuple[float, float]
+    alpha_b_interval: Interval
     b_star: float
-    b_star_ci: tuple[float, float]
+    b_star_interval: Interval
     exponent: float
-    exponent_ci: tuple[float, float]
-    ci_level: float
+    exponent_interval: Interval
     tau: float
     n: int
     losses: tuple[float, ...]
@@ -121,18 +123,26 @@ class BCritLaw:
             out = np.exp(log_b_star + self.exponent * np.log(loss))
         return float(out) if np.ndim(out) == 0 else out
 
+    _legacy_ci = ("alpha_b", "b_star", "exponent")
+    alpha_b_ci = deprecated_alias("alpha_b_interval", "tuple", "alpha_b_ci")
+    b_star_ci = deprecated_alias("b_star_interval", "tuple", "b_star_ci")
+    exponent_ci = deprecated_alias("exponent_interval", "tuple", "exponent_ci")
+    ci_level = deprecated_alias("alpha_b_interval", "level", "ci_level")
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals."""
+        return self.alpha_b_interval.level
+
     def covers(self, alpha_b: float) -> bool:
         """Whether ``alpha_b`` (e.g. Kaplan's 0.21) lies in the interval of $\\alpha_B$."""
-        lo, hi = self.alpha_b_ci
+        lo, hi = self.alpha_b_interval
         return bool(lo <= as_float(alpha_b, "alpha_b") <= hi)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     def __repr__(self) -> str:
-        lo, hi = self.alpha_b_ci
+        lo, hi = self.alpha_b_interval
         return (f"BCritLaw(alpha_b={self.alpha_b:.3g} [{lo:.3g}, {hi:.3g}] at "
-                f"{self.ci_level:g}, b_star={self.b_star:.3g}, n={self.n}, "
+                f"{self.level:g}, b_star={self.b_star:.3g}, n={self.n}, "
                 f"span={self.span:.3g}x, status={self.status!r}"
                 + (", note: B_* overflow" if self.note else "") + ")")
 
@@ -187,7 +197,7 @@ def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 
             raise InputError("the curve's metric is higher-is-better; B_crit(L) needs "
                              "targets that are losses")
         frame = curve.frame[curve.frame["status"].isin(statuses)]
-        levels = {f.ci_level for f in curve.fits if f is not None}
+        levels = {f.level for f in curve.fits if f is not None}
         input_level = levels.pop() if len(levels) == 1 else input_level
         loss, b_crit = frame["target"].to_numpy(float), frame["b_crit"].to_numpy(float)
         lo, hi = frame["b_crit_lo"].to_numpy(float), frame["b_crit_hi"].to_numpy(float)
@@ -263,9 +273,9 @@ def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 
     separated = bool(lo_a is not None and hi_a is not None
                      and (lo_a[i_lo] > hi_a[i_hi] or hi_a[i_lo] < lo_a[i_hi]))
     return BCritLaw(
-        alpha_b=-1.0 / k if k != 0 else math.inf, alpha_b_ci=alpha_ci,
-        b_star=b_star, b_star_ci=b_star_ci,
-        exponent=k, exponent_ci=k_ci, ci_level=lvl, tau=math.sqrt(tau2),
+        alpha_b=-1.0 / k if k != 0 else math.inf, alpha_b_interval=Interval(*alpha_ci, lvl),
+        b_star=b_star, b_star_interval=Interval(*b_star_ci, lvl),
+        exponent=k, exponent_interval=Interval(*k_ci, lvl), tau=math.sqrt(tau2),
         n=n, losses=tuple(float(v) for v in L), b_crit=tuple(float(v) for v in B),
         span=float(B.max() / B.min()), ends_separated=separated, status=status,
         log_b_star=la, note=note,

@@ -3,10 +3,12 @@ r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target (§3).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from .._validate import as_array, check_level
 from ..errors import InputError
@@ -33,7 +35,9 @@ class CriticalBatchCurve(FrameView):
         What ``b_crit`` and ``e_min`` count (`empirical_batch.units`).
     frame : pandas.DataFrame
         One row per target: ``target, s_min, e_min, b_crit, b_crit_lo, b_crit_hi,
-        n_batch_sizes, log_rmse, extrapolation, status, note`` (``to_frame()``).
+        n_batch_sizes, log_rmse, extrapolation, status, note`` (``to_frame()``). A view
+        of the fits: each access returns a new copy, so editing it changes neither the
+        fits nor ``b_crit`` and ``status`` (which read the fits).
     """
 
     targets: tuple[float, ...]
@@ -41,16 +45,20 @@ class CriticalBatchCurve(FrameView):
     notes: tuple[str, ...]
     metric_name: str
     higher_is_better: bool
-    frame: pd.DataFrame
+    _table: pd.DataFrame = field(repr=False)
     unit: str = "examples"
 
     @property
+    def frame(self) -> pd.DataFrame:  # type: ignore[override]
+        return self._table.copy()
+
+    @property
     def b_crit(self) -> np.ndarray:
-        return self.frame["b_crit"].to_numpy(dtype=float)
+        return np.array([np.nan if f is None else f.b_crit for f in self.fits], dtype=float)
 
     @property
     def status(self) -> tuple[str, ...]:
-        return tuple(self.frame["status"])
+        return tuple("not fitted" if f is None else f.status for f in self.fits)
 
     def __repr__(self) -> str:
         ok = sum(f is not None for f in self.fits)
@@ -65,7 +73,7 @@ class CriticalBatchCurve(FrameView):
         cols = ["target", "b_crit", "b_crit_lo", "b_crit_hi", "status", "n_batch_sizes"]
         return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "metric_name": self.metric_name, "higher_is_better": self.higher_is_better,
             "unit": self.unit, "rows": self.frame.to_dict(orient="records"),
@@ -73,14 +81,14 @@ class CriticalBatchCurve(FrameView):
 
 
 def critical_batch_curve(
-    sweep,
-    targets,
+    sweep: Any,
+    targets: ArrayLike,
     *,
     combine: str = "mean",
     config: str | Sequence[str] = "learning_rate",
     level: float | None = None,
     n_boot: int = 1000,
-    seed=0,
+    seed: int | np.random.Generator | None = 0,
     errors: str = "raise",
     progress: bool = False,
     interval: str = "profile",
@@ -123,12 +131,12 @@ def critical_batch_curve(
     unit = sweep_unit(sweep, unit)
     p = prepare(sweep, config)
     rng = np.random.default_rng(seed)
-    it = targets
+    it: Any = targets
     if progress:
         from tqdm.auto import tqdm
 
         it = tqdm(targets, desc="B_crit per target", unit="target")
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     fits: list[TradeoffFit | None] = []
     notes: list[str] = []
     for t in it:
@@ -150,7 +158,7 @@ def critical_batch_curve(
                 if fit.unreached_batch_sizes else "")
         rows.append({
             "target": float(t), "s_min": fit.s_min, "e_min": fit.e_min, "b_crit": fit.b_crit,
-            "b_crit_lo": fit.b_crit_ci[0], "b_crit_hi": fit.b_crit_ci[1],
+            "b_crit_lo": fit.b_crit_interval.low, "b_crit_hi": fit.b_crit_interval.high,
             "n_batch_sizes": fit.n_batch_sizes, "log_rmse": fit.log_rmse,
             "extrapolation": fit.extrapolation, "status": fit.status, "note": note,
         })
@@ -159,5 +167,5 @@ def critical_batch_curve(
     return CriticalBatchCurve(
         targets=tuple(float(t) for t in targets), fits=tuple(fits), notes=tuple(notes),
         metric_name=sweep.metric_name, higher_is_better=sweep.higher_is_better,
-        frame=pd.DataFrame(rows), unit=unit,
+        _table=pd.DataFrame(rows), unit=unit,
     )

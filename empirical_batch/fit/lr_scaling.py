@@ -20,7 +20,7 @@ Undergraduate Statistics Curriculum." The American Statistician 69(4), 2015
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -29,41 +29,45 @@ from scipy import optimize
 from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..errors import InputError
+from ..result import Interval, Result, deprecated_alias
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
 from .tradeoff_fit import TradeoffFit, fit_tradeoff
 
 
-@dataclass(frozen=True)
-class LRRecommendation:
-    """Learning rate (with interval) and predicted steps/examples at one batch size."""
+@dataclass(frozen=True, repr=False)
+class LRRecommendation(Result):
+    """Learning rate (with an `Interval`) and predicted steps/examples at one batch size
+    (``learning_rate_ci`` is the deprecated v0.2 name of the interval, as a pair)."""
 
     batch_size: float
     learning_rate: float
-    learning_rate_ci: tuple[float, float]
+    learning_rate_interval: Interval
     steps: float
     examples: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    _legacy_ci = ("learning_rate",)
+    learning_rate_ci = deprecated_alias("learning_rate_interval", "tuple", "learning_rate_ci")
 
 
-@dataclass(frozen=True)
-class LRScalingFit:
+@dataclass(frozen=True, repr=False)
+class LRScalingFit(Result):
     r"""Fit of $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ (paper eq. 2.6, App. C/E).
 
     ``alpha = 1`` for SGD (and momentum), between ½ and 1 for Adam-like optimizers.
     ``tradeoff_fit`` (when the fit was made from a sweep) supplies predicted steps.
+    ``eps_star_interval``, ``b_star_interval`` and ``alpha_interval`` are `Interval`\ s
+    at confidence ``level`` (``eps_star_ci``, ``b_star_ci``, ``alpha_ci`` and
+    ``ci_level`` are the deprecated v0.2 names).
     """
 
     eps_star: float
     b_star: float
     alpha: float
-    eps_star_ci: tuple[float, float]
-    b_star_ci: tuple[float, float]
-    alpha_ci: tuple[float, float]
-    ci_level: float
+    eps_star_interval: Interval
+    b_star_interval: Interval
+    alpha_interval: Interval
     alpha_fixed: bool
     batch_sizes: tuple[float, ...]
     learning_rates: tuple[float, ...]
@@ -85,6 +89,17 @@ class LRScalingFit:
     """Empty, or what was numerically degenerate: a fitted constant beyond the float
     range (learning rates many decades apart) is ``inf``, said here."""
 
+    _legacy_ci = ("eps_star", "b_star", "alpha")
+    eps_star_ci = deprecated_alias("eps_star_interval", "tuple", "eps_star_ci")
+    b_star_ci = deprecated_alias("b_star_interval", "tuple", "b_star_ci")
+    alpha_ci = deprecated_alias("alpha_interval", "tuple", "alpha_ci")
+    ci_level = deprecated_alias("eps_star_interval", "level", "ci_level")
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals."""
+        return self.eps_star_interval.level
+
     def learning_rate(self, batch_size):
         r"""The fitted law at ``batch_size``: $\epsilon_*/(1 + B_*/B)^\alpha$
         (``"power"``, ``"sgd"``) or the surge law (``"surge"``, with
@@ -100,7 +115,7 @@ class LRScalingFit:
             e, bs, a = self._draws.T
             pred = _law(self.family, e, bs, a, b)
             n_par = 2 if self.family in ("sgd", "surge") or self.alpha_fixed else 3
-            lo, hi = np.quantile(pred, _tails(self.ci_level, len(self.batch_sizes) - n_par))
+            lo, hi = np.quantile(pred, _tails(self.level, len(self.batch_sizes) - n_par))
             lr_ci = (float(lo), float(hi))
         else:
             lr_ci = (math.nan, math.nan)
@@ -109,10 +124,10 @@ class LRScalingFit:
             examples = steps * b
         else:
             steps = examples = math.nan
-        return LRRecommendation(b, lr, lr_ci, steps, examples)
+        return LRRecommendation(b, lr, Interval(*lr_ci, self.level), steps, examples)
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("_draws", "tradeoff_fit")}
+        d = {k: v for k, v in super().to_dict().items() if k != "_draws"}
         d["tradeoff_fit"] = None if self.tradeoff_fit is None else self.tradeoff_fit.to_dict()
         return d
 
@@ -178,8 +193,9 @@ def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
         e_ci = (float(np.quantile(draws[:, 0], q[0])), float(np.quantile(draws[:, 0], q[1])))
         b_ci = (float(np.quantile(draws[:, 1], q[0])), float(np.quantile(draws[:, 1], q[1])))
     return LRScalingFit(
-        eps_star=exp_or_inf(a), b_star=exp_or_inf(c), alpha=math.nan, eps_star_ci=e_ci,
-        b_star_ci=b_ci, alpha_ci=(math.nan, math.nan), ci_level=ci, alpha_fixed=True,
+        eps_star=exp_or_inf(a), b_star=exp_or_inf(c), alpha=math.nan,
+        eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
+        alpha_interval=Interval(math.nan, math.nan, ci), alpha_fixed=True,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
         tradeoff_fit=tradeoff_fit, _draws=draws, family="surge",
@@ -370,7 +386,8 @@ def fit_lr_scaling(
         e_ci = b_ci = a_ci = (math.nan, math.nan)
     return LRScalingFit(
         eps_star=eps_star, b_star=exp_or_inf(lbs), alpha=a_fit,
-        eps_star_ci=e_ci, b_star_ci=b_ci, alpha_ci=a_ci, ci_level=ci,
+        eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
+        alpha_interval=Interval(*a_ci, ci),
         alpha_fixed=alpha is not None,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),

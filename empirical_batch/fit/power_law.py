@@ -3,55 +3,68 @@ r"""Power laws such as $B_{crit}(L) = B_*/L^{1/\alpha}$ (Kaplan et al. 2020)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from .._numeric import exp_or_inf
 from .._validate import as_array, check_level, check_positive, scalar_or_array
 from ..errors import InputError
+from ..result import Interval, Result, deprecated_alias
 
 
-@dataclass(frozen=True)
-class PowerLaw:
+@dataclass(frozen=True, repr=False)
+class PowerLaw(Result):
     r"""$y = a\,x^{k}$ fitted by least squares in log-log space.
 
     For Kaplan et al.'s $B_{crit}(L) = B_*/L^{1/\alpha_B}$: ``coefficient``
     is $B_*$ and ``exponent`` is $-1/\alpha_B$
-    (see `alpha_from_exponent`).
+    (see `alpha_from_exponent`). ``coefficient_interval`` and ``exponent_interval``
+    are `Interval`\ s at confidence ``level`` (``coefficient_ci``, ``exponent_ci`` and
+    ``ci_level`` are the deprecated v0.2 names).
     """
 
     coefficient: float
     exponent: float
-    coefficient_ci: tuple[float, float]
-    exponent_ci: tuple[float, float]
-    ci_level: float
+    coefficient_interval: Interval
+    exponent_interval: Interval
     log_rmse: float
     n: int
     #: empty, or what was numerically degenerate: the coefficient (the law at x = 1) or an
     #: end of its interval beyond the float range is ``inf``, said here; the exponent is exact
     note: str = ""
 
+    _legacy_ci = ("coefficient", "exponent")
+    coefficient_ci = deprecated_alias("coefficient_interval", "tuple", "coefficient_ci")
+    exponent_ci = deprecated_alias("exponent_interval", "tuple", "exponent_ci")
+    ci_level = deprecated_alias("exponent_interval", "level", "ci_level")
+
+    @property
+    def level(self) -> float:
+        """Confidence level of the intervals."""
+        return self.exponent_interval.level
+
     @property
     def interval(self) -> tuple[float, float]:
-        """Confidence interval of the exponent."""
-        return self.exponent_ci
+        """Confidence interval of the exponent, as a pair (see ``exponent_interval``)."""
+        return (self.exponent_interval.low, self.exponent_interval.high)
 
     @property
     def alpha_from_exponent(self) -> float:
         r"""$\alpha = -1/k$ (Kaplan's $\alpha_B$ when y = B_crit, x = L)."""
         return -1.0 / self.exponent
 
-    def __call__(self, x):
+    def __call__(self, x: ArrayLike) -> Any:
         x = check_positive(x, "x")
         return scalar_or_array(self.coefficient * x**self.exponent)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
-def fit_power_law(x, y, *, level: float | None = None, ci: float | None = None) -> PowerLaw:
+def fit_power_law(x: ArrayLike, y: ArrayLike, *, level: float | None = None,
+                  ci: float | None = None) -> PowerLaw:
     r"""Fit $y = a x^k$ by ordinary least squares of $\log y$ on $\log x$.
 
     Intervals are Student-t intervals of the regression (n − 2 degrees of freedom);
@@ -94,10 +107,9 @@ def fit_power_law(x, y, *, level: float | None = None, ci: float | None = None) 
     return PowerLaw(
         coefficient=coef,
         exponent=k,
-        coefficient_ci=coef_ci,
+        coefficient_interval=Interval(*coef_ci, ci),
         note=note,
-        exponent_ci=(k - t * se_k, k + t * se_k),
-        ci_level=ci,
+        exponent_interval=Interval(k - t * se_k, k + t * se_k, ci),
         log_rmse=float(np.sqrt(np.mean(resid**2))),
         n=n,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -15,6 +15,7 @@ from scipy import stats
 
 from .._validate import as_float, check_level, check_positive
 from ..errors import EmpiricalBatchWarning, FitError, InputError
+from ..result import Interval, Result, deprecated_alias
 from ..tradeoff import Tradeoff
 from ..units import UnitMismatch, check_unit
 from .profile import fit_many, fit_point, profile_grid, profile_interval, rss_at
@@ -37,17 +38,22 @@ class TargetAtStart(FitError):
 
 
 @dataclass(frozen=True, repr=False)
-class TradeoffFit:
+class TradeoffFit(Result):
     r"""A fitted tradeoff $S(B) = S_{min}(1 + B_{crit}/B)$ with bootstrap intervals.
 
     Attributes
     ----------
     s_min, e_min, b_crit : float
         Point estimates; ``b_crit = e_min / s_min``.
-    b_crit_ci : tuple of float
-        Interval at level ``ci_level`` (see ``interval`` in `fit_tradeoff`).
-    s_min_ci, e_min_ci : tuple of float
-        Percentile bootstrap intervals at level ``ci_level``.
+    b_crit_interval : Interval
+        Interval on $B_{crit}$ (see ``interval`` in `fit_tradeoff`); its level is
+        ``level``.
+    s_min_interval, e_min_interval : Interval
+        Percentile bootstrap intervals at the same level.
+    level : float
+        The confidence level of the intervals. ``b_crit_ci``, ``s_min_ci``,
+        ``e_min_ci`` (tuples), ``ci_level``, ``b_crit_lo`` and ``b_crit_hi`` are the
+        deprecated v0.2 names.
     bootstrap : str
         ``"seeds"`` (seeds resampled within each batch size) or ``"residuals"``
         (log-residuals resampled, used when a batch size has a single value).
@@ -84,10 +90,9 @@ class TradeoffFit:
     s_min: float
     e_min: float
     b_crit: float
-    b_crit_ci: tuple[float, float]
-    s_min_ci: tuple[float, float]
-    e_min_ci: tuple[float, float]
-    ci_level: float
+    b_crit_interval: Interval
+    s_min_interval: Interval
+    e_min_interval: Interval
     bootstrap: str
     n_boot: int
     batch_sizes: tuple[float, ...]
@@ -111,15 +116,18 @@ class TradeoffFit:
         return Tradeoff(self.s_min, self.e_min)
 
     @property
-    def b_crit_lo(self) -> float:
-        return self.b_crit_ci[0]
+    def level(self) -> float:
+        """Confidence level of the intervals."""
+        return self.b_crit_interval.level
 
-    @property
-    def b_crit_hi(self) -> float:
-        return self.b_crit_ci[1]
+    b_crit_ci = deprecated_alias("b_crit_interval", "tuple", "b_crit_ci")
+    s_min_ci = deprecated_alias("s_min_interval", "tuple", "s_min_ci")
+    e_min_ci = deprecated_alias("e_min_interval", "tuple", "e_min_ci")
+    ci_level = deprecated_alias("b_crit_interval", "level", "ci_level")
+    b_crit_lo = deprecated_alias("b_crit_interval", "low", "b_crit_lo")
+    b_crit_hi = deprecated_alias("b_crit_interval", "high", "b_crit_hi")
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    _legacy_ci = ("b_crit", "s_min", "e_min")
 
     def to_frame(self) -> pd.DataFrame:
         """Per batch size: measured steps/examples, fitted values, log-residual."""
@@ -136,13 +144,13 @@ class TradeoffFit:
         """What the data support: the lower end of the interval for ``"lower_bound"``,
         the upper end for ``"upper_bound"``, the estimate when identified, NaN else."""
         if self.status == "lower_bound":
-            return self.b_crit_ci[0]
+            return self.b_crit_interval.low
         if self.status == "upper_bound":
-            return self.b_crit_ci[1]
+            return self.b_crit_interval.high
         return self.b_crit if self.status == "identified" else math.nan
 
     def _b_crit_text(self) -> str:
-        lo, hi = self.b_crit_ci
+        lo, hi = self.b_crit_interval
         u = self.unit
         if self.status == "lower_bound":
             return f"B_crit > {lo:.4g} {u} (lower bound only)"
@@ -164,7 +172,7 @@ class TradeoffFit:
     def summary(self) -> str:
         """The fit, its interval and its warnings, in a few lines."""
         lines = [
-            f"{self._b_crit_text()} ({self.ci_level:.0%}, {self.bootstrap} bootstrap, "
+            f"{self._b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
             f"n_boot={self.n_boot}); status {self.status}",
             f"S_min = {self.s_min:.4g} steps, E_min = {self.e_min:.4g} {self.unit}; "
             f"{self.n_batch_sizes} batch "
@@ -242,7 +250,7 @@ def fit_tradeoff(
         (scaled by $\sqrt{n/(n-2)}$ for the two fitted parameters);
         ``"auto"`` picks seeds when available.
     interval : {"profile", "f", "percentile"}
-        How ``b_crit_ci`` is formed from the draws. ``"profile"`` (default): the
+        How ``b_crit_interval`` is formed from the draws. ``"profile"`` (default): the
         profile-likelihood set $\{B : F(B) \le c\}$ with
         $F(B) = [\mathrm{RSS}(B) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/(n-2)]$
         and the critical value $c$ calibrated as the ``level`` quantile of the same
@@ -265,7 +273,7 @@ def fit_tradeoff(
         upwards (+3.5 % to +7.5 % at 15 % log-noise, see ``benchmarks/coverage_fit.py``);
         without it the log-space least-squares fit is unbiased. ``bound`` in the
         result reports whether the constraint was active.
-        ``s_min_ci`` and ``e_min_ci`` are always percentile intervals.
+        ``s_min_interval`` and ``e_min_interval`` are always percentile intervals.
     unit : {"examples", "sequences", "tokens"}, optional
         What ``batch_size`` counts (carried into the result's ``unit``); default the
         StepsTable's unit, else ``"examples"``. A unit that contradicts the
@@ -392,10 +400,9 @@ def fit_tradeoff(
         s_min=s_min,
         e_min=s_min * b_crit,
         b_crit=b_crit,
-        b_crit_ci=b_ci,
-        s_min_ci=s_ci,
-        e_min_ci=e_ci,
-        ci_level=ci,
+        b_crit_interval=Interval(*b_ci, ci),
+        s_min_interval=Interval(*s_ci, ci),
+        e_min_interval=Interval(*e_ci, ci),
         bootstrap=bootstrap,
         n_boot=int(n_boot),
         batch_sizes=tuple(b.tolist()),

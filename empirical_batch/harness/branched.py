@@ -34,6 +34,7 @@ import torch
 
 from ..branched import branched_critical_batch
 from ..errors import InputError
+from ..rules import default_lr_rule
 from .config import BranchSpec
 from .noise import ReferenceRun, evenly_spaced
 from .tasks.base import Task
@@ -43,7 +44,7 @@ __all__ = ["BranchSpec", "run_branched"]
 
 #: learning-rate rule of each optimizer's branches: k for SGD (Goyal et al. 2017),
 #: sqrt(k) for Adam (Malladi et al. 2022)
-_RULES = {"sgd": "linear", "adam": "sqrt"}
+_RULES = {opt: default_lr_rule(opt) for opt in ("sgd", "adam")}  # from empirical_batch.rules
 
 
 def _train_steps(task: Task, optimizer: str):
@@ -122,7 +123,8 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun) -> pd.DataFram
             "task": task.name, "optimizer": opt, "step": int(step),
             "eval_loss": start, "base_batch": base, "learning_rate": lr,
             "examples": examples, "tolerance": tolerance,
-            "b_branched_low": res.b_crit_low, "b_branched_high": res.b_crit_high,
+            "b_branched_low": res.b_crit_interval.low,
+            "b_branched_high": res.b_crit_interval.high,
             "branched_status": res.status,
             "diverged_from": next((k * base for k, d in zip(res.factors, res.diverged,
                                                             strict=True) if d), np.nan),

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from .._io import atomic_path
-from ..errors import InputError
+from ..errors import EmpiricalBatchWarning, InputError
 from .config import SweepSpec
 from .tasks.base import Task
 from .trainer import Member, StepBudget, group_members, train_grid
@@ -199,10 +199,10 @@ def sweep_files(out_dir: str | Path, task: str) -> list[Path]:
         if missing or newest_shard <= whole.stat().st_mtime:
             why = "the shard set is incomplete" if missing else "the shard files are older"
             warnings.warn(f"task {task!r}: using {whole.name}; {why}, so the shard files "
-                          "beside it are ignored", stacklevel=2)
+                          "beside it are ignored", EmpiricalBatchWarning, stacklevel=2)
             return [whole]
         warnings.warn(f"task {task!r}: using the {n} shard files, newer than {whole.name}",
-                      stacklevel=2)
+                      EmpiricalBatchWarning, stacklevel=2)
     return files
 
 

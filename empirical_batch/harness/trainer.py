@@ -11,7 +11,7 @@ batched update, so a GPU sees one large program instead of many tiny ones.
 per run, step by step; the tests hold the batched program to it.
 
 The evaluation loss is recorded after ``k`` updates for every ``k`` in the run's
-log-spaced logging steps (`log_steps`), in the sweep schema of DESIGN.md.
+log-spaced logging steps (`log_steps`), in the sweep schema (docs/design.md).
 """
 
 from __future__ import annotations

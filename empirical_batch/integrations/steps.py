@@ -267,7 +267,7 @@ def callback_values(collector, account: StepAccount, prefix: str, *, beta: float
     if not values:
         return {}
     est = collector.estimator.estimate(level)
-    lo, hi, se = est.b_simple_low, est.b_simple_high, est.b_simple_se
+    (lo, hi), se = est.b_simple_interval, est.b_simple_se
     tpe = account.tokens_per_example
     b_tokens = None
     if account.unit == "tokens":  # the estimator counted tokens: convert to sequences

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from .._io import read_csv
+from ..errors import DataError, EmpiricalBatchWarning, InputError
 from ..sweeps import Sweep, load_sweep
 
 __all__ = [
@@ -134,9 +135,9 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
         try:
             entries = json.loads(f.read_text())
         except (json.JSONDecodeError, RecursionError) as exc:
-            raise InputError(f"{f}: not valid JSON: {type(exc).__name__}: {exc}") from None
+            raise DataError(f"{f}: not valid JSON: {type(exc).__name__}: {exc}") from None
         except UnicodeDecodeError as exc:
-            raise InputError(f"{f}: not UTF-8 text ({exc.reason})") from None
+            raise DataError(f"{f}: not UTF-8 text ({exc.reason})") from None
         if not isinstance(entries, dict):
             raise InputError(f"{f}: expected a JSON object of RCP entries at the top level, "
                              f"got a {type(entries).__name__}")
@@ -185,12 +186,8 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
 
 
 def _table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
-    """A CSV with the named columns, or a ValueError naming the file and the key."""
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a readable table ({type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())})") from None
+    """A CSV with the named columns, or a `DataError` naming the file and the key."""
+    frame = read_csv(path)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {missing}")
@@ -386,7 +383,8 @@ def load_mllog(
         import warnings
 
         warnings.warn(f"load_mllog excluded {len(excluded)} run(s) whose progress goes "
-                      f"backwards: {sorted(excluded)[:3]}", stacklevel=2)
+                      f"backwards: {sorted(excluded)[:3]}", EmpiricalBatchWarning,
+                      stacklevel=2)
     if not frames:
         raise InputError(f"no usable MLLOG run in {paths}: {excluded}")
     if higher_is_better is None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._io import read_csv
 from ..errors import InputError
 from ..sweeps import Sweep, load_sweep
 
@@ -97,7 +98,7 @@ def _frame(obj, name) -> pd.DataFrame:
         p = Path(obj)
         if not p.exists():
             raise FileNotFoundError(f"{name} file not found: {p}")
-        return pd.read_csv(p)
+        return read_csv(p)
     raise InputError(f"{name} must be a path or a DataFrame, got {type(obj).__name__}")
 
 

@@ -141,6 +141,38 @@ def total_sq_norm(tensors) -> torch.Tensor:
     return (parts[0] if len(parts) == 1 else torch.cat(parts)).square().sum()
 
 
+def sq_norm_vector(tensors: list[torch.Tensor], keys: list) -> tuple[list, torch.Tensor]:
+    r"""$|t_i|^2$ of each tensor as one float64 vector (float32 on MPS), with the
+    ``keys`` in the vector's order.
+
+    One ``torch._foreach_norm`` per (device, dtype) group (in the tensor's dtype,
+    float32 for fp16/bf16), then one stack, cast and square: a fixed number of kernels
+    however many tensors. With several groups the vector lists them group by group.
+    """
+    if not tensors:
+        raise InputError("no tensors to take the norm of")
+    dev = tensors[0].device
+    groups: dict[tuple, list[int]] = {}
+    for k, t in enumerate(tensors):
+        groups.setdefault((t.device, t.dtype), []).append(k)
+    acc = acc_dtype(dev)
+    parts, order = [], []
+    for (_, dtype), ks in groups.items():
+        kw = {} if dtype in FULL_DTYPES else {"dtype": torch.float32}
+        norms = torch._foreach_norm([tensors[k] for k in ks], 2, **kw)
+        parts.append(torch.stack(norms).to(device=dev, dtype=acc))
+        order += [keys[k] for k in ks]
+    return order, (parts[0] if len(parts) == 1 else torch.cat(parts)).square()
+
+
+def graph_task_id() -> int:
+    """Id of the backward pass (autograd graph task) running now: the collectors queue
+    one end-of-pass callback per task, so a pass that failed half-way does not stop
+    the next one from being measured."""
+    get = getattr(torch._C, "_current_graph_task_id", None)
+    return get() if get is not None else 0
+
+
 def stack_scalars(xs: list[torch.Tensor], device) -> torch.Tensor:
     """``torch.stack`` of same-shape tensors (0-d norms, ``(B,)`` per-layer terms), moved
     to ``device`` when they are spread over several (model parallelism); ``stack``

@@ -27,7 +27,8 @@ Limitations: only reduce-scatters that average (``ReduceOp.AVG``, FSDP's choice 
 CPU/gloo and on CUDA/NCCL unless a custom divide factor or sum reduction is set) are
 supported; a pre-divided sum is refused at `step`. HSDP (an
 extra all-reduce across replica groups) is not handled. Keeping the averaged shard
-for the step costs one extra shard-sized buffer per parameter group.
+for the step costs one extra shard-sized buffer per parameter group (float32 for
+fp16/bf16 reductions); its norms are one fused ``torch._foreach_norm`` at `FSDPNoiseScale.step`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,15 @@ import torch.distributed as dist
 
 from ..errors import InputError, UsageError
 from ..estimators import GNSEstimator
-from ._common import EstimatorMixin, acc_dtype, check_batch_size, norm, resolve_scale
+from ._common import (
+    FULL_DTYPES,
+    EstimatorMixin,
+    acc_dtype,
+    check_batch_size,
+    norm,
+    resolve_scale,
+    sq_norm_vector,
+)
 
 __all__ = ["FSDPNoiseScale"]
 
@@ -69,6 +78,9 @@ class _Recorder(_PlainReduceScatter):
     """One parameter group's reduce-scatter: the real collective plus two norms."""
 
     def __init__(self):
+        self._reset()
+
+    def _reset(self) -> None:
         self.calls = 0
         self.ops: set[str] = set()
         self.local: list[torch.Tensor] = []
@@ -79,15 +91,19 @@ class _Recorder(_PlainReduceScatter):
         work = super().__call__(output_tensor, input_tensor, group, op, async_op)
         if async_op and work is not None:
             work.wait()
-        out = output_tensor.detach().to(acc_dtype(output_tensor.device))
-        self.shard = out.clone() if self.shard is None else self.shard.add_(out)
+        out = output_tensor.detach()
+        if self.shard is None:  # a copy in float32 (fp16/bf16 reductions upcast)
+            self.shard = out.to(out.dtype if out.dtype in FULL_DTYPES else torch.float32,
+                                copy=True)
+        else:
+            self.shard.add_(out)
         self.calls += 1
         self.ops.add(str(op).rsplit(".", 1)[-1])
         return work
 
     def take(self):
         local, shard, calls, ops = self.local, self.shard, self.calls, self.ops
-        self.__init__()
+        self._reset()
         return local, shard, calls, ops
 
 
@@ -186,8 +202,9 @@ class FSDPNoiseScale(EstimatorMixin):
         dev = used[0][1].device
         acc = acc_dtype(dev)
         local = torch.stack([x.to(device=dev, dtype=acc) for t in used for x in t[0]])
-        shards = torch.stack([t[1].square().sum().to(dev) for t in used])
-        stats = torch.stack([local.square().sum(), shards.sum()])
+        # one fused norm over all the groups' shards
+        _, shards = sq_norm_vector([t[1] for t in used], list(range(len(used))))
+        stats = torch.stack([local.square().sum(), shards.to(dev).sum()])
         dist.all_reduce(stats)
         scale = resolve_scale(loss_scale, self.scaler)
         w = self.world_size

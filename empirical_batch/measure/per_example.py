@@ -5,21 +5,29 @@ $\frac1B\sum|g_i|^2$ and $|\frac1B\sum g_i|^2$ are the small (``b=1``)
 and big (``b=B``) squared norms of the two-batch estimator (App. A.1); with
 ``b_small = 1`` the trace estimate is the Bessel-corrected sample variance.
 
-Fast path for ``nn.Linear`` (never materialises per-example gradients): with layer
-input $a_i$ and gradient of the *batch-mean* loss w.r.t. the layer output
-$\delta_i$ (so the example's own output gradient is $B\delta_i$),
+Fast path for ``nn.Linear`` (never materialises the per-example gradients of all
+layers at once): with layer input $a_i$ and gradient of the *batch-mean* loss w.r.t.
+the layer output $\delta_i$ (so the example's own output gradient is $B\delta_i$),
 
 $$
 |\nabla_W \ell_i|^2 = B^2 |\delta_i|^2 |a_i|^2,\qquad
 |\nabla_b \ell_i|^2 = B^2 |\delta_i|^2
 $$
 
-for 2-D inputs, and for sequences (positions $t$)
-$|\nabla_W\ell_i|^2 = B^2\sum_{t,s}(\delta_{it}\cdot\delta_{is})(a_{it}\cdot a_{is})$
-(Gram trick, $O(T^2(d_{in}+d_{out}))$, used when $T(d_{in}+d_{out}) \le
-d_{in} d_{out}$; otherwise the per-example weight gradient of that one layer is
-formed, $O(T d_{in} d_{out})$), $|\nabla_b\ell_i|^2 =
-B^2|\sum_t\delta_{it}|^2$.
+for 2-D inputs. For sequences (positions $t$) each layer takes the cheaper of two
+exact forms, as in Bu et al. (2023, "Differentially Private Optimization on Large
+Model at Small Cost", ICML, arXiv:2210.00038), who choose per layer between them:
+
+* the Gram ("ghost norm") form of Li et al. (2022, "Large Language Models Can Be
+  Strong Differentially Private Learners", ICLR, arXiv:2110.05679),
+  $|\nabla_W\ell_i|^2 + |\nabla_b\ell_i|^2 = B^2\sum_{t,s}(\delta_{it}\cdot
+  \delta_{is})(a_{it}\cdot a_{is} + 1)$, cost $O(T^2(d_{in}+d_{out}))$ per example;
+* the materialised per-example gradient of that one layer,
+  $\nabla_{[W|b]}\ell_i = B\sum_t \delta_{it}[a_{it}, 1]^\top$ (a batched matrix
+  product), then its squared norm, cost $O(T d_{in} d_{out})$ per example;
+
+the Gram form when $T(d_{in}+d_{out}) \le d_{in} d_{out}$. Both are computed with a
+handful of kernels per layer (the bias folded into the same products).
 
 ``nn.Embedding`` (tokens $x_{it}$): $|\nabla_E\ell_i|^2 = B^2\sum_{t,s}
 [x_{it}=x_{is}]\,\delta_{it}\cdot\delta_{is}$ (padding tokens excluded);
@@ -58,43 +66,78 @@ __all__ = ["check_no_batchnorm", "per_example_sq_norms"]
 
 def work_tensor(t: torch.Tensor) -> torch.Tensor:
     """Detached, in the dtype of the per-layer products (float32 for fp16/bf16)."""
-    t = t.detach()
+    return _upcast(t.detach())
+
+
+def _upcast(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself, or float32 for fp16/bf16 (callers run under ``no_grad``)."""
     return t if t.dtype in FULL_DTYPES else t.float()
+
+
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _bmm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``torch.bmm`` in float32 or float64 precision.
+
+    fp16/bf16 operands on CUDA go to the tensor cores with a float32 result
+    (``out_dtype``: float32 accumulation, as exact as upcasting the operands first,
+    which hold the same values, at a fraction of the cost); elsewhere they are upcast.
+    """
+    if x.dtype in HALF_DTYPES and x.dtype == y.dtype and x.is_cuda:
+        try:
+            return torch.bmm(x, y, out_dtype=torch.float32)
+        except (TypeError, RuntimeError, NotImplementedError):  # torch without out_dtype
+            pass
+    return torch.bmm(_upcast(x), _upcast(y))
 
 
 def _rowsq(x: torch.Tensor) -> torch.Tensor:
     """Σ over all but the first dimension of x², shape ``(B,)``."""
-    return torch.linalg.vector_norm(x.reshape(x.shape[0], -1), dim=1).square()
+    return x.square().sum(tuple(range(1, x.ndim)))
 
 
-def _gram_sum(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    r"""$\sum_{t,s}(a_t\cdot a_s)(\delta_t\cdot\delta_s)$ per example.
+# per-example gradient elements the materialised form holds at once (1 GiB in float32)
+MATERIALISED_ELEMENTS = 2**28
 
-    Both Gram matrices are symmetric, so with the positions split in two halves only
-    three of the four blocks are formed: $S = S_{11} + S_{22} + 2 S_{21}$
-    (3/4 of the multiply-adds; the smaller products run less efficiently, so on CPU
-    at T=64 this is 4–8% faster than the full Gram).
+
+def uses_gram(t: int, d_in: int, d_out: int) -> bool:
+    r"""Whether the Gram form ($T^2(d_{in}+d_{out})$ per example) is cheaper than the
+    materialised per-example gradient ($T d_{in} d_{out}$) for a linear layer."""
+    return t * (d_in + d_out) <= d_in * d_out
+
+
+def _linear_sq(a: torch.Tensor, d: torch.Tensor, weight: bool, bias: bool) -> torch.Tensor:
+    r"""$|\nabla_W|^2 + |\nabla_b|^2$ per example of an ``nn.Linear``, without the B²
+    factor, for the parameters asked for (at least one).
+
+    ``a``, ``d``: ``(B, T, d_in)``, ``(B, T, d_out)`` (or ``(B, d)`` for one position)
+    in the products' dtype; returns ``(B,)`` in that dtype.
     """
-    def block(x, y, u, v):
-        return (torch.bmm(x, y.transpose(1, 2)) * torch.bmm(u, v.transpose(1, 2))).sum((1, 2))
-
-    h = a.shape[1] // 2
-    a1, a2, d1, d2 = a[:, :h], a[:, h:], d[:, :h], d[:, h:]
-    return block(a1, a1, d1, d1) + block(a2, a2, d2, d2) + 2 * block(a2, a1, d2, d1)
-
-
-def _linear_weight_sq(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """|per-example weight grad|² of an ``nn.Linear``, without the B² factor.
-
-    ``a``, ``d``: ``(B, T, d_in)``, ``(B, T, d_out)`` in the products' dtype; returns
-    ``(B,)`` in that dtype.
-    """
-    t, din, dout = a.shape[1], a.shape[-1], d.shape[-1]
-    if t == 1:
-        return _rowsq(d) * _rowsq(a)
-    if t * (din + dout) <= din * dout:
-        return _gram_sum(a, d)
-    return _rowsq(torch.bmm(d.transpose(1, 2), a))
+    if a.ndim == 2:  # one position: |δ|² (|a|² + 1)
+        a, d = _upcast(a), _upcast(d)
+        dd = _rowsq(d)
+        if not weight:
+            return dd
+        aa = _rowsq(a)
+        return dd * (aa + 1 if bias else aa)
+    if not weight:
+        return _rowsq(_upcast(d).sum(1))
+    if uses_gram(a.shape[1], a.shape[-1], d.shape[-1]):
+        ga = _bmm(a, a.mT)
+        if bias:
+            ga.add_(1)
+        return (ga * _bmm(d, d.mT)).sum((1, 2))
+    if bias:  # [W | b] = Σ_t δ_t [a_t, 1]ᵀ in one product
+        a = F.pad(a, (0, 1), value=1.0)
+    per_example = a.shape[-1] * d.shape[-1]
+    chunk = max(1, MATERIALISED_ELEMENTS // per_example)
+    if chunk >= a.shape[0]:
+        return _rowsq(_bmm(d.mT, a))
+    # a wide layer (an output layer over a large vocabulary): a few examples at a time,
+    # so that the per-example gradients held at once stay under MATERIALISED_ELEMENTS
+    return torch.cat([_rowsq(_bmm(dc.mT, ac))
+                      for ac, dc in zip(a.split(chunk), d.split(chunk), strict=True)])
 
 
 def layer_kind(m: nn.Module) -> str | None:
@@ -167,6 +210,7 @@ def _fast_modules(model: nn.Module, chosen_ids: set[int]):
     return mods, covered
 
 
+@torch.no_grad()
 def module_sq_norms(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
     """Per-example Σ|grad|² of one module's parameters, without the B² factor.
 
@@ -176,13 +220,16 @@ def module_sq_norms(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
     """
     bsz = inputs[0].shape[0]
 
-    def seq(ts):
-        ts = [work_tensor(t).reshape(bsz, -1, t.shape[-1]) for t in ts]
+    def seq(ts, keep_2d=False, upcast=True):
+        ts = [_upcast(t) for t in ts] if upcast else list(ts)
+        if len(ts) == 1 and (ts[0].ndim == 3 or (keep_2d and ts[0].ndim == 2)):
+            return ts[0]  # already (B, T, d) (or (B, d)): no reshape, no copy
+        ts = [t.reshape(bsz, -1, t.shape[-1]) for t in ts]
         return ts[0] if len(ts) == 1 else torch.cat(ts, 1)  # cat of one would copy
 
-    d = seq(grads)
     kind = layer_kind(m)
     if kind == "embedding":
+        d = seq(grads)
         # grad_i[v] = Σ_{t: x_t = v} δ_t  =>  |grad_i|² = Σ_{t,s} [x_t = x_s] δ_t·δ_s
         idx = inputs[0].reshape(bsz, -1) if len(inputs) == 1 else \
             torch.cat([x.reshape(bsz, -1) for x in inputs], 1)
@@ -190,26 +237,28 @@ def module_sq_norms(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
         if isinstance(pad, int):
             d = d * torch.ne(idx, pad).unsqueeze(-1)
         same = idx.unsqueeze(2) == idx.unsqueeze(1)
-        return (torch.bmm(d, d.transpose(1, 2)) * same).sum((1, 2))
-    wgrad = m.weight.requires_grad
-    bgrad = m.bias is not None and m.bias.requires_grad
-    out = None
+        return (torch.bmm(d, d.mT) * same).sum((1, 2))
+    wgrad = bool(m.weight.requires_grad)
+    bgrad = m.bias is not None and bool(m.bias.requires_grad)
     if kind == "linear":
-        a = seq(inputs)
+        # fp16/bf16 kept as they are: _linear_sq's products give float32 results
+        a, d = seq(inputs, keep_2d=True, upcast=False), seq(grads, keep_2d=True, upcast=False)
+        if a.ndim != d.ndim:
+            a, d = a.reshape(bsz, -1, a.shape[-1]), d.reshape(bsz, -1, d.shape[-1])
         if a.dtype != d.dtype:
             a, d = (t.to(torch.promote_types(a.dtype, d.dtype)) for t in (a, d))
-        if wgrad:
-            out = _linear_weight_sq(a, d)
-    elif wgrad:
-        # LayerNorm: out = x̂ ⊙ w + b  =>  grad_w = Σ_t δ_t ⊙ x̂_t, grad_b = Σ_t δ_t
-        xhat = seq([F.layer_norm(work_tensor(x), m.normalized_shape, eps=m.eps)  # type: ignore[arg-type]
-                    for x in inputs])
-        out = _rowsq((d * xhat.to(d.dtype)).sum(1))
-    if bgrad:
-        sb = _rowsq(d.sum(1))
-        out = sb if out is None else out + sb
-    assert out is not None  # wgrad or bgrad: the caller asks for at least one
-    return out
+        return _linear_sq(a, d, wgrad, bgrad)
+    # LayerNorm: out = x̂ ⊙ w + b  =>  grad_w = Σ_t δ_t ⊙ x̂_t, grad_b = Σ_t δ_t
+    d = seq(grads)
+    if not wgrad:
+        return _rowsq(d.sum(1))
+    xhat = F.layer_norm(seq(inputs), m.normalized_shape, eps=m.eps)  # type: ignore[arg-type]
+    if xhat.dtype != d.dtype:
+        xhat = xhat.to(torch.promote_types(xhat.dtype, d.dtype))
+        d = d.to(xhat.dtype)
+    sw = xhat.mul_(d).sum(1)  # in place: x̂ is a fresh buffer
+    # both sums in one reduction: (B, 2, d) -> (B,)
+    return _rowsq(torch.stack([sw, d.sum(1)], 1)) if bgrad else _rowsq(sw)
 
 
 def per_example_sq_norms(model, loss_fn, inputs, targets, *, params=None,

@@ -3,9 +3,12 @@ r"""`PerExampleNoiseScale`: the per-example noise scale collected during the tra
 Hooks on the fast-path layers (`empirical_batch.measure.per_example`: ``nn.Linear``,
 Hugging Face's ``Conv1D``, ``nn.Embedding``, ``nn.LayerNorm``) record each layer's input
 and output gradient during the ordinary forward/backward and add the per-example
-squared norms (no second pass, no per-example gradients); a post-accumulate-grad hook
-on every parameter takes the batch gradient's squared norm right after the backward
-pass (so clipping or unscaling before `PerExampleNoiseScale.step` changes nothing), and
+squared norms (no second pass; per layer the cheaper of the Gram form and that layer's
+per-example gradient, a few kernels per layer); a post-accumulate-grad hook on every
+parameter notes which received a gradient, and at the end of the backward pass (a
+callback queued on autograd's engine) one ``torch._foreach_norm`` takes the batch
+gradient's squared norms (so clipping or unscaling before `PerExampleNoiseScale.step`
+changes nothing, and the number of kernels does not grow with the number of tensors), and
 
 $$
 |G_{small}|^2 = \frac1B\sum_i |g_i|^2 \ (b_{small} = 1),\qquad
@@ -47,7 +50,14 @@ from torch import nn
 
 from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
-from ._common import EstimatorMixin, norm, resolve_scale, select_params, stack_scalars
+from ._common import (
+    EstimatorMixin,
+    graph_task_id,
+    resolve_scale,
+    select_params,
+    sq_norm_vector,
+    stack_scalars,
+)
 from .per_example import (
     check_no_batchnorm,
     functional_layers,
@@ -216,7 +226,12 @@ class PerExampleNoiseScale(EstimatorMixin):
             for _, m in mods}
         self._parts: list[tuple[str, torch.Tensor]] = []  # (group, (B,) per call)
         self._fwd_calls: dict[int, int] = {}
-        self._big: dict[int, torch.Tensor] = {}  # |.grad| after the backward, all params
+        # parameters whose .grad was accumulated this step, and |.grad|² of each at the end
+        # of the backward pass (one fused norm): (ids in the vector's order, vector)
+        self._received: dict[int, nn.Parameter] = {}
+        self._queued_task: int | None = None
+        self._big: tuple[list[int], torch.Tensor] | None = None
+        self._index_cache: dict[tuple, tuple] = {}
         self._covered = covered
         self._tie_idx: dict[int, torch.Tensor] = {}
         self._tie_m: dict[int, torch.Tensor] = {}
@@ -250,8 +265,21 @@ class PerExampleNoiseScale(EstimatorMixin):
 
     # ------------------------------------------------------------------ hooks
     def _post(self, param):
+        # once per parameter per backward: Python bookkeeping only; the norms are taken
+        # together at the end of the backward pass
         if param.grad is not None:
-            self._big[id(param)] = norm(param.grad.detach())
+            self._received[id(param)] = param
+            task = graph_task_id()
+            if task != self._queued_task:  # the first hook of this backward pass
+                self._queued_task = task
+                torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
+
+    @torch.no_grad()
+    def _end_of_backward(self) -> None:
+        self._queued_task = None
+        grads = [(id(p), p.grad) for p in self._received.values() if p.grad is not None]
+        if grads:
+            self._big = sq_norm_vector([g for _, g in grads], [i for i, _ in grads])
 
     def _fwd(self, m, inp, out):
         if not out.requires_grad or not torch.is_grad_enabled() or inside_torch_func():
@@ -260,7 +288,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         if group in self._broadcast:
             return
         self._fwd_calls[id(m)] = self._fwd_calls.get(id(m), 0) + 1
-        a = inp[0].detach()
+        a = inp[0]  # the products run under no_grad: no detach needed
         pid = id(getattr(m, "weight", None))
         pair = self._pairs.get(pid)
         if pair is not None and m is pair[0][1]:
@@ -317,7 +345,8 @@ class PerExampleNoiseScale(EstimatorMixin):
         training_bn = [n for n, m in self._batchnorms if m.training]
         parts, self._parts = self._parts, []
         calls, self._fwd_calls = self._fwd_calls, {}
-        big, self._big = self._big, {}
+        big, self._big = self._big, None
+        received, self._received = self._received, {}
         tie_missing, self._tie_missing = self._tie_missing, False
         self._tie_idx.clear()
         self._tie_m.clear()
@@ -337,7 +366,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         if tie_missing:
             raise UsageError("the tied embedding and output layer did not both run in "
                                "forward order (embedding first): the cross term is missing")
-        used = {self._group[i] for i in big if i in self._covered}
+        used = {self._group[i] for i in received if i in self._covered}
         called = {self._module_group[i] for i in calls}
         if used - called:
             raise UsageError(
@@ -349,43 +378,58 @@ class PerExampleNoiseScale(EstimatorMixin):
             parts = self._leave_out_broadcast(parts, bsz)
         if bsz < 2:
             raise InputError("the batch must hold >= 2 examples")
-        covered_big = [v for i, v in big.items() if i in self._covered]
-        if not covered_big:
+        if big is None or not any(i in self._covered for i in big[0]):
             raise UsageError("no measured parameter received a gradient this step")
+        ids, sq = big
         scale = resolve_scale(loss_scale, self.scaler)
-        dev = covered_big[0].device
-        acc = torch.float64 if dev.type != "mps" else torch.float32
+        dev = sq.device
+        acc = sq.dtype
         groups = list(self.module_estimators) if self.per_module else []
-        rows = [stack_scalars([v for _, v in parts], dev).to(acc).sum(0).mean()]
-        rows.append(stack_scalars(covered_big, dev).to(acc).square().sum())
-        rows.append(stack_scalars(list(big.values()), dev).to(acc).square().sum())
-        if groups:  # one pass over the parts and the norms, grouped by layer
-            small_by: dict[str, list] = {}
-            big_by: dict[str, list] = {}
-            for n, v in parts:
-                small_by.setdefault(n, []).append(v)
-            for i, v in big.items():
-                if i in self._group:
-                    big_by.setdefault(self._group[i], []).append(v)
-            zero = torch.zeros((), dtype=acc, device=dev)
-            for g in groups:
-                mine, gb = small_by.get(g), big_by.get(g)
-                rows.append(stack_scalars(mine, dev).to(acc).sum(0).mean() if mine else zero)
-                rows.append(stack_scalars(gb, dev).to(acc).square().sum() if gb else zero)
+        part_groups = [g for g, _ in parts]
+        cov, part_g, big_g = self._indices(ids, part_groups, groups, dev)
+        per_part = stack_scalars([v for _, v in parts], dev).to(acc)  # (L, B)
+        # rows: mean_i Σ_layers |g_i|², |ḡ_measured|², |ḡ|², then per layer group (G each)
+        rows = [per_part.sum(0).mean().reshape(1), (sq if cov is None else sq[cov]).sum(
+            ).reshape(1), sq.sum().reshape(1)]
+        if groups:  # one scatter-add over the layers, one over the parameters
+            zero = torch.zeros(len(groups), dtype=acc, device=dev)
+            rows.append(zero.index_add(0, part_g, per_part.mean(1)))
+            rows.append(zero.index_add(0, big_g[1], sq[big_g[0]]))
         b2 = bsz * bsz
+        n_g = len(groups)
 
         def finish(vals):
             if vals[2] > 0 and math.isfinite(vals[2]):
                 self._grad_share[0] += vals[1] / vals[2]
                 self._grad_share[1] += 1
             for j, g in enumerate(groups):
-                small_g, big_g = vals[3 + 2 * j] * b2 / scale**2, vals[4 + 2 * j] / scale**2
+                small_g, big_g = vals[3 + j] * b2 / scale**2, vals[3 + n_g + j] / scale**2
                 if g in self.module_estimators and math.isfinite(small_g) and \
                         math.isfinite(big_g):
                     self.module_estimators[g].update(small_g, 1, big_g, bsz)
             return self._feed(vals[0] * b2, 1, vals[1], bsz, scale)
 
-        return self._defer(torch.stack(rows), finish)
+        return self._defer(torch.cat(rows), finish)
+
+    def _indices(self, ids, part_groups, groups, dev):
+        """Index tensors for this step's reductions, cached (the same every step): the
+        measured entries of the norm vector (``None``: all), each part's group, and
+        (positions, group) of the measured parameters."""
+        key = (tuple(ids), tuple(part_groups))
+        hit = self._index_cache.get(key)
+        if hit is None:
+            cov_pos = [k for k, i in enumerate(ids) if i in self._covered]
+            cov = None if len(cov_pos) == len(ids) else torch.tensor(cov_pos, device=dev)
+            part_g = big_g = None
+            if groups:
+                where = {g: j for j, g in enumerate(groups)}
+                part_g = torch.tensor([where[g] for g in part_groups], device=dev)
+                pos = [k for k in cov_pos if self._group[ids[k]] in where]
+                big_g = (torch.tensor(pos, device=dev, dtype=torch.long),
+                         torch.tensor([where[self._group[ids[k]]] for k in pos], device=dev,
+                                      dtype=torch.long))
+            hit = self._index_cache[key] = (cov, part_g, big_g)
+        return hit
 
     def _leave_out_broadcast(self, parts, bsz):
         """Layers called with a batch of one whose output is broadcast over the examples
@@ -395,6 +439,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         groups = {g for g, v in parts if v.shape[0] != bsz}
         self._broadcast |= groups
         gone = {i for i in self._covered if self._group[i] in groups}
+        self._index_cache.clear()
         self._covered -= gone
         self.params = [(n, p) for n, p in self.params if id(p) not in gone]
         for g in groups:

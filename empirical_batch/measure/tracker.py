@@ -4,11 +4,17 @@ With gradient accumulation each optimizer step already sees ``k`` micro-batch
 gradients $g_1..g_k$ of ``b`` examples and their accumulated mean
 $\bar g$ (a batch of ``k b``). A tensor hook on every parameter receives each
 backward pass's gradient *before* it is added to ``.grad``, i.e. exactly that
-micro-batch's contribution, so $\sum_j |g_j|^2$ is summed on the fly without
-copying any gradient; a post-accumulate-grad hook takes the norm of ``.grad`` right
-after each backward pass, so $|\bar g|^2$ is the value at the *last* backward
-pass. Nothing is read from ``.grad`` at `step`: clipping, ``GradScaler.unscale_``
-or zeroing the gradients before it does not change the result.
+micro-batch's contribution; the hooks only keep a reference to it (no kernel), and
+at the end of the backward pass (a callback queued on autograd's execution engine)
+one ``torch._foreach_norm`` over all of them gives $|g_j|^2$: a fixed number of
+kernels per micro-batch, however many parameter tensors the model has, each gradient
+read once. (On the first pass of a step, when ``.grad`` is ``None``, autograd moves the
+incoming gradient into ``.grad`` without copying it, so that is where it is read, so
+the reference does not force a copy.) At the end of the ``k``-th pass the same callback
+takes the norm of ``.grad``, so $|\bar g|^2$ is the value after the last backward
+pass. Nothing is read from ``.grad`` at `step`: clipping, ``GradScaler.unscale_`` or
+zeroing the gradients before it does not change the result. The sums stay on the
+device until the estimate is read (``sync_every``), so a step issues no host sync.
 The pair
 
 $$
@@ -50,16 +56,16 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..errors import InputError, UsageError
+from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
     EstimatorMixin,
     acc_dtype,
     check_batch_size,
-    norm,
+    graph_task_id,
     resolve_scale,
     select_params,
-    stack_scalars,
+    total_sq_norm,
 )
 
 __all__ = ["GradientNoiseScale"]
@@ -127,10 +133,16 @@ class GradientNoiseScale(EstimatorMixin):
 
     Single process only: under DDP the hooks see local gradients while ``.grad``
     holds the all-reduced one; use `DDPNoiseScaleHook`.
-    Cost: one extra read of each micro-batch gradient (a norm per parameter per
-    backward, in the gradient's dtype, float32 for fp16/bf16) and of ``.grad`` after
-    each backward pass; the squares are summed over parameters
-    and micro-batches in float64. See ``benchmarks/bench_measure.py``.
+    Cost: one extra read of each micro-batch gradient and of ``.grad`` after the
+    ``k``-th pass, as one ``torch._foreach_norm`` per backward pass and gradient dtype
+    (in the gradient's dtype, float32 for fp16/bf16) plus a few scalar kernels: the
+    number of kernels does not grow with the number of parameter tensors. The squares
+    are summed over parameters and micro-batches in float64, on the device; with
+    ``sync_every > 1`` a step issues no host sync (a ``GradScaler``'s scale is read on
+    the host, though). Holding each micro-batch gradient until the end of its backward
+    pass keeps it alive that long (at most one gradient's size). A short ragged step
+    (fewer passes than ``accumulation_steps``) reads ``.grad`` at `step`. See
+    ``benchmarks/bench_measure.py``.
 
     Examples
     --------
@@ -192,14 +204,17 @@ class GradientNoiseScale(EstimatorMixin):
         self._init_sync(sync_every)
         self.skipped = {"non_finite": 0, "no_optimizer_state": 0, "single_backward": 0,
                         "accumulation_mismatch": 0}
-        self._micro: list[torch.Tensor] = []
-        self._count: dict[int, int] = {}
-        self._big: dict[int, torch.Tensor] = {}  # |.grad| after each parameter's last pass
+        self._micro: list[torch.Tensor] = []  # Σ_p |g_{j,p}|² of pass j (0-d, device)
+        self._count: dict[int, int] = {}  # backward passes that reached each parameter
+        self._n = 0  # max of _count: the current pass
+        # per backward pass (autograd graph task): (param, grad or None = read .grad)
+        self._pending_grads: dict[int, list[tuple[nn.Parameter, torch.Tensor | None]]] = {}
+        self._big: torch.Tensor | None = None  # |.grad|² after the k-th (or later) pass
+        self._denoms: dict[int, torch.Tensor] = {}  # preconditioner, once per step
+        self._not_accumulated = False
         self._no_state = False
         self._warned = False
         self._handles = [p.register_hook(self._make_hook(p)) for _, p in self.params]
-        self._handles += [p.register_post_accumulate_grad_hook(self._make_post_hook(p))
-                          for _, p in self.params]
 
     def __repr__(self) -> str:
         n = sum(p.numel() for _, p in self.params)
@@ -210,42 +225,80 @@ class GradientNoiseScale(EstimatorMixin):
 
     # ----------------------------------------------------------------- hooks
     def _make_hook(self, p):
-        key, count = id(p), self._count
+        key, count, pending = id(p), self._count, self._pending_grads
+        queue = torch.autograd.Variable._execution_engine.queue_callback
 
         def hook(grad):
-            # runs once per parameter per backward: kept to a few Python operations
-            count[key] = count.get(key, 0) + 1
-            g = grad.detach()
-            if self.preconditioned:
-                denom = self._denominator(p)
-                if denom is None:
-                    self._no_state = True
-                    return None
-                g = g / denom
-            self._micro.append(norm(g))
+            # once per parameter per backward: Python bookkeeping only, no kernel
+            c = count[key] = count.get(key, 0) + 1
+            if c > self._n:
+                self._n = c
+            task = graph_task_id()
+            mine = pending.get(task)
+            if mine is None:  # the first hook of this backward pass
+                mine = pending[task] = []
+                queue(lambda: self._end_of_pass(task))
+            # with .grad None, autograd moves `grad` into .grad unless another reference
+            # holds it (then it copies): read it from there at the end of the pass
+            mine.append((p, grad if p.grad is not None else None))
             return None
 
         return hook
 
-    def _make_post_hook(self, p):
-        key, big = id(p), self._big
-
-        def post(param):
-            # .grad now holds c * (sum of this step's micro-batch gradients so far)
-            g = param.grad
+    @torch.no_grad()
+    def _end_of_pass(self, task: int) -> None:
+        """End of a backward pass: this micro-batch's squared norm in one fused norm
+        (and, from the k-th pass on, that of ``.grad``)."""
+        pending = self._pending_grads.pop(task, [])
+        grads = []
+        for p, g in pending:
             if g is None:
-                return
-            g = g.detach()
-            if self.preconditioned:
-                denom = self._denominator(param)
-                if denom is None:
-                    return
-                g = g / denom
-            big[key] = norm(g)
+                g = p.grad
+                if g is None:  # torch.autograd.grad: nothing reached .grad
+                    self._not_accumulated = True
+                    continue
+            grads.append((p, g))
+        if not grads:
+            return
+        sq = self._sq_norm(grads)
+        if sq is None:
+            return
+        j = self._n - 1
+        if j < len(self._micro):  # reentrant backward (checkpointing): same pass
+            self._micro[j] = self._micro[j] + sq
+        else:
+            while len(self._micro) < j:
+                self._micro.append(torch.zeros_like(sq))
+            self._micro.append(sq)
+        if self._n >= self.accumulation_steps:
+            self._big = self._grad_sq_norm()
 
-        return post
+    def _sq_norm(self, grads) -> torch.Tensor | None:
+        """Σ |g|² over ``(param, grad)`` pairs: one ``_foreach_norm`` per dtype, summed
+        in float64 (divided by the Adam denominator first when preconditioned)."""
+        gs = [g.detach() for _, g in grads] if self.preconditioned else [g for _, g in grads]
+        if self.preconditioned:
+            denoms = []
+            for p, _ in grads:
+                d = self._denoms.get(id(p))
+                if d is None:
+                    d = self._denominator(p)
+                    if d is None:
+                        self._no_state = True
+                        return None
+                    self._denoms[id(p)] = d
+                denoms.append(d)
+            gs = list(torch._foreach_div(gs, denoms))
+        return total_sq_norm(gs)
+
+    def _grad_sq_norm(self) -> torch.Tensor | None:
+        """|.grad|² over the tracked parameters (``None`` if none has a gradient)."""
+        grads = [(p, p.grad) for _, p in self.params if p.grad is not None]
+        return self._sq_norm(grads) if grads else None
 
     def _denominator(self, p):
+        if self.optimizer is None:
+            return None
         state = self.optimizer.state.get(p)
         if not state or "exp_avg_sq" not in state:
             return None
@@ -265,8 +318,15 @@ class GradientNoiseScale(EstimatorMixin):
         self._handles = []
         self.params = []
         self.optimizer = None
-        self._micro, self._big = [], {}
-        self._count.clear()
+        self._reset_step()
+
+    def _reset_step(self) -> None:
+        self._micro, self._big, self._no_state = [], None, False
+        self._not_accumulated = False
+        self._count.clear()  # the hooks hold these
+        self._pending_grads.clear()
+        self._denoms.clear()
+        self._n = 0
 
     def __enter__(self):
         return self
@@ -350,11 +410,10 @@ class GradientNoiseScale(EstimatorMixin):
                 "step() called before any backward pass reached the tracked parameters "
                 "(call it after loss.backward() and before optimizer.zero_grad())"
             )
-        n = max(self._count.values())
-        micro, no_state, bigs = self._micro, self._no_state, list(self._big.values())
-        self._micro, self._no_state = [], False
-        self._count.clear()  # the hooks hold these
-        self._big.clear()
+        n = self._n
+        micro, no_state, big = self._micro, self._no_state, self._big
+        not_accumulated = self._not_accumulated
+        self._reset_step()
         if skip is not None:
             if not isinstance(skip, str) or not skip:
                 raise InputError(f"skip must be a non-empty reason (a string), got {skip!r}")
@@ -370,28 +429,34 @@ class GradientNoiseScale(EstimatorMixin):
                 warnings.warn(
                     f"{n} backward passes since the last step(), but accumulation_steps="
                     f"{self.accumulation_steps}: the step is skipped (pass "
-                    "micro_batch_size= per backward pass for a ragged step)", stacklevel=2)
+                    "micro_batch_size= per backward pass for a ragged step)",
+                    EmpiricalBatchWarning, stacklevel=2)
             return None
         sizes = self._sizes(micro_batch_size, n)
         c = self._weights(weights, n)
         if no_state:
             self.skipped["no_optimizer_state"] += 1
             return None
-        if not bigs:
+        if not_accumulated:
+            raise UsageError(
+                "a backward pass reached the tracked parameters without accumulating into "
+                ".grad (torch.autograd.grad?): GradientNoiseScale reads the first "
+                "micro-batch's gradient from .grad; use loss.backward()")
+        if big is None:  # fewer passes than accumulation_steps (a ragged step)
+            big = self._grad_sq_norm()
+            self._denoms.clear()
+        if big is None or not micro:
             raise UsageError("no gradient was accumulated into the tracked parameters")
         scale = resolve_scale(loss_scale, self.scaler)
-        dev = bigs[0].device
-        acc = acc_dtype(dev)
-        big = stack_scalars(bigs, dev).to(acc).square().sum()
-        # one device->host transfer for both sums (Σ over parameters in float64)
-        stats = torch.stack([stack_scalars(micro, dev).to(acc).square().sum(), big])
+        # one device->host transfer for all: |g_j|² per pass and |.grad|² (float64)
+        stats = torch.stack([*micro, big.to(micro[0].device)])
         a, s, cc = self._design(sizes, c)
         c0 = c[0] * c[0]  # the common factor taken out of a, s and C
 
         def finish(values):
             # hooks see c_j g_j, .grad holds Σ c_j g_j; with E|g_j|² = |G|² + trΣ/n_j:
             # E Σ|c_j g_j|² = a |G|² + s trΣ and E|Σ c_j g_j|² = C |G|² + s trΣ
-            micro_sum, big = values
+            micro_sum, big = sum(values[:-1]), values[-1]
             return self._feed(micro_sum / (c0 * a), a / s, big / (c0 * cc), cc / s, scale)
 
         return self._defer(stats, finish)

@@ -50,7 +50,7 @@ def plot_steps_vs_batch(fit, ax=None, *, label: str | None = None):
     bb = np.geomspace(b.min() / 2, b.max() * 2, 200)
     line = ax.plot(bb, fit.tradeoff.steps(bb), label=label or "S(B) fit")[0]
     ax.scatter(b, fit.steps, color=line.get_color(), zorder=3)
-    lo, hi = fit.b_crit_ci
+    lo, hi = fit.b_crit_interval
     if np.isfinite(lo) and np.isfinite(hi):
         ax.axvspan(max(lo, bb[0]), min(hi, bb[-1]), color=line.get_color(), alpha=0.15)
     ax.axvline(fit.b_crit, color=line.get_color(), ls="--", lw=1)

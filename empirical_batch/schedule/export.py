@@ -85,7 +85,7 @@ def to_levanter(schedule: BatchSchedule) -> list[dict]:
 
 def to_json(schedule: BatchSchedule, path) -> Path:
     """The schedule (stages, predictions, notes) as JSON, written atomically."""
-    from ..cli.output import dumps
+    from ..result import dumps
 
     return atomic_write_text(path, dumps(schedule.to_dict()) + "\n")
 

@@ -56,12 +56,13 @@ import pandas as pd
 
 from .._numeric import trapezoid
 from ..errors import InputError
+from ..rules import RULES, default_lr_rule, ratio_rules
 from .trajectory import NoiseTrajectory
 
 __all__ = ["BatchSchedule", "design_schedule", "seesaw_schedule"]
 
 POLICIES = ("app_d", "doubling", "seesaw")
-LR_RULES = ("sqrt", "linear")
+LR_RULES = tuple(sorted(ratio_rules(), reverse=True))  # ("sqrt", "linear"), from rules
 
 
 @dataclass(frozen=True, repr=False)
@@ -145,8 +146,7 @@ def _levels(base: int, granularity: int, max_batch: float) -> np.ndarray:
 
 
 def _lr_factor(rule: str, b: np.ndarray, b0: float) -> np.ndarray:
-    ratio = b / b0
-    return np.sqrt(ratio) if rule == "sqrt" else ratio
+    return np.asarray(RULES[rule].factor(b / b0), dtype=float)
 
 
 def _grid(traj: NoiseTrajectory, n: int = 4001) -> np.ndarray:
@@ -246,7 +246,7 @@ def design_schedule(
                          f"learning-rate schedule), got {policy!r}")
     if optimizer not in ("adam", "sgd"):
         raise InputError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
-    lr_rule = "sqrt" if optimizer == "adam" else "linear"
+    lr_rule = default_lr_rule(optimizer)  # sqrt for Adam, linear for SGD
     mb = _check_common(base_batch, granularity, max_batch, lr_rule)
     levels = _levels(base_batch, granularity, mb)
     g = _grid(trajectory)

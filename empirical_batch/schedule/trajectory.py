@@ -221,8 +221,8 @@ class NoiseTrajectory:
         results) taken at ``examples`` of a run at ``batch_size``: the critical batch is
         the bracket's geometric middle (its lower end when unbounded above), its lower
         bound the bracket's lower end."""
-        lo = np.array([r.b_crit_low for r in results], dtype=float)
-        hi = np.array([r.b_crit_high for r in results], dtype=float)
+        lo = np.array([r.b_crit_interval.low for r in results], dtype=float)
+        hi = np.array([r.b_crit_interval.high for r in results], dtype=float)
         mid = np.where(np.isfinite(hi), np.sqrt(lo * hi), lo)
         t = cls.from_examples(examples, mid, batch_size, lower=lo, source="branched training")
         return t

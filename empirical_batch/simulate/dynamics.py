@@ -11,15 +11,12 @@ map. The functions take the problem as their first argument; the methods of
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._validate import as_array, check_positive, scalar_or_array
 from ..errors import InputError
-
-if TYPE_CHECKING:
-    from .quadratic import NoisyQuadratic
+from .problem import QuadraticProblem
 
 CHUNK = 1 << 19
 """Elements (configurations x dims) handled at once: bounded memory."""
@@ -37,7 +34,7 @@ def lr_and_batch(lr, batch_size) -> tuple[np.ndarray, np.ndarray]:
     return check_positive(lr, "lr"), check_positive(batch_size, "batch_size")
 
 
-def plain_terms(problem: NoisyQuadratic, a, b):
+def plain_terms(problem: QuadraticProblem, a, b):
     """log rho, q and 1 - rho for broadcast arrays a, b (shape (..., 1))."""
     x = a * problem.update_curvature  # a * p h
     with np.errstate(divide="ignore"):
@@ -47,7 +44,7 @@ def plain_terms(problem: NoisyQuadratic, a, b):
     return logrho, q, one_minus
 
 
-def plain_moment(problem: NoisyQuadratic, a, b, k):
+def plain_moment(problem: QuadraticProblem, a, b, k):
     logrho, q, one_minus = plain_terms(problem, a, b)
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         rk = np.where(k == 0, 1.0, np.exp(k * logrho))
@@ -57,7 +54,7 @@ def plain_moment(problem: NoisyQuadratic, a, b, k):
     return m
 
 
-def noise_batch(problem: NoisyQuadratic, b: np.ndarray) -> np.ndarray:
+def noise_batch(problem: QuadraticProblem, b: np.ndarray) -> np.ndarray:
     r"""The batch size the noise sees: :math:`B`, or with a finite pool of :math:`D`
     examples sampled without replacement, :math:`B_{eff} = 1/(1/B - 1/D) = BD/(D - B)`
     (the batch-mean variance is :math:`c(1/B - 1/D)`; ``inf`` at :math:`B = D`)."""
@@ -71,7 +68,7 @@ def noise_batch(problem: NoisyQuadratic, b: np.ndarray) -> np.ndarray:
         return np.where(b >= d, np.inf, b * d / np.maximum(d - b, 1e-300))
 
 
-def chunked(problem: NoisyQuadratic, lr, batch_size, steps, fn):
+def chunked(problem: QuadraticProblem, lr, batch_size, steps, fn):
     """Broadcast (lr, B, steps), apply fn(a, b, k) -> (..., d) chunk-wise (``b`` is the
     noise's batch size, `noise_batch`)."""
     a, b = lr_and_batch(lr, batch_size)
@@ -89,7 +86,7 @@ def chunked(problem: NoisyQuadratic, lr, batch_size, steps, fn):
     return res.reshape(shape + res.shape[1:])
 
 
-def plain_split(problem: NoisyQuadratic, a, b):
+def plain_split(problem: QuadraticProblem, a, b):
     """L_inf, weights w_i, log rho_i and convergence flag for (n, 1) arrays."""
     logrho, q, one_minus = plain_terms(problem, a, b)
     act = problem.active
@@ -106,18 +103,18 @@ def plain_split(problem: NoisyQuadratic, a, b):
     return l_inf, w, logrho, converges
 
 
-def state_dim(problem: NoisyQuadratic) -> int:
+def state_dim(problem: QuadraticProblem) -> int:
     return 1 + (problem.momentum > 0) + (problem.ema is not None)
 
 
-def loss_index(problem: NoisyQuadratic) -> int:
+def loss_index(problem: QuadraticProblem) -> int:
     """Index into vec(S) of the second moment whose loss is reported."""
     n = state_dim(problem)
     j = n - 1 if problem.ema is not None else 0
     return j * n + j
 
 
-def linear_system(problem: NoisyQuadratic, a, b):
+def linear_system(problem: QuadraticProblem, a, b):
     """A (..., d, n, n), noise vector bvec (..., d, n) and per-direction variance."""
     beta, g = problem.momentum, problem.ema
     n = state_dim(problem)
@@ -141,7 +138,7 @@ def linear_system(problem: NoisyQuadratic, a, b):
     return A, bv, var
 
 
-def affine_map(problem: NoisyQuadratic, a, b):
+def affine_map(problem: QuadraticProblem, a, b):
     """Augmented (m+1)x(m+1) matrix of vec S -> (A⊗A) vec S + var vec(bbᵀ)."""
     A, bv, var = linear_system(problem, a, b)
     n = A.shape[-1]
@@ -157,13 +154,13 @@ def affine_map(problem: NoisyQuadratic, a, b):
     return M, n
 
 
-def initial_state(problem: NoisyQuadratic, n):
+def initial_state(problem: QuadraticProblem, n):
     return np.concatenate(
         [np.repeat(problem.init[:, None], n * n, axis=1), np.ones((problem.dims, 1))], axis=1
     )
 
 
-def linear_moments(problem: NoisyQuadratic, a, b, k):
+def linear_moments(problem: QuadraticProblem, a, b, k):
     """vec(S_k) per direction, shape (rows, d, n*n), by repeated squaring."""
     M, n = affine_map(problem, a, b)  # (rows, d, m+1, m+1)
     k = np.broadcast_to(k, (*M.shape[:1], 1))[:, 0].astype(np.int64)
@@ -181,7 +178,7 @@ def linear_moments(problem: NoisyQuadratic, a, b, k):
     return v[..., : n * n]
 
 
-def linear_stationary(problem: NoisyQuadratic, a, b) -> float:
+def linear_stationary(problem: QuadraticProblem, a, b) -> float:
     M, n = affine_map(problem, a[None, :], b[None, :])
     M = M[0]
     m = n * n
@@ -194,7 +191,7 @@ def linear_stationary(problem: NoisyQuadratic, a, b) -> float:
     return float(0.5 * problem.curvature @ s[:, loss_index(problem)])
 
 
-def second_moment(problem: NoisyQuadratic, lr, batch_size, steps) -> np.ndarray:
+def second_moment(problem: QuadraticProblem, lr, batch_size, steps) -> np.ndarray:
     """Exact E[theta_i(k)^2]: see `NoisyQuadratic.second_moment`."""
     if problem.is_plain:
         return chunked(problem, lr, batch_size, steps, partial(plain_moment, problem))
@@ -203,23 +200,91 @@ def second_moment(problem: NoisyQuadratic, lr, batch_size, steps) -> np.ndarray:
     )
 
 
-def expected_loss(problem: NoisyQuadratic, lr, batch_size, steps):
-    """Exact expected loss: see `NoisyQuadratic.expected_loss`."""
-    h = problem.curvature
-    idx = 0 if problem.is_plain else loss_index(problem)
+def plain_loss_parts(problem: QuadraticProblem, a: float, k: np.ndarray, *, rows: int = 0):
+    r"""The two sums of plain SGD's expected loss at one rate, affine in :math:`1/B`.
 
-    def fn(a, b, k):
-        if problem.is_plain:
-            return plain_moment(problem, a, b, k)
-        return linear_moments(problem, a, b, k)[..., idx]
+    With :math:`x_i = a\hat h_i`, :math:`\rho_i = (1 - x_i)^2` and
+    :math:`g_i(k) = (1 - \rho_i^k)/(1 - \rho_i)` (:math:`= k` at :math:`\rho_i = 1`),
+
+    .. math::
+        E[L](k) = \underbrace{\tfrac12\sum_i h_i \rho_i^k m_i(0)}_{P(a, k)}
+        + \frac1B\,\underbrace{\tfrac12\sum_i h_i a^2 \hat c_i\, g_i(k)}_{Q(a, k)},
+
+    so one pass over the directions per (rate, step) serves every batch size, and the
+    per-direction factors of one rate are shared by all its steps. ``k`` is 1-D (steps
+    > 0), handled ``rows`` at a time (default: ``CHUNK`` elements); returns ``P, Q`` of
+    its shape. The terms are those of `plain_moment` up to rounding (powers below the
+    smallest normal double count as 0)."""
+    h = problem.curvature
+    x = a * problem.update_curvature
+    with np.errstate(divide="ignore"):
+        logrho = 2.0 * np.log(np.abs(1.0 - x))  # 0 where rho = 1
+    one_minus = x * (2.0 - x)  # 1 - rho without cancellation
+    noise = a * a * problem.update_noise
+    flat = one_minus == 0  # rho = 1: g(k) = k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(noise == 0, 0.0, 0.5 * h * noise / np.where(flat, 1.0, one_minus))
+    w_flat = float(np.where(flat & (noise != 0), 0.5 * h * noise, 0.0).sum())
+    w_init = 0.5 * h * problem.init
+    p, q = np.empty(k.size), np.empty(k.size)
+    rows = rows or max(1, CHUNK // problem.dims)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for s in range(0, k.size, rows):
+            kk = k[s : s + rows]
+            e = np.multiply.outer(kk, logrho)
+            # rho^k below the smallest normal double is taken as 0: exp's subnormal
+            # results are many times slower to compute and weigh nothing in the loss
+            p[s : s + rows] = np.einsum("kd,d->k", np.exp(np.where(e < _LOG_TINY, -np.inf, e)),
+                                        w_init)
+            q[s : s + rows] = kk * w_flat - np.einsum("kd,d->k", np.expm1(e), w)
+    return p, q
+
+
+_LOG_TINY = float(np.log(np.finfo(float).tiny))
+
+
+def _plain_expected_loss(problem: QuadraticProblem, a, b, k) -> np.ndarray:
+    """Plain SGD's expected loss on broadcast (a, b, k) from `plain_loss_parts`: the
+    sums over directions once per distinct (rate, step) pair, in chunks of bounded
+    memory; each batch size then costs one multiply-add."""
+    shape = np.broadcast_shapes(a.shape, b.shape, k.shape)
+    af = np.broadcast_to(a, shape).ravel()
+    kf = np.broadcast_to(k, shape).ravel()
+    inv_b = 1.0 / np.broadcast_to(b, shape).ravel()
+    pairs, inverse = np.unique(np.stack([af, kf], axis=1), axis=0, return_inverse=True)
+    p = np.full(len(pairs), problem.initial_loss())  # step 0: the initial loss
+    q = np.zeros(len(pairs))
+    later = np.flatnonzero(pairs[:, 1] > 0)
+    rates, starts = np.unique(pairs[later, 0], return_index=True)
+    ends = [*starts[1:], later.size][: rates.size]
+    for rate, lo, hi in zip(rates, starts, ends, strict=True):
+        idx = later[lo:hi]
+        p[idx], q[idx] = plain_loss_parts(problem, float(rate), pairs[idx, 1])
+    inverse = inverse.ravel()
+    with np.errstate(over="ignore", invalid="ignore"):
+        noise = np.where(inv_b == 0, 0.0, q[inverse] * inv_b)  # B_eff = inf: no noise
+        return (p[inverse] + noise).reshape(shape)
+
+
+def expected_loss(problem: QuadraticProblem, lr, batch_size, steps):
+    """Exact expected loss: see `NoisyQuadratic.expected_loss`. Memory is bounded by
+    ``CHUNK`` elements of scratch plus the result, whatever the grid."""
+    h = problem.curvature
+    if problem.is_plain:
+        a, b = lr_and_batch(lr, batch_size)
+        loss = _plain_expected_loss(problem, a, noise_batch(problem, b), check_steps(steps))
+        return scalar_or_array(loss)
+    idx = loss_index(problem)
+
+    def fn(a, b, k):  # one loss per configuration: the moments never pile up
+        return 0.5 * (linear_moments(problem, a, b, k)[..., idx] @ h)
 
     with np.errstate(over="ignore", invalid="ignore"):
-        m = chunked(problem, lr, batch_size, steps, fn)
-        loss = 0.5 * np.einsum("...d,d->...", m, h)
+        loss = chunked(problem, lr, batch_size, steps, fn)
     return scalar_or_array(loss)
 
 
-def stationary_loss(problem: NoisyQuadratic, lr, batch_size):
+def stationary_loss(problem: QuadraticProblem, lr, batch_size):
     """Limit of the expected loss: see `NoisyQuadratic.stationary_loss`."""
     a, b = lr_and_batch(lr, batch_size)
     b = noise_batch(problem, b)

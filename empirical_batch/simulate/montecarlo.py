@@ -242,7 +242,7 @@ def _run_chunk(problem, bs, lrs, steps, seeds, rec, gen, dev, tdtype, table, bar
                 idx = torch.randint(0, table.shape[0], (lrs.size, seeds, b), generator=gen,
                                     device=dev)
                 xi[i] = table[idx].mean(dim=2)
-        if beta > 0:
+        if prev is not None:  # momentum (beta > 0)
             # prev <- u θ - β prev - scale ξ, then swap: fused, no new tensors
             prev.mul_(-beta).addcmul_(theta, u).addcmul_(xi, scale, value=-1.0)
             theta, prev = prev, theta

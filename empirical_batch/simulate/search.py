@@ -9,7 +9,6 @@ recursion is iterated step by step up to a limit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -33,9 +32,7 @@ from .dynamics import (
     noise_batch,
     plain_split,
 )
-
-if TYPE_CHECKING:
-    from .quadratic import NoisyQuadratic
+from .problem import QuadraticProblem
 
 __all__ = ["BestLR", "best_lr", "steps_to_target"]
 
@@ -81,7 +78,7 @@ class BestLR:
 
 
 def steps_to_target(
-    problem: NoisyQuadratic, target, lr, batch_size, *, max_steps: int | None = None
+    problem: QuadraticProblem, target, lr, batch_size, *, max_steps: int | None = None
 ):
     """Exact steps to a target: see `NoisyQuadratic.steps_to_target`."""
     t = check_positive(target, "target")
@@ -99,7 +96,7 @@ def steps_to_target(
     return scalar_or_array(out.reshape(shape))
 
 
-def plain_steps(problem: NoisyQuadratic, t, a, b) -> np.ndarray:
+def plain_steps(problem: QuadraticProblem, t, a, b) -> np.ndarray:
     """Exact first crossings for plain SGD; runs grouped by learning rate.
 
     Runs with the same rate share decay rates rho_i and have weights
@@ -153,7 +150,7 @@ def plain_steps(problem: NoisyQuadratic, t, a, b) -> np.ndarray:
     return out
 
 
-def general_steps(problem: NoisyQuadratic, t, a, b) -> np.ndarray:
+def general_steps(problem: QuadraticProblem, t, a, b) -> np.ndarray:
     l_inf, w, logrho, conv = plain_split(problem, a[:, None], b[:, None])
     k = np.full(t.size, np.inf)
     if conv.any():
@@ -163,7 +160,7 @@ def general_steps(problem: NoisyQuadratic, t, a, b) -> np.ndarray:
     return k
 
 
-def scan_steps(problem: NoisyQuadratic, t, a, b, limit):
+def scan_steps(problem: QuadraticProblem, t, a, b, limit):
     """Iterate the second-moment recursion; first k with loss <= t (or inf)."""
     n_runs = t.size
     out = np.full(n_runs, np.inf)
@@ -192,7 +189,7 @@ def scan_steps(problem: NoisyQuadratic, t, a, b, limit):
 
 
 def best_lr(
-    problem: NoisyQuadratic, target, batch_size, lrs, *, max_steps: int | None = None
+    problem: QuadraticProblem, target, batch_size, lrs, *, max_steps: int | None = None
 ) -> BestLR:
     """Best rate of a grid per batch size: see `NoisyQuadratic.best_lr`."""
     t = positive_float(target, "target")

@@ -1,4 +1,4 @@
-"""Simulated batch-size sweeps in the sweep schema (see DESIGN.md).
+"""Simulated batch-size sweeps in the sweep schema (docs/design.md, "The sweep schema").
 
 `simulate_sweep` runs every (batch size, learning rate) pair on a
 `NoisyQuadratic` and returns the long table the fitting code reads: columns

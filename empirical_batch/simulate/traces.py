@@ -3,7 +3,6 @@ r"""The noise scales of `NoisyQuadratic` along its expected trajectory (App. C).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -11,9 +10,7 @@ import pandas as pd
 from ..errors import InputError
 from ..theory import noise_scales_from_scalars
 from .dynamics import check_steps, expected_loss, lr_and_batch, second_moment
-
-if TYPE_CHECKING:
-    from .quadratic import NoisyQuadratic
+from .problem import QuadraticProblem
 
 __all__ = ["NoiseScaleTrace", "noise_scales", "noise_scales_along_run"]
 
@@ -40,7 +37,7 @@ class NoiseScaleTrace:
         return pd.DataFrame({k: np.asarray(v) for k, v in self.__dict__.items()})
 
 
-def noise_scales(problem: NoisyQuadratic, lr, batch_size, steps) -> NoiseScaleTrace:
+def noise_scales(problem: QuadraticProblem, lr, batch_size, steps) -> NoiseScaleTrace:
     """Noise scales along the expected trajectory: see `NoisyQuadratic.noise_scales`."""
     a, b = lr_and_batch(lr, batch_size)
     if a.ndim or b.ndim:
@@ -59,7 +56,7 @@ def noise_scales(problem: NoisyQuadratic, lr, batch_size, steps) -> NoiseScaleTr
     return NoiseScaleTrace(k, loss, np.atleast_1d(bn), np.atleast_1d(bs), np.atleast_1d(em))
 
 
-def noise_scales_along_run(problem: NoisyQuadratic, lr: float, batch_size: float, steps: int,
+def noise_scales_along_run(problem: QuadraticProblem, lr: float, batch_size: float, steps: int,
                            *, b_crit: float | None = None,
                            average: str = "steps") -> pd.DataFrame:
     r"""B_noise and B_simple at the start, at the end and averaged over a run.

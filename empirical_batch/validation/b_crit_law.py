@@ -61,7 +61,8 @@ def law_table(config: HarnessConfig, curves: dict) -> pd.DataFrame:
             loss_min=law.losses[i_min], loss_max=law.losses[i_max],
             b_crit_at_loss_max=law.b_crit[i_max], b_crit_at_loss_min=law.b_crit[i_min],
             span=law.span, ends_separated=law.ends_separated, alpha_b=law.alpha_b,
-            alpha_b_lo=law.alpha_b_ci[0], alpha_b_hi=law.alpha_b_ci[1], status=law.status,
+            alpha_b_lo=law.alpha_b_interval.low, alpha_b_hi=law.alpha_b_interval.high,
+            status=law.status,
             b_star=law.b_star, tau=law.tau,
         )
         if kind.get(task):

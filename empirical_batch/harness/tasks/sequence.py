@@ -130,6 +130,8 @@ class CharLM(Task):
 
     unit = "window of `context` characters"
     language_model = True
+    _eval: tuple[torch.Tensor, torch.Tensor]  # set by the subclass's _build
+    _objective: tuple[torch.Tensor, torch.Tensor]
 
     def _encode(self, text: str, vocab: list[str]) -> None:
         """``self.vocab``, and the training and evaluation parts of ``text`` as ids."""

@@ -1,0 +1,155 @@
+"""The result protocol: one Interval type on every result object, the v0.2 interval
+names still working with a DeprecationWarning, short reprs, dict/JSON/frame forms, and
+tables that are views of the fits."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from empirical_batch.result import REPR_LIMIT, Interval, Result, dumps, json_safe
+
+
+def test_interval_is_a_pair_with_a_level():
+    ci = Interval(1, 3, 0.9)
+    assert (ci.low, ci.high, ci.level) == (1.0, 3.0, 0.9)
+    lo, hi = ci
+    assert (lo, hi) == (1.0, 3.0) and ci[0] == 1.0 and ci[1] == 3.0 and len(ci) == 2
+    assert 2.0 in ci and 4.0 not in ci and ci.width == 2.0
+    assert ci.to_dict() == {"low": 1.0, "high": 3.0, "level": 0.9}
+    with pytest.raises(AttributeError):
+        ci.low = 0.0  # type: ignore[misc]
+    assert len(repr(Interval(-math.inf, math.inf, 0.95))) < 80
+
+
+def test_json_is_strict():
+    text = dumps({"a": math.inf, "b": math.nan, "c": np.float64(2.5), "d": (1, 2),
+                  "e": Interval(0.0, math.inf, 0.95)})
+    assert json.loads(text) == {"a": "inf", "b": None, "c": 2.5, "d": [1, 2],
+                                "e": {"low": 0.0, "high": "inf", "level": 0.95}}
+    assert json_safe(np.arange(2)) == [0, 1]
+
+
+@pytest.fixture(scope="module")
+def results():
+    """One object of every result class with intervals, made by the library."""
+    from empirical_batch.branched import branched_critical_batch
+    from empirical_batch.budget import fit_fixed_budget
+    from empirical_batch.estimators import GNSEstimator
+    from empirical_batch.fit import fit_b_crit_law, fit_lr_scaling, fit_power_law
+    from empirical_batch.fit.tradeoff_fit import fit_tradeoff
+    from empirical_batch.tradeoff import Tradeoff
+
+    rng = np.random.default_rng(0)
+    t = Tradeoff(s_min=1000.0, e_min=64_000.0)
+    b = 2.0 ** np.arange(0, 12)
+    steps = t.steps(b) * np.exp(0.03 * rng.standard_normal(b.size))
+    table = pd.DataFrame({"batch_size": b, "steps": steps, "examples": steps * b})
+    fit = fit_tradeoff(table, n_boot=200, seed=0)
+    law = fit_power_law([1, 2, 4, 8], [3.0, 6.1, 11.8, 24.2])
+    b_law = fit_b_crit_law([3.0, 2.5, 2.0, 1.8], [10.0, 20.0, 45.0, 70.0])
+    lrs = 0.5 / (1 + 64.0 / b) * np.exp(0.02 * rng.standard_normal(b.size))
+    lr = fit_lr_scaling(pd.DataFrame({"batch_size": b, "learning_rate": lrs}), n_boot=50,
+                        seed=0)
+    rec = lr.recommend(128.0)
+    est = GNSEstimator(0.9)
+    for _ in range(20):
+        est.update(1.5 + 0.1 * rng.standard_normal(), 8, 1.05 + 0.01 * rng.standard_normal(),
+                   64)
+    gns = est.estimate(0.9)
+    budget = pd.DataFrame([{"compute": c, "batch_size": bb, "learning_rate": lrr,
+                            "loss": 2.0 + (np.log(bb) - 0.5 * np.log(c)) ** 2 * 0.01
+                            + (np.log(lrr) + 3) ** 2 * 0.01}
+                           for c in (1e3, 1e4, 1e5, 1e6) for bb in (8, 16, 32, 64, 128)
+                           for lrr in (0.01, 0.03, 0.1)])
+    fixed = fit_fixed_budget(budget, budget="compute", n_boot=50, seed=0)
+
+    def train_steps(state, batch_size, lr, n_steps, seed):
+        final = 1.0 + 0.1 * max(0.0, batch_size / 32 - 4)
+        return state, [final] * n_steps
+
+    branched = branched_critical_batch(train_steps, None, 32, examples=32 * 64, lr=1e-3)
+    return {"TradeoffFit": fit, "PowerLaw": law, "BCritLaw": b_law, "LRScalingFit": lr,
+            "LRRecommendation": rec, "GNSEstimate": gns, "FixedBudgetFit": fixed,
+            "BranchedCriticalBatch": branched}
+
+
+# new name -> the v0.2 names that now warn, with what they return
+OLD_NAMES = {
+    "TradeoffFit": {"b_crit_interval": ["b_crit_ci", "b_crit_lo", "b_crit_hi", "ci_level"],
+                    "s_min_interval": ["s_min_ci"], "e_min_interval": ["e_min_ci"]},
+    "PowerLaw": {"exponent_interval": ["exponent_ci", "ci_level"],
+                 "coefficient_interval": ["coefficient_ci"]},
+    "BCritLaw": {"alpha_b_interval": ["alpha_b_ci", "ci_level"],
+                 "b_star_interval": ["b_star_ci"], "exponent_interval": ["exponent_ci"]},
+    "LRScalingFit": {"eps_star_interval": ["eps_star_ci", "ci_level"],
+                     "b_star_interval": ["b_star_ci"], "alpha_interval": ["alpha_ci"]},
+    "LRRecommendation": {"learning_rate_interval": ["learning_rate_ci"]},
+    "GNSEstimate": {"b_simple_interval": ["b_simple_low", "b_simple_high"]},
+    "FixedBudgetFit": {"b_opt_exponent_interval": ["b_opt_exponent_ci", "ci_level"],
+                       "lr_opt_exponent_interval": ["lr_opt_exponent_ci"]},
+    "BranchedCriticalBatch": {"b_crit_interval": ["b_crit_low", "b_crit_high"]},
+}
+
+
+def _expected(ci: Interval, old: str):
+    if old.endswith(("_lo", "_low")):
+        return ci.low
+    if old.endswith(("_hi", "_high")):
+        return ci.high
+    if old == "ci_level":
+        return ci.level
+    return (ci.low, ci.high)
+
+
+@pytest.mark.parametrize("name", sorted(OLD_NAMES))
+def test_intervals_are_interval_objects_and_old_names_warn(results, name):
+    obj = results[name]
+    assert type(obj).__name__ == name and isinstance(obj, Result)
+    for new, olds in OLD_NAMES[name].items():
+        ci = getattr(obj, new)
+        assert isinstance(ci, Interval)
+        if hasattr(obj, "level"):
+            assert ci.level == obj.level
+        for old in olds:
+            with pytest.warns(DeprecationWarning, match=new):
+                value = getattr(obj, old)
+            expected = _expected(ci, old)
+            assert value == expected or (np.all(np.isnan(value)) and np.all(np.isnan(expected)))
+
+
+@pytest.mark.parametrize("name", sorted(OLD_NAMES))
+def test_result_forms(results, name):
+    obj = results[name]
+    assert len(repr(obj)) <= REPR_LIMIT, repr(obj)
+    d = obj.to_dict()
+    assert isinstance(d, dict)
+    json.loads(obj.to_json())  # strict JSON
+    assert isinstance(obj.to_frame(), pd.DataFrame)
+    with pytest.raises(AttributeError):
+        setattr(obj, next(iter(OLD_NAMES[name])), Interval(0, 1, 0.5))
+
+
+def test_fit_json_keeps_the_v02_keys(results):
+    d = results["TradeoffFit"].to_dict()
+    assert d["b_crit_interval"]["level"] == d["ci_level"] == 0.95
+    assert list(d["b_crit_ci"]) == [d["b_crit_interval"]["low"], d["b_crit_interval"]["high"]]
+
+
+def test_curve_table_is_a_view_of_the_fits():
+    from empirical_batch.fit import critical_batch_curve
+    from empirical_batch.simulate import NoisyQuadratic, simulate_sweep
+
+    nq = NoisyQuadratic.zhang(200)
+    sweep = simulate_sweep(nq, 2 ** np.arange(0, 9), np.geomspace(0.01, 1.9, 12),
+                           max_steps=20_000, n_points=40)
+    curve = critical_batch_curve(sweep, [0.2 * nq.initial_loss()], n_boot=0)
+    b = curve.fits[0].b_crit
+    edited = curve.frame
+    edited.loc[0, "b_crit"] = -1.0
+    assert curve.b_crit[0] == b == curve.frame.loc[0, "b_crit"]
+    assert curve.status == (curve.fits[0].status,)
