@@ -130,7 +130,7 @@ def bench_mc(device: str, steps: int) -> dict:
     n_b, n_lr = (8, 8) if device == "cpu" else (22, 100)
     bs = 2.0 ** np.arange(n_b)
     lrs = np.geomspace(0.01, 1.0, n_lr)
-    kw = dict(batch_sizes=bs, learning_rates=lrs, steps=steps, seeds=4, device=device,
+    kw = dict(batch_sizes=bs, learning_rates=lrs, steps=steps, n_seeds=4, device=device,
               record_steps=[0, steps], max_elements=1 << 28)
     monte_carlo_sgd(nq, **{**kw, "steps": 5, "record_steps": [0, 5]})  # warm-up
     if device.startswith("cuda"):

@@ -39,7 +39,7 @@ def main() -> None:
                 mode = ""
                 for rep in range(args.reps):
                     tab = t.sample_steps(bs, n_seeds=n_seeds, sigma=0.15, rng=rep)
-                    f = fit_tradeoff(tab, ci=0.9, n_boot=200, seed=rep + 10_000,
+                    f = fit_tradeoff(tab, level=0.9, n_boot=200, seed=rep + 10_000,
                                      interval=interval, bounded=bounded)
                     lo, hi = f.b_crit_interval
                     hits += lo <= 64 <= hi

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .errors import InputError
+from ._validate import check_count
 
 __all__ = ["exp_or_inf", "log_steps", "trapezoid"]
 
@@ -31,9 +31,8 @@ def log_steps(max_steps: int, n_points: int = 50) -> np.ndarray:
     >>> log_steps(100, 5).tolist()
     [0, 1, 3, 10, 32, 100]
     """
-    for name, v in (("max_steps", max_steps), ("n_points", n_points)):
-        if isinstance(v, bool) or int(v) != v or v < 1:
-            raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+    max_steps = check_count(max_steps, "max_steps", 1)
+    n_points = check_count(n_points, "n_points", 1)
     pts = np.unique(np.round(np.geomspace(1, int(max_steps), int(n_points))).astype(np.int64))
     return np.concatenate([[0], pts])
 

@@ -7,16 +7,20 @@ Nothing is clipped or guessed.
 
 from __future__ import annotations
 
+import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import EmpiricalBatchDeprecationWarning, InputError
 
 __all__ = [
     "as_array",
     "as_float",
+    "check_broadcast",
+    "check_count",
     "check_finite",
     "check_nonnegative",
     "check_positive",
@@ -28,10 +32,45 @@ __all__ = [
 ]
 
 
+def _real_kind(value, name: str) -> None:
+    """Refuse what ``np.asarray(value, dtype=float)`` would silently turn into a number:
+    booleans (True -> 1.0), complex values (imaginary part dropped), strings ("3")."""
+    if value is None or isinstance(value, bool | np.bool_ | complex | np.complexfloating
+                                   | str | bytes):
+        raise InputError(f"{name} must be numeric (a real number), got {type(value).__name__}: "
+                         f"{value!r}")
+    if isinstance(value, np.ndarray):
+        kind = value.dtype.kind
+    elif hasattr(value, "dtype") and getattr(value.dtype, "kind", None) is not None:
+        kind = value.dtype.kind  # pandas Series / Index
+    else:
+        try:
+            kind = np.asarray(value).dtype.kind
+        except (TypeError, ValueError, OverflowError):
+            return  # ragged or exotic: the float conversion reports it
+    if kind in "bcUSV":
+        what = {"b": "booleans", "c": "complex values", "U": "strings", "S": "bytes",
+                "V": "structured values"}[kind]
+        raise InputError(f"{name} must be numeric (real numbers), got {what}")
+    if kind == "O" or isinstance(value, list | tuple):
+        for v in np.asarray(value, dtype=object).reshape(-1):
+            if v is None or isinstance(v, bool | np.bool_ | complex | np.complexfloating
+                                       | str | bytes):
+                raise InputError(f"{name} must be numeric (real numbers), got "
+                                 f"{type(v).__name__} {v!r}")
+
+
 def as_array(value, name: str, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
-    """Return ``value`` as a finite float array, or raise naming ``name``."""
+    """Return ``value`` as a finite float array, or raise naming ``name``.
+
+    Booleans, complex numbers and strings are refused (not read as 1.0, their real
+    part or a parsed number); integers too large for a float are refused as such."""
+    _real_kind(value, name)
     try:
         arr = np.asarray(value, dtype=float)
+    except OverflowError:
+        raise InputError(f"{name} must be a finite real number; an integer in it is too "
+                         "large for a float (> 1.8e308)") from None
     except (TypeError, ValueError) as exc:
         raise InputError(f"{name} must be numeric, got {type(value).__name__}: {exc}") from None
     if ndim is not None:
@@ -47,9 +86,9 @@ def as_array(value, name: str, *, ndim: int | tuple[int, ...] | None = None) -> 
 
 def as_float(value, name: str) -> float:
     """Return ``value`` as a finite Python float, or raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real | np.ndarray):
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real | np.ndarray):
         raise InputError(f"{name} must be a real number, got {type(value).__name__}")
-    arr = np.asarray(value, dtype=float)
+    arr = as_array(value, name)
     if arr.ndim != 0:
         raise InputError(f"{name} must be a scalar, got shape {arr.shape}")
     check_finite(arr, name)
@@ -62,6 +101,36 @@ def positive_float(value, name: str, *, allow_zero: bool = False) -> float:
     if x < 0 or (x == 0 and not allow_zero):
         raise InputError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {x!r}")
     return x
+
+
+MAX_COUNT = 2**53
+"""Largest count (steps, seeds, batch sizes as integers) accepted: above it integers are
+not exact as floats."""
+
+
+def check_count(value, name: str, low: int = 0) -> int:
+    """An integer in [``low``, 2^53] as a Python int (integral floats accepted); booleans,
+    fractions, NaN, inf, complex and strings are refused naming ``name``."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise InputError(f"{name} must be an integer >= {low}, got {type(value).__name__} "
+                         f"{value!r}")
+    x = float(value) if not isinstance(value, numbers.Integral) else None
+    if x is not None and not (math.isfinite(x) and x == math.floor(x)):
+        raise InputError(f"{name} must be an integer in [{low}, 2^53], got {value!r}")
+    n = int(value) if x is None else int(x)  # type: ignore[call-overload]
+    if n < low or n > MAX_COUNT:
+        raise InputError(f"{name} must be an integer in [{low}, 2^53], got {value!r}")
+    return n
+
+
+def check_broadcast(*named) -> None:
+    """Refuse arrays, given as ``(name, array)`` pairs, whose shapes do not broadcast
+    together, naming them and their shapes."""
+    try:
+        np.broadcast_shapes(*(np.shape(v) for _, v in named))
+    except ValueError:
+        shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in named)
+        raise InputError(f"shapes do not broadcast together: {shapes}") from None
 
 
 def scalar_or_array(arr: Any) -> Any:
@@ -138,10 +207,13 @@ def check_level(level, ci, default: float = 0.95) -> float:
     (the v0.1 name in the fit functions, kept working); in (0, 1)."""
     if level is not None and ci is not None and float(level) != float(ci):
         raise InputError(f"give level= or its old name ci=, not both ({level!r} and {ci!r})")
+    if ci is not None:
+        warnings.warn("the keyword ci= is renamed level=; ci= will be removed in the next "
+                      "release", EmpiricalBatchDeprecationWarning, stacklevel=3)
     value = default if level is None and ci is None else (level if level is not None else ci)
     name = "level" if level is not None or ci is None else "ci"
     v = as_float(value, name)
-    if not 0 < v < 1:
+    if not 0 < v < 1:  # params.DOMAINS["level"] (tests/test_state_and_domain.py: they agree)
         raise InputError(f"{name} must be in (0, 1), got {value!r}")
     return v
 
@@ -150,5 +222,8 @@ def resolve_count(new, old, default: int):
     """A count given by its new name (``n_seeds``) or its v0.1 name (``seeds``)."""
     if new is not None and old is not None and new != old:
         raise InputError(f"give n_seeds= or its old name seeds=, not both ({new!r}, {old!r})")
+    if old is not None:
+        warnings.warn("the keyword seeds= is renamed n_seeds=; seeds= will be removed in the "
+                      "next release", EmpiricalBatchDeprecationWarning, stacklevel=3)
     return default if new is None and old is None else (new if new is not None else old)
 

@@ -166,11 +166,20 @@ def _lr_factor(rule: str | Callable[[float], float]) -> Callable[[float], float]
     return _LR_RULES[rule]
 
 
-def _smoothed(losses: Sequence[float], tail: float, where: str) -> float:
-    """Mean of the last ``tail`` of the losses; NaN when the branch diverged."""
-    arr = np.asarray(losses, dtype=float)
+def _smoothed(losses: Sequence[float], tail: float, where: str, n_steps: int) -> float:
+    """Mean of the last ``tail`` of the losses; NaN when the branch diverged. One loss
+    per step is required: a shorter or longer list would compare other parts of the
+    branches."""
+    try:
+        arr = np.asarray(losses, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"train_steps returned losses that are not numbers for {where}: "
+                         f"{exc}") from None
     if arr.ndim != 1 or arr.size == 0:
         raise InputError(f"train_steps returned no losses for {where}")
+    if arr.size != n_steps:
+        raise InputError(f"train_steps returned {arr.size} losses for {where}, which ran "
+                         f"{n_steps} steps: return one loss per step")
     if not np.all(np.isfinite(arr)):
         return math.nan
     n = max(1, math.ceil(tail * arr.size))
@@ -280,7 +289,7 @@ def branched_critical_batch(
             out = train_steps(copy_state(state), k * batch_size, rate, n_steps, **kwargs)
             if not (isinstance(out, tuple) and len(out) == 2):
                 raise InputError("train_steps must return a (state, losses) pair")
-            losses[i, j] = _smoothed(out[1], tail, f"factor {k}, seed {s}")
+            losses[i, j] = _smoothed(out[1], tail, f"factor {k}, seed {s}", n_steps)
 
     bad = np.isnan(losses)
     if bad[0].any():

@@ -37,6 +37,7 @@ Scaling Law in Large Language Model Pretraining" (Step Law). arXiv:2503.04715 (2
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +46,7 @@ import pandas as pd
 from ._validate import check_level
 from .errors import InputError
 from .fit.power_law import PowerLaw, fit_power_law
+from .fit.tradeoff_fit import FitWarning
 from .result import Interval, Result, deprecated_alias
 
 __all__ = ["FixedBudgetFit", "fit_fixed_budget"]
@@ -69,6 +71,13 @@ class FixedBudgetFit(Result):
         Residual-bootstrap percentile intervals of the exponents, at confidence
         ``level`` (``b_opt_exponent_ci``, ``lr_opt_exponent_ci`` and ``ci_level`` are
         the deprecated v0.2 names).
+    b_opt_status, lr_opt_status : str
+        ``"identified"`` when the law is fitted through at least 3 budgets whose
+        near-optimal band stays inside that budget's grid; ``"unidentified"`` otherwise
+        (the law's values are then NaN: an optimum at the smallest or largest value
+        tried is only a bound, e.g. a flat loss or every optimum at the largest batch).
+        Budgets at the edge are flagged in ``optima`` (``b_opt_at_edge``,
+        ``lr_opt_at_edge``) and left out of the law.
     """
 
     budget_name: str
@@ -80,6 +89,8 @@ class FixedBudgetFit(Result):
     b_opt_exponent_interval: Interval
     lr_opt_exponent_interval: Interval
     n_boot: int
+    b_opt_status: str = "identified"
+    lr_opt_status: str = "identified"
 
     b_opt_exponent_ci = deprecated_alias("b_opt_exponent_interval", "tuple",
                                          "b_opt_exponent_ci")
@@ -112,15 +123,20 @@ class FixedBudgetFit(Result):
                             "minimal steps and twice the minimal examples",
         }
 
+    def _law_text(self, what: str, law: PowerLaw, ci, status: str, edge: str) -> str:
+        if status != "identified":
+            n = int(self.optima[edge].sum())
+            return f"{what} not identified (at the grid's edge at {n} of {len(self.optima)} " \
+                   "budgets)"
+        return f"{what} ∝ {self.budget_name}^{law.exponent:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
     def __repr__(self) -> str:
-        lo, hi = self.b_opt_exponent_interval
-        llo, lhi = self.lr_opt_exponent_interval
-        return (
-            f"FixedBudgetFit(B_opt ∝ {self.budget_name}^{self.b_opt.exponent:.3f} "
-            f"[{lo:.3f}, {hi:.3f}], lr_opt ∝ {self.budget_name}^{self.lr_opt.exponent:.3f} "
-            f"[{llo:.3f}, {lhi:.3f}], {len(self.optima)} budgets, tolerance "
-            f"{self.tolerance:.2%})"
-        )
+        b = self._law_text("B_opt", self.b_opt, self.b_opt_exponent_interval, self.b_opt_status,
+                           "b_opt_at_edge")
+        lr = self._law_text("lr_opt", self.lr_opt, self.lr_opt_exponent_interval,
+                            self.lr_opt_status, "lr_opt_at_edge")
+        return (f"FixedBudgetFit({b}, {lr}, {len(self.optima)} budgets, tolerance "
+                f"{self.tolerance:.2%})")
 
     def summary(self) -> str:
         return f"{self!r}\n{self.optima.to_string(index=False)}"
@@ -138,6 +154,7 @@ class FixedBudgetFit(Result):
             "b_opt_exponent_ci": list(self.b_opt_exponent_interval),
             "lr_opt_exponent_ci": list(self.lr_opt_exponent_interval),
             "ci_level": self.level, "n_boot": self.n_boot,
+            "b_opt_status": self.b_opt_status, "lr_opt_status": self.lr_opt_status,
             "optima": self.optima.to_dict(orient="records"),
         }
 
@@ -258,29 +275,52 @@ def fit_fixed_budget(
         scale = abs(best) if best != 0 else 1.0
         near = m & (y <= best + tolerance * scale)
         i = np.flatnonzero(m)[np.argmin(ym)]
+        # the band touching the smallest or largest value tried (diverged runs included:
+        # a rate that diverged is the other side of the edge) makes its centre a bound
+        edge_b = bool(np.isin(b[near], [b[m].min(), b[m].max()]).any())
+        edge_lr = bool(np.isin(lr[near], [lr[m].min(), lr[m].max()]).any())
         rows.append({
             budget: float(cb), "best_batch_size": b[i], "best_learning_rate": lr[i],
             "best_loss": best, "n_band": int(near.sum()),
             "b_opt": float(np.exp(np.mean(np.log(b[near])))),
             "lr_opt": float(np.exp(np.mean(np.log(lr[near])))),
+            "b_opt_at_edge": edge_b, "lr_opt_at_edge": edge_lr,
         })
         band.append(frame.loc[near])
     optima = pd.DataFrame(rows)
     if len(optima) < 3:
         raise InputError(f"fitting a power law in {budget!r} needs at least 3 budgets, got "
                          f"{len(optima)}")
-    x = optima[budget].to_numpy()
-    law_b = fit_power_law(x, optima["b_opt"].to_numpy(), level=ci)
-    law_lr = fit_power_law(x, optima["lr_opt"].to_numpy(), level=ci)
-    b_ci = lr_ci = (math.nan, math.nan)
-    if n_boot:
-        rng = np.random.default_rng(seed)
-        b_ci = _residual_bootstrap(x, optima["b_opt"].to_numpy(), n_boot, ci, rng)
-        lr_ci = _residual_bootstrap(x, optima["lr_opt"].to_numpy(), n_boot, ci, rng)
+    rng = np.random.default_rng(seed)
+    law_b, b_ci, b_status = _law(optima, budget, "b_opt", ci, n_boot, rng)
+    law_lr, lr_ci, lr_status = _law(optima, budget, "lr_opt", ci, n_boot, rng)
     return FixedBudgetFit(
         budget_name=budget, tolerance=float(tolerance), optima=optima,
         band=pd.concat(band, ignore_index=True), b_opt=law_b, lr_opt=law_lr,
         b_opt_exponent_interval=Interval(*b_ci, ci),
         lr_opt_exponent_interval=Interval(*lr_ci, ci),
-        n_boot=int(n_boot),
+        n_boot=int(n_boot), b_opt_status=b_status, lr_opt_status=lr_status,
     )
+
+
+def _law(optima: pd.DataFrame, budget: str, col: str, ci: float, n_boot: int,
+         rng: np.random.Generator) -> tuple[PowerLaw, tuple[float, float], str]:
+    """The power law of ``col`` through the budgets whose band is inside the grid, its
+    bootstrap interval and status; NaN and ``"unidentified"`` with fewer than 3."""
+    inside = ~optima[f"{col}_at_edge"].to_numpy(dtype=bool)
+    x = optima[budget].to_numpy()[inside]
+    y = optima[col].to_numpy()[inside]
+    if inside.sum() < 3 or np.ptp(x) == 0:
+        warnings.warn(
+            f"{col}: the near-optimal band reaches the smallest or largest value tried at "
+            f"{int((~inside).sum())} of {len(inside)} budgets, leaving {int(inside.sum())} "
+            "inside the grid; the law needs 3 (widen the grid)", FitWarning, stacklevel=3)
+        nan = Interval(math.nan, math.nan, ci)
+        return PowerLaw(math.nan, math.nan, nan, nan, math.nan, int(inside.sum())), \
+            (math.nan, math.nan), "unidentified"
+    if not inside.all():
+        warnings.warn(f"{col}: {int((~inside).sum())} budget(s) with the band at the grid's "
+                      "edge left out of the law", FitWarning, stacklevel=3)
+    law = fit_power_law(x, y, level=ci)
+    interval = _residual_bootstrap(x, y, n_boot, ci, rng) if n_boot else (math.nan, math.nan)
+    return law, interval, "identified"

@@ -38,12 +38,15 @@ import numpy as np
 from ._validate import (
     as_array,
     as_float,
+    check_broadcast,
+    check_count,
     check_nonnegative,
     check_positive,
-    check_unit_interval,
     scalar_or_array,
 )
-from .errors import InputError, NotFoundError, UsageError
+from .errors import InputError, UsageError
+from .estimator_state import check_beta, check_dataset_size, check_max_history, checked_state
+from .params import check
 from .result import Interval, Result, deprecated_alias
 
 __all__ = [
@@ -58,8 +61,9 @@ __all__ = [
 
 
 def _sizes(b_small, b_big):
-    bs = check_positive(b_small, "b_small")
-    bb = check_positive(b_big, "b_big")
+    bs = check("b_small", b_small)
+    bb = check("b_big", b_big)
+    check_broadcast(("b_small", bs), ("b_big", bb))
     if np.any(bs >= bb):
         raise InputError(
             f"b_small must be < b_big (two different batch sizes are needed), got "
@@ -113,24 +117,26 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big, *,
     >>> gns_two_batch(2 + 40 / 4, 4, 2 + 40 / 16, 16)
     (2.0, 40.0)
     """
-    s = check_nonnegative(sq_norm_small, "sq_norm_small")
-    g = check_nonnegative(sq_norm_big, "sq_norm_big")
+    s = check("sq_norm_small", sq_norm_small)
+    g = check("sq_norm_big", sq_norm_big)
     bs, bb = _sizes(b_small, b_big)
-    g2 = (bb * g - bs * s) / (bb - bs)
-    trace_sigma = (s - g) / (1.0 / bs - 1.0 / bb)
+    check_broadcast(("sq_norm_small", s), ("b_small", bs), ("sq_norm_big", g), ("b_big", bb))
+    # = (B_big g - B_small s)/(B_big - B_small) and (s - g)/(1/B_small - 1/B_big), written
+    # so that no intermediate product overflows when the estimates themselves are finite
+    with np.errstate(over="ignore"):
+        g2 = g + (g - s) * (bs / (bb - bs))
+        trace_sigma = (s - g) * (bs / (1.0 - bs / bb))
+    _finite_estimates(g2, trace_sigma)
     if dataset_size is not None:
-        d = _dataset_size(dataset_size, bb)
+        d = check_dataset_size(dataset_size, bb)
         g2 = g2 + trace_sigma / d
     return scalar_or_array(g2), scalar_or_array(trace_sigma)
 
 
-def _dataset_size(dataset_size, b_big) -> float:
-    if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size or dataset_size < 2:
-        raise InputError(f"dataset_size must be an integer >= 2, got {dataset_size!r}")
-    if np.any(np.asarray(b_big) > dataset_size):
-        raise InputError(f"batches of {float(np.max(b_big)):g} cannot be drawn without "
-                         f"replacement from dataset_size={dataset_size} examples")
-    return float(dataset_size)
+def _finite_estimates(g2, trace_sigma) -> None:
+    if not (np.all(np.isfinite(g2)) and np.all(np.isfinite(trace_sigma))):
+        raise InputError("the estimates of |G|^2 and tr(Sigma) overflow a float for these "
+                         "squared norms and batch sizes (rescale the norms)")
 
 
 def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1,
@@ -170,13 +176,14 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: 
     >>> gns_many(12.0, 4.5, 4, n=4)  # the same from the mean of the |g_j|^2
     (2.0, 40.0)
     """
-    b = check_positive(batch_size, "batch_size")
+    b = check("batch_size", batch_size)
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, int | np.integer):
             raise InputError(f"n must be an integer, got {n!r}")
         if n < 2:
             raise InputError(f"n must be >= 2 micro-batches, got {n}")
-        return gns_two_batch(sq_norms, b, sq_norm_mean, n * b, dataset_size=dataset_size)
+        n = check_count(n, "n", 2)
+        return gns_two_batch(sq_norms, b, sq_norm_mean, _big(n, b), dataset_size=dataset_size)
     sq = as_array(sq_norms, "sq_norms")
     if sq.ndim == 0:
         raise InputError("sq_norms must have an axis of micro-batches, got a scalar")
@@ -184,8 +191,18 @@ def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: 
     if n < 2:
         raise InputError(f"sq_norms needs >= 2 micro-batches along axis {axis}, got {n}")
     check_nonnegative(sq, "sq_norms")
-    return gns_two_batch(np.mean(sq, axis=axis), b, sq_norm_mean, n * b,
+    return gns_two_batch(np.mean(sq, axis=axis), b, sq_norm_mean, _big(n, b),
                          dataset_size=dataset_size)
+
+
+def _big(n: int, b: np.ndarray) -> np.ndarray:
+    """n micro-batches of b examples: n b, refused naming both where it overflows."""
+    with np.errstate(over="ignore"):
+        big = n * b
+    if not np.all(np.isfinite(big)):
+        raise InputError(f"n * batch_size overflows a float (n={n}, batch_size up to "
+                         f"{float(np.max(b)):g})")
+    return big
 
 
 def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
@@ -223,11 +240,19 @@ def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
         )
     if np.unique(b).size < 2:
         raise InputError("batch_sizes needs at least two distinct values")
+    # least squares of y on x = 1/B, on x and y scaled to at most 1 (no overflow in the
+    # sums of products for values near the float limits), scaled back at the end
     x = 1.0 / b
-    xc = x - x.mean()
-    y = np.moveaxis(y, axis, -1)
-    slope = (y @ xc) / (xc @ xc)
-    intercept = y.mean(axis=-1) - slope * x.mean()
+    sx = float(np.max(x))
+    sy = float(np.max(y)) or 1.0
+    xs = x / sx
+    xc = xs - xs.mean()
+    ys = np.moveaxis(y, axis, -1) / sy
+    slope_s = (ys @ xc) / (xc @ xc)
+    intercept_s = ys.mean(axis=-1) - slope_s * xs.mean()
+    with np.errstate(over="ignore"):
+        intercept, slope = sy * intercept_s, slope_s * (sy / sx)
+    _finite_estimates(intercept, slope)
     return scalar_or_array(intercept), scalar_or_array(slope)
 
 
@@ -243,25 +268,13 @@ def ema(values, beta: float):
     [1.0, 2.3333333333333335]
     """
     x = as_array(values, "values", ndim=1)
-    beta = _beta(beta)
+    beta = check_beta(beta)
     out = np.empty_like(x)
     m = 0.0
     for t, v in enumerate(x, start=1):
         m = beta * m + (1.0 - beta) * v
         out[t - 1] = m / (1.0 - beta**t)
     return out
-
-
-def _beta(beta) -> float:
-    return check_unit_interval(beta, "beta")
-
-
-def _max_history(value) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"max_history must be a positive integer or None, got {value!r}")
-    return value
 
 
 def _ratio(num: float, den: float) -> float:
@@ -356,11 +369,11 @@ class GNSEstimator:
 
     def __init__(self, beta: float = 0.99, *, keep_history: bool = True,
                  max_history: int | None = None, dataset_size: int | None = None):
-        self.beta = _beta(beta)
+        self.beta = check_beta(beta)
         self.keep_history = bool(keep_history)
-        self.max_history = _max_history(max_history)
+        self.max_history = check_max_history(max_history)
         self.dataset_size = None if dataset_size is None else int(
-            _dataset_size(dataset_size, 0))
+            check_dataset_size(dataset_size, 0))
         self.reset()
 
     def reset(self) -> None:
@@ -391,7 +404,8 @@ class GNSEstimator:
                         ("sq_norm_big", sq_norm_big), ("b_big", b_big)):
             # plain finite Python numbers skip numpy (the collectors call this per step)
             t = type(v)
-            x = float(v) if (t is float or t is int) and math.isfinite(v) else as_float(v, name)
+            x = float(v) if (t is float and math.isfinite(v)) or (t is int and abs(v) < 2**1000) \
+                else as_float(v, name)
             vals[name] = x
             if x < 0 or (x == 0 and name.startswith("b_")):
                 raise InputError(f"{name} must be {'> 0' if name[0] == 'b' else '>= 0'}, "
@@ -401,8 +415,9 @@ class GNSEstimator:
             raise InputError(f"b_small must be < b_big (two different batch sizes are "
                              f"needed), got b_small={bs!r} and b_big={bb!r}")
         # the same arithmetic as gns_two_batch, on Python floats
-        g2 = (bb * sq_b - bs * sq_s) / (bb - bs)
-        s = (sq_s - sq_b) / (1.0 / bs - 1.0 / bb)
+        g2 = sq_b + (sq_b - sq_s) * (bs / (bb - bs))
+        s = (sq_s - sq_b) * (bs / (1.0 - bs / bb))
+        _finite_estimates(g2, s)
         if self.dataset_size is not None:  # without replacement: 1/B - 1/D
             if bb > self.dataset_size:
                 raise InputError(f"b_big={bb:g} exceeds dataset_size={self.dataset_size}")
@@ -487,9 +502,7 @@ class GNSEstimator:
         steps.
         """
         self._require()
-        level = as_float(level, "level")
-        if not 0.0 < level < 1.0:
-            raise InputError(f"level must be in (0, 1), got {level!r}")
+        level = float(check("level", as_float(level, "level")))
         vss, vgg, vsg = self._var_of_means()
         if math.isnan(vss):
             return math.nan, math.nan
@@ -521,27 +534,25 @@ class GNSEstimator:
         """Plain-Python state; `load_state_dict` resumes bit-identically."""
         return {
             "beta": self.beta, "keep_history": self.keep_history,
-            "max_history": self.max_history, "steps": self.steps,
+            "max_history": self.max_history, "dataset_size": self.dataset_size,
+            "steps": self.steps,
             "w": self._w, "w2": self._w2, "mean_s": self._mean_s, "mean_g": self._mean_g,
             "css": self._css, "cgg": self._cgg, "csg": self._csg,
             "history": {c: list(v) for c, v in self._history.items()},
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore a `state_dict` (replaces everything, ``beta`` included)."""
-        try:
-            self.beta = _beta(state["beta"])
-            self.keep_history = bool(state["keep_history"])
-            self.max_history = _max_history(state.get("max_history"))
-            self.steps = int(state["steps"])
-            self._w, self._w2 = float(state["w"]), float(state["w2"])
-            self._mean_s, self._mean_g = float(state["mean_s"]), float(state["mean_g"])
-            self._css, self._cgg = float(state["css"]), float(state["cgg"])
-            self._csg = float(state["csg"])
-            hist = state["history"]
-            self._history = self._empty_history({c: hist[c] for c in self._COLUMNS})
-        except KeyError as exc:
-            raise NotFoundError(f"state is missing the entry {exc.args[0]!r}") from None
+        """Restore a `state_dict` (replaces everything, ``beta`` and ``dataset_size``
+        included; a state written before ``dataset_size`` was saved keeps this
+        estimator's own). Every entry is checked first: on an error nothing changes."""
+        new = checked_state(state, self.dataset_size, self._COLUMNS)
+        self.beta, self.keep_history, self.max_history = new["beta"], new["keep_history"], \
+            new["max_history"]
+        self.dataset_size, self.steps = new["dataset_size"], new["steps"]
+        self._w, self._w2 = new["w"], new["w2"]
+        self._mean_s, self._mean_g = new["mean_s"], new["mean_g"]
+        self._css, self._cgg, self._csg = new["css"], new["cgg"], new["csg"]
+        self._history = self._empty_history(new["history"])
 
     # ----------------------------------------------------------------- views
     def history(self) -> dict[str, np.ndarray]:

@@ -12,15 +12,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import (
-    as_array,
-    check_nonnegative,
-    check_positive,
-    check_symmetric,
-    check_unit_interval,
-    scalar_or_array,
-)
+from ._validate import as_array, as_float, check_symmetric, scalar_or_array
 from .errors import InputError
+from .params import check
 
 __all__ = [
     "check_momentum",
@@ -36,21 +30,39 @@ __all__ = [
 
 def inverse_batch(batch_size: ArrayLike, dataset_size: float | None = None) -> np.ndarray:
     """1/B, or 1/B − 1/D for sampling without replacement from D examples (checked)."""
-    b = check_positive(batch_size, "batch_size")
+    b = check("batch_size", batch_size)
     inv = 1.0 / b
     if dataset_size is not None:
-        if np.any(b > dataset_size):
+        d = check("dataset_size", dataset_size)
+        if d.ndim:
+            raise InputError(f"dataset_size must be one number, got shape {d.shape}")
+        if np.any(b > d):
             raise InputError(
-                f"batch_size must be <= dataset_size={dataset_size} when sampling "
+                f"batch_size must be <= dataset_size={float(d):g} when sampling "
                 f"without replacement, got {b.max()!r}"
             )
-        inv = inv - 1.0 / dataset_size
+        inv = inv - 1.0 / d
     return inv
 
 
 def check_momentum(momentum: float) -> float:
     """The momentum coefficient m, checked to lie in [0, 1)."""
-    return check_unit_interval(momentum, "momentum")
+    return float(check("momentum", as_float(momentum, "momentum")))
+
+
+def _scales(batch_size: ArrayLike, rate: ArrayLike, b_noise: ArrayLike,
+            rate_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """batch_size, the rate scale and b_noise checked against their declared domains and
+    broadcast together (a shape mismatch names them)."""
+    b = np.asarray(check("batch_size", batch_size))
+    r = np.asarray(check(rate_name, rate))
+    n = np.asarray(check("b_noise", b_noise))
+    try:
+        b, r, n = np.broadcast_arrays(b, r, n)
+    except ValueError:
+        raise InputError(f"batch_size, {rate_name} and b_noise must broadcast together, got "
+                         f"shapes {b.shape}, {r.shape} and {n.shape}") from None
+    return b, r, n
 
 
 def effective_learning_rate(eps: ArrayLike, momentum: float = 0.0) -> Any:
@@ -70,7 +82,7 @@ def effective_learning_rate(eps: ArrayLike, momentum: float = 0.0) -> Any:
     >>> effective_learning_rate(0.05, momentum=0.5)
     0.1
     """
-    e = check_nonnegative(eps, "eps")
+    e = check("eps", eps)
     return scalar_or_array(e / (1.0 - check_momentum(momentum)))
 
 
@@ -91,9 +103,7 @@ def eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike, *,
     >>> eps_opt([10.0, 30.0], eps_max=1.0, b_noise=10.0)
     array([0.5 , 0.75])
     """
-    b = check_positive(batch_size, "batch_size")
-    e = check_positive(eps_max, "eps_max")
-    n = check_nonnegative(b_noise, "b_noise")
+    b, e, n = _scales(batch_size, eps_max, b_noise, "eps_max")
     return scalar_or_array((1.0 - check_momentum(momentum)) * e / (1.0 + n / b))
 
 
@@ -107,9 +117,7 @@ def dl_opt(batch_size: ArrayLike, dl_max: ArrayLike, b_noise: ArrayLike) -> Any:
     >>> dl_opt(30.0, dl_max=2.0, b_noise=10.0)
     1.5
     """
-    b = check_positive(batch_size, "batch_size")
-    d = check_positive(dl_max, "dl_max")
-    n = check_nonnegative(b_noise, "b_noise")
+    b, d, n = _scales(batch_size, dl_max, b_noise, "dl_max")
     return scalar_or_array(d / (1.0 + n / b))
 
 
@@ -137,12 +145,12 @@ def noise_scales_from_scalars(g2: ArrayLike, ghg: ArrayLike, trace_sigma: ArrayL
     g, h, s, hs = (np.asarray(v, dtype=float) for v in (g2, ghg, trace_sigma, trace_h_sigma))
     ok_h = np.isfinite(h) & (h != 0)
     ok_g = np.isfinite(g) & (g != 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         out = {
             "b_noise": np.where(ok_h, hs / h, np.nan),
             "b_simple": np.where(ok_g, s / g, np.nan),
             "eps_max": np.where(ok_h & ok_g, g / h, np.nan),
-            "dl_max": np.where(ok_h & ok_g, 0.5 * g * g / h, np.nan),
+            "dl_max": np.where(ok_h & ok_g, 0.5 * g * (g / h), np.nan),  # no g*g overflow
         }
     return {k: scalar_or_array(v) for k, v in out.items()}
 
@@ -172,9 +180,9 @@ def surge_eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike)
     >>> round(surge_eps_opt(16.0, eps_max=1.0, b_noise=64.0), 6)
     0.8
     """
-    b = check_positive(batch_size, "batch_size")
-    e = check_positive(eps_max, "eps_max")
-    n = check_positive(b_noise, "b_noise")
+    b, e, n = _scales(batch_size, eps_max, b_noise, "eps_max")
+    if np.any(n <= 0):
+        raise InputError(f"b_noise must be > 0 for the surge law, got {n!r}")
     return scalar_or_array(e / (0.5 * (np.sqrt(n / b) + np.sqrt(b / n))))
 
 
@@ -223,17 +231,28 @@ def sign_descent_eps_opt(batch_size: ArrayLike, gradient: ArrayLike, hessian: Ar
     """
     from scipy.special import erf
 
-    b = check_positive(batch_size, "batch_size")
+    b = np.asarray(check("batch_size", batch_size))
     g = as_array(gradient, "gradient", ndim=1)
     h = as_array(hessian, "hessian", ndim=2)
     if h.shape != (g.size, g.size):
         raise InputError(f"hessian must be ({g.size}, {g.size}), got {h.shape}")
     check_symmetric(h, "hessian")
-    s = np.broadcast_to(check_positive(noise_std, "noise_std"), g.shape)
+    s = np.asarray(check("noise_std", noise_std))
+    if s.ndim > 1 or (s.ndim == 1 and s.shape != g.shape):
+        raise InputError(f"noise_std must be a scalar or have the gradient's shape {g.shape}, "
+                         f"got shape {s.shape}")
+    s = np.broadcast_to(s, g.shape)
     sg = np.sign(g)
     mu = erf(np.abs(g)[None, :] * np.sqrt(b.reshape(-1, 1) / 2.0) / s[None, :])  # (nb, n)
     hs = h * sg[:, None] * sg[None, :]
     diag = np.trace(h)
     off = np.einsum("bi,ij,bj->b", mu, hs, mu) - np.einsum("bi,i,bi->b", mu, np.diag(h), mu)
-    out = (mu @ np.abs(g)) / (diag + off)
+    den = diag + off
+    if np.any(den <= 0):
+        bad = b.reshape(-1)[np.argmax(den <= 0)]
+        raise InputError(
+            f"hessian has curvature <= 0 along the expected sign step at batch_size={bad:g} "
+            f"(E[s^T H s] = {float(den[np.argmax(den <= 0)]):.3g}): the quadratic model's "
+            "improvement grows without bound in the rate, so no optimal rate exists")
+    out = (mu @ np.abs(g)) / den
     return scalar_or_array(out.reshape(b.shape))

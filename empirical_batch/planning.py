@@ -32,8 +32,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ._validate import as_array, check_positive, positive_float, scalar_or_array
+from ._validate import as_array, check_broadcast, positive_float, scalar_or_array
 from .errors import InputError
+from .params import check
 from .tradeoff import Tradeoff
 
 __all__ = ["Hardware", "frontier", "frontier_bend", "pareto_mask", "plan"]
@@ -96,20 +97,22 @@ class Hardware:
                 raise InputError(f"{name} must be an integer, got {v!r}")
             if v < 1:
                 raise InputError(f"{name} must be >= 1, got {v!r}")
+            if v > _EXACT:
+                raise InputError(f"{name} must be at most 2^53 (larger integers are not "
+                                 f"exact as floats), got {v!r}")
             object.__setattr__(self, name, int(v))
 
     def comm_seconds(self, devices):
         """Communication time per step on ``devices`` devices (0 for one device)."""
-        n = as_array(devices, "devices")
-        if np.any(n < 1):
-            raise InputError(f"devices must be >= 1, got {n.min()!r}")
+        n = check("devices", devices)
         comm = self.allreduce_s * (n - 1.0) / n + self.latency_s * np.ceil(np.log2(n))
         return scalar_or_array(np.where(n > 1, comm, 0.0))
 
     def step_seconds(self, batch_size, devices):
         """Seconds per optimizer step for global batch ``batch_size`` on ``devices``."""
-        b = check_positive(batch_size, "batch_size")
-        n = as_array(devices, "devices")
+        b = check("batch_size", batch_size)
+        n = check("devices", devices)
+        check_broadcast(("batch_size", b), ("devices", n))
         return scalar_or_array(b / n / self.throughput + self.step_overhead_s
                                + self.comm_seconds(n))
 
@@ -123,12 +126,20 @@ def _powers_of_two(lo: float, hi: float) -> np.ndarray:
     return 2.0 ** np.arange(k0, k1 + 1)
 
 
+_EXACT = 2**53
+"""Largest count planned: integers above it are not exact as floats (nor int64-safe in
+products)."""
+
+
 def _int_list(values, name) -> np.ndarray:
     arr = as_array(values, name, ndim=1)
     if arr.size == 0:
         raise InputError(f"{name} must not be empty")
     if np.any(arr < 1) or np.any(arr != np.round(arr)):
         raise InputError(f"{name} must be positive integers, got {arr.tolist()!r}")
+    if np.any(arr > _EXACT):
+        raise InputError(f"{name} must be at most 2^53 = {_EXACT} (larger integers are "
+                         f"not exact as floats), got {arr.max()!r}")
     return np.unique(arr.astype(np.int64))
 
 
@@ -263,6 +274,14 @@ def plan(
             "cost": cost,
         }
     )
+    bad = ~np.isfinite(df[["steps", "examples", "step_seconds", "wall_hours", "cost"]]
+                       .to_numpy())
+    if bad.any():
+        row = df.loc[bad.any(axis=1)].iloc[0]
+        raise InputError(
+            f"the plan's times or costs exceed the largest float at batch_size="
+            f"{row['batch_size']:g}, devices={row['devices']:g}: the tradeoff, batch_sizes "
+            "or hardware values are too large")
     df["pareto"] = pareto_mask(df["wall_hours"].to_numpy(), df["cost"].to_numpy())
     cols = list(_COLUMNS)
     if throughput_model is not None:

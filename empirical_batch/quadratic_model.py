@@ -5,6 +5,7 @@ the model itself is described there.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -92,23 +93,24 @@ class QuadraticModel(Frozen):
             check_psd(s, "noise_cov")
         else:
             check_nonnegative(s, "noise_cov")
-        g2 = float(g @ g)
+        with np.errstate(over="ignore", invalid="ignore"):
+            g2 = float(g @ g)
+            hg = h * g if h.ndim == 1 else h @ g
+            if h.ndim == 2 and s.ndim == 2:
+                tr_hs = float(np.sum(h * s.T))
+            else:  # a diagonal factor sees only the other one's diagonal
+                tr_hs = float(_diagonal(h) @ _diagonal(s))
+            scalars = {"g2": g2, "ghg": float(g @ hg), "trace_sigma": float(np.sum(_diagonal(s))),
+                       "trace_h_sigma": tr_hs}
         if g2 == 0.0:
             raise InputError("gradient must not be zero: the noise scales divide by |G|^2")
-        hg = h * g if h.ndim == 1 else h @ g
-        if h.ndim == 2 and s.ndim == 2:
-            tr_hs = float(np.sum(h * s.T))
-        else:  # a diagonal factor sees only the other one's diagonal
-            tr_hs = float(_diagonal(h) @ _diagonal(s))
+        over = [k for k, v in scalars.items() if not math.isfinite(v)]
+        if over:
+            raise InputError(f"gradient, hessian and noise_cov give {', '.join(over)} beyond "
+                             "the largest float (values near 1e308 multiplied); rescale them")
         # own copies: they are made read-only, and must not alias the caller's arrays
         self.gradient, self.hessian, self.noise_cov = g.copy(), h.copy(), s.copy()
-        self._init_scalars(
-            g2=g2,
-            ghg=float(g @ hg),
-            trace_sigma=float(np.sum(_diagonal(s))),
-            trace_h_sigma=tr_hs,
-            dataset_size=dataset_size,
-        )
+        self._init_scalars(**scalars, dataset_size=dataset_size)
 
     # --- alternative constructors ------------------------------------------------
     @classmethod
@@ -293,6 +295,11 @@ class QuadraticModel(Frozen):
         self.dataset_size = dataset_size
         self._derived = noise_scales_from_scalars(
             self.g2, self.ghg, self.trace_sigma, self.trace_h_sigma)
+        over = [k for k, v in self._derived.items() if not math.isfinite(v)]
+        if over:
+            raise InputError(f"{', '.join(over)} of this model exceed the largest float "
+                             "(the gradient, hessian or noise are too large or too small "
+                             "relative to each other); rescale them")
         self._freeze()
 
     # --- the paper's scalars ---------------------------------------------------

@@ -310,6 +310,7 @@ def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]
                 mapping[key] = cands[0]
                 used.add(cands[0])
                 break
+    _refuse_ambiguous(df, mapping, column_map, lowered, label)
     missing = [k for k in ("run", "batch_size", "step", "metric") if k not in mapping]
     if missing:
         hints = {k: COLUMN_ALIASES[k][:4] for k in missing}
@@ -319,6 +320,34 @@ def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]
             + ", ".join(f"{k}=NAME" for k in missing)
         )
     return mapping
+
+
+def _refuse_ambiguous(df, mapping, column_map, lowered, label) -> None:
+    """Two recognised columns for the metric (``loss`` and ``val_loss``): which one is
+    meant must be said (``metric=NAME``). Two for the batch size or the learning rate
+    (``batch_size`` and ``bs``) must agree on every row, else both are named."""
+    for key in ("metric", "batch_size", "learning_rate"):
+        if key in column_map or key not in mapping:
+            continue
+        chosen = mapping[key]
+        others = [c for alias in COLUMN_ALIASES[key] for c in lowered.get(alias, [])
+                  if c != chosen and c not in mapping.values()]
+        if not others:
+            continue
+        if key == "metric":
+            raise InputError(
+                f"{label}: several columns could be the metric: {[chosen, *others]}; say "
+                f"which one with metric=NAME (e.g. metric={str(others[0])!r})")
+        a = pd.to_numeric(df[chosen], errors="coerce")
+        for other in others:
+            b = pd.to_numeric(df[other], errors="coerce")
+            differ = ~((a == b) | (a.isna() & b.isna()))
+            if differ.any():
+                i = df.index[differ.to_numpy()][0]
+                raise InputError(
+                    f"{label}: columns {chosen!r} and {other!r} both look like the "
+                    f"{key.replace('_', ' ')} and differ (row {i!r}: {df.at[i, chosen]!r} "
+                    f"and {df.at[i, other]!r}); say which one with {key}=NAME")
 
 
 _NOT_NUMBERS = (bool, np.bool_, complex, np.complexfloating, pd.Timestamp, pd.Timedelta,

@@ -27,13 +27,14 @@ Learning." OSDI 2021, §3.2 (eq. 5-7).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from .errors import InputError
+from .errors import EmpiricalBatchWarning, InputError
 
 __all__ = ["ThroughputModel", "fit_throughput"]
 
@@ -52,6 +53,9 @@ class ThroughputModel:
     rms_relative_error: float
     n_timings: int
     notes: tuple[str, ...] = field(default=())
+    status: str = "fitted"
+    """``"fitted"``, or ``"poor_fit"`` when the rms relative error exceeds `POOR_FIT`
+    (also a note and an `EmpiricalBatchWarning`)."""
 
     def grad_seconds(self, micro_batch):
         return self.alpha_grad + self.beta_grad * np.asarray(micro_batch, dtype=float)
@@ -93,13 +97,14 @@ class ThroughputModel:
             f"ThroughputModel(T_grad = {self.alpha_grad:.3g} + {self.beta_grad:.3g}·m s, "
             f"T_sync = {self.alpha_sync:.3g} + {self.beta_sync:.3g}·(n-2) s, "
             f"gamma={self.gamma:.3g}, rms rel. error {self.rms_relative_error:.1%} over "
-            f"{self.n_timings} timings)"
+            f"{self.n_timings} timings" + (", POOR FIT" if self.status == "poor_fit" else "")
+            + ")"
         )
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in (
             "alpha_grad", "beta_grad", "alpha_sync", "beta_sync", "gamma",
-            "rms_relative_error", "n_timings")} | {"notes": list(self.notes)}
+            "rms_relative_error", "n_timings", "status")} | {"notes": list(self.notes)}
 
 
 def _timings(frame: pd.DataFrame) -> tuple[np.ndarray, ...]:
@@ -216,9 +221,20 @@ def fit_throughput(timings: pd.DataFrame) -> ThroughputModel:
     res = optimize.least_squares(resid, np.array(x0), bounds=(lo, hi), x_scale="jac")
     ag, bg, as_, bs, g = unpack(res.x)
     r = resid(res.x)
+    rms = float(np.sqrt(np.mean(np.expm1(r) ** 2)))
+    if rms > POOR_FIT:
+        note = (f"the model misses the timings by {rms:.0%} rms (more than "
+                f"{POOR_FIT:.0%}): its predictions are not reliable; check the timings "
+                "(warm-up steps, other jobs) or whether the setup fits the model")
+        notes.append(note)
+        warnings.warn(note, EmpiricalBatchWarning, stacklevel=2)
     return ThroughputModel(
         alpha_grad=float(ag), beta_grad=float(bg), alpha_sync=float(as_),
         beta_sync=float(bs), gamma=float(g),
-        rms_relative_error=float(np.sqrt(np.mean(np.expm1(r) ** 2))), n_timings=len(t),
-        notes=tuple(notes),
+        rms_relative_error=rms, n_timings=len(t), notes=tuple(notes),
+        status="poor_fit" if rms > POOR_FIT else "fitted",
     )
+
+
+POOR_FIT = 0.10
+"""rms relative error above which `fit_throughput` flags its model (``status``)."""

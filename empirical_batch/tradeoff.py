@@ -17,6 +17,7 @@ gain $\gamma = E[\sqrt{\mathcal{B}}]^2/E[\mathcal{B}] \le 1$ it brings.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -25,8 +26,16 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._numeric import trapezoid
-from ._validate import as_array, as_float, check_positive, positive_float, scalar_or_array
+from ._validate import (
+    as_array,
+    as_float,
+    check_broadcast,
+    check_positive,
+    positive_float,
+    scalar_or_array,
+)
 from .errors import InputError
+from .params import check
 
 __all__ = ["AdaptiveSchedule", "Tradeoff", "adaptive_schedule"]
 
@@ -57,7 +66,12 @@ class Tradeoff:
 
     def __post_init__(self) -> None:
         for name in ("s_min", "e_min"):
-            object.__setattr__(self, name, positive_float(getattr(self, name), name))
+            object.__setattr__(self, name, float(check(name, as_float(getattr(self, name),
+                                                                        name))))
+        ratio = self.e_min / self.s_min
+        if not (math.isfinite(ratio) and ratio > 0):
+            raise InputError(f"e_min / s_min = B_crit must be a positive finite float, got "
+                             f"e_min={self.e_min!r} and s_min={self.s_min!r}")
 
     @classmethod
     def from_b_crit(cls, b_crit: float, *, s_min: float | None = None,
@@ -67,7 +81,7 @@ class Tradeoff:
         >>> Tradeoff.from_b_crit(64, s_min=1000)
         Tradeoff(s_min=1000.0, e_min=64000.0)
         """
-        b = positive_float(b_crit, "b_crit")
+        b = float(check("b_crit", as_float(b_crit, "b_crit")))
         if (s_min is None) == (e_min is None):
             raise InputError("give exactly one of s_min and e_min with b_crit")
         if s_min is not None:
@@ -115,13 +129,15 @@ class Tradeoff:
 
     def steps(self, batch_size: ArrayLike) -> Any:
         r"""$S(B) = S_{min}(1 + B_{crit}/B)$."""
-        b = check_positive(batch_size, "batch_size")
-        return scalar_or_array(self.s_min * (1.0 + self.b_crit / b))
+        b = check("batch_size", batch_size)
+        with np.errstate(over="ignore"):
+            return _in_range(self.s_min + self.e_min / b, "steps")  # = S_min (1 + B_crit/B)
 
     def examples(self, batch_size: ArrayLike) -> Any:
         r"""$E(B) = E_{min}(1 + B/B_{crit})$."""
-        b = check_positive(batch_size, "batch_size")
-        return scalar_or_array(self.e_min * (1.0 + b / self.b_crit))
+        b = check("batch_size", batch_size)
+        with np.errstate(over="ignore"):
+            return _in_range(self.e_min + self.s_min * b, "examples")  # = E_min (1 + B/B_crit)
 
     def batch_size_for_steps(self, steps: ArrayLike) -> Any:
         r"""Batch size that reaches the target in ``steps`` steps.
@@ -130,13 +146,13 @@ class Tradeoff:
 
         Raises ``ValueError`` for ``steps <= s_min``, which no batch size reaches.
         """
-        s = check_positive(steps, "steps")
+        s = check("steps", steps)
         if np.any(s <= self.s_min):
             raise InputError(
                 f"steps must be > s_min={self.s_min:.6g} (no batch size reaches the "
                 f"target in fewer steps), got {s.min()!r}"
             )
-        return scalar_or_array(self.b_crit / (s / self.s_min - 1.0))
+        return scalar_or_array(self.e_min / (s - self.s_min))  # no overflow in B_crit * ...
 
     def batch_size_for_examples(self, examples: ArrayLike) -> Any:
         r"""Batch size that reaches the target with ``examples`` examples.
@@ -145,18 +161,19 @@ class Tradeoff:
 
         Raises ``ValueError`` for ``examples <= e_min``, which no batch size reaches.
         """
-        e = check_positive(examples, "examples")
+        e = check("examples", examples)
         if np.any(e <= self.e_min):
             raise InputError(
                 f"examples must be > e_min={self.e_min:.6g} (no batch size reaches the "
                 f"target with fewer examples), got {e.min()!r}"
             )
-        return scalar_or_array(self.b_crit * (e / self.e_min - 1.0))
+        return scalar_or_array((e - self.e_min) / self.s_min)
 
     def residual(self, steps: ArrayLike, examples: ArrayLike) -> Any:
         r"""$(S/S_{min} - 1)(E/E_{min} - 1) - 1$: zero on the tradeoff curve."""
-        s = check_positive(steps, "steps")
-        e = check_positive(examples, "examples")
+        s = check("steps", steps)
+        e = check("examples", examples)
+        check_broadcast(("steps", s), ("examples", e))
         return scalar_or_array((s / self.s_min - 1.0) * (e / self.e_min - 1.0) - 1.0)
 
     def to_dict(self) -> dict[str, Any]:
@@ -302,8 +319,10 @@ def adaptive_schedule(
     steps = s_min + i_half / np.sqrt(rate)
     examples = e_min + np.sqrt(rate) * i_half
     gamma = i_half**2 / (s_min * e_min)
-    fixed_b = e_min / (steps - s_min)  # E_s[B] S_min / (S - S_min), E_s[B] = e_min/s_min
-    fixed_b_same_e = (examples - e_min) / s_min  # E = E_min + B S_min for constant B
+    # E_s[B] S_min / (S - S_min) with E_s[B] = e_min/s_min and S - S_min = i_half/sqrt(r),
+    # written without the difference (which rounds to 0 for a huge r)
+    fixed_b = e_min * np.sqrt(rate) / i_half
+    fixed_b_same_e = np.sqrt(rate) * i_half / s_min  # E = E_min + B S_min for constant B
     fixed_steps = s_min + e_min / fixed_b_same_e
     return AdaptiveSchedule(
         s=grid, noise_scale=b, batch_size=batch, r=rate, steps=float(steps),
@@ -311,6 +330,14 @@ def adaptive_schedule(
         fixed_batch_size=float(fixed_b), fixed_examples=float(e_min + fixed_b * s_min),
         fixed_steps_same_examples=float(fixed_steps),
     )
+
+
+def _in_range(values: np.ndarray, what: str) -> Any:
+    """The values as a float or array; an `InputError` naming ``batch_size`` where the
+    exact answer is beyond the largest float (instead of ``inf`` and a warning)."""
+    if not np.all(np.isfinite(values)):
+        raise InputError(f"{what} at this batch_size exceed the largest float (1.8e308)")
+    return scalar_or_array(values)
 
 
 def _as_1d(value: ArrayLike, name: str) -> np.ndarray:

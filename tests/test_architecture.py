@@ -122,6 +122,7 @@ LAYERS: dict[str, int] = {
     "empirical_batch._io": 0,
     "empirical_batch._frozen": 0,
     "empirical_batch._numeric": 0,
+    "empirical_batch.params": 0,
     "empirical_batch.units": 0,
     # 1 theory: closed forms of the paper
     "empirical_batch.one_step": 1,
@@ -132,6 +133,7 @@ LAYERS: dict[str, int] = {
     # 2 models and data: the tradeoff, the estimators, the rules, the sweep schema
     "empirical_batch.tradeoff": 2,
     "empirical_batch.estimators": 2,
+    "empirical_batch.estimator_state": 2,
     "empirical_batch.throughput": 2,
     "empirical_batch.branched": 2,
     "empirical_batch.rules": 2,

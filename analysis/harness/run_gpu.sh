@@ -14,12 +14,21 @@
 #   env            git commit, nvidia-smi, python/torch/CUDA and package versions
 #   pytest_gpu     python -m pytest -m gpu -q
 #   harness        python -m empirical_batch.cli harness --config full --device cuda --out OUT
-#                  (wall time in OUT/logs/harness_wall_s.txt; per-stage times in OUT/manifest.json;
-#                  with HARNESS_STAGE=analyze: logs/harness_analyze.txt, harness_analyze_wall_s.txt)
+#                  --overwrite --time-budget PIECE_SECONDS, repeated until the run is complete
+#                  (each piece stops between units when the next would not fit, keeps what
+#                  it finished, and the next piece continues; PIECE_SECONDS defaults to 420,
+#                  so a piece stays under a 10-minute command limit; MAX_PIECES=N stops after
+#                  N pieces, e.g. MAX_PIECES=1 for one piece per call of this script: rerun it
+#                  with STEPS=harness until the log says "harness complete").
+#                  Logs: OUT/logs/harness.piece-K.txt; total wall time of the pieces in
+#                  OUT/logs/harness_wall_s.txt; per-stage times in OUT/manifest.json; with
+#                  HARNESS_STAGE=analyze: harness_analyze.piece-K.txt, harness_analyze_wall_s.txt.
+#                  --overwrite removes only files that an older run's manifests list.
 #   docs_page      python -m analysis.harness.docs_page OUT --section full
 #                  (fills the "harness report full" section of docs/validation.md and
 #                  docs/img/harness-full/; in the smoke mode a copy under OUT/docs instead)
-#   bench_harness  python benchmarks/bench_harness.py --config full --scale 0.1 --device cuda
+#   bench_harness  python benchmarks/bench_harness.py --config full --scale 0.05 --device cuda
+#                  --modes auto batched
 #   bench_simulate python benchmarks/bench_simulate.py
 #   bench_measure  python benchmarks/bench_measure.py --device cuda --reps 15
 #   bench_measure_gpt2  python benchmarks/bench_measure.py --device cuda --models gpt2 --bf16
@@ -74,7 +83,7 @@ else
     MODE="GPU (full config)"
     DEVICE=cuda
     HARNESS_ARGS=(--config full --device cuda)
-    BENCH_HARNESS_ARGS=(--config full --scale 0.1 --device cuda)
+    BENCH_HARNESS_ARGS=(--config full --scale 0.05 --device cuda --modes auto batched)
     BENCH_SIMULATE_ARGS=()
     BENCH_MEASURE_ARGS=(--device cuda --reps 15)
     BENCH_GPT2_ARGS=(--device cuda --models gpt2 --bf16 --gpt2-batch 32 --reps 15 --no-ddp)
@@ -90,7 +99,11 @@ done
 want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 HARNESS_STAGE="${HARNESS_STAGE:-all}"
 case "$HARNESS_STAGE" in all|sweep|analyze) ;; *) echo "run_gpu.sh: HARNESS_STAGE must be all, sweep or analyze" >&2; exit 2 ;; esac
-HARNESS_ARGS+=(--stage "$HARNESS_STAGE")
+HARNESS_ARGS+=(--stage "$HARNESS_STAGE" --overwrite)
+PIECE_SECONDS="${PIECE_SECONDS:-420}"
+MAX_PIECES="${MAX_PIECES:-0}"
+[[ "$PIECE_SECONDS" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "run_gpu.sh: PIECE_SECONDS must be a number of seconds" >&2; exit 2; }
+[[ "$MAX_PIECES" =~ ^[0-9]+$ ]] || { echo "run_gpu.sh: MAX_PIECES must be an integer (0: no limit)" >&2; exit 2; }
 
 echo "run_gpu.sh: $MODE"
 echo "  checkout $ROOT"
@@ -206,12 +219,31 @@ want env && run_step env record_env
 want pytest_gpu && run_step pytest_gpu "$PYTHON" -m pytest ${PYTEST_ARGS[@]+"${PYTEST_ARGS[@]}"}
 HARNESS_LOG=harness
 [[ "$HARNESS_STAGE" == all ]] || HARNESS_LOG="harness_$HARNESS_STAGE"
+HARNESS_DONE=0
 if want harness; then
-    run_step "$HARNESS_LOG" "$PYTHON" -m empirical_batch.cli harness \
-        ${HARNESS_ARGS[@]+"${HARNESS_ARGS[@]}"} --out "$OUT"
-    echo "$LAST_SECONDS" > "$LOGS/${HARNESS_LOG}_wall_s.txt"
+    piece=0
+    total=0
+    while :; do
+        piece=$((piece + 1))
+        run_step "$HARNESS_LOG.piece-$piece" "$PYTHON" -m empirical_batch.cli harness \
+            ${HARNESS_ARGS[@]+"${HARNESS_ARGS[@]}"} --out "$OUT" --time-budget "$PIECE_SECONDS"
+        total=$(awk -v a="$total" -v b="$LAST_SECONDS" 'BEGIN { printf "%.1f", a + b }')
+        if [[ " ${FAILED[*]-} " == *" $HARNESS_LOG.piece-$piece "* ]]; then break; fi
+        if ! grep -q "^continue with:" "$LOGS/$HARNESS_LOG.piece-$piece.txt"; then
+            HARNESS_DONE=1
+            echo "harness complete after $piece piece(s) in this call" | tee -a "$LOGS/$HARNESS_LOG.piece-$piece.txt"
+            break
+        fi
+        if [[ "$MAX_PIECES" != 0 && "$piece" -ge "$MAX_PIECES" ]]; then
+            echo "run_gpu.sh: $piece piece(s) done, the harness is not complete: run again with STEPS=harness to continue"
+            break
+        fi
+    done
+    echo "$total" > "$LOGS/${HARNESS_LOG}_wall_s.txt"
 fi
-if want docs_page; then
+if want docs_page && want harness && [[ "$HARNESS_DONE" == 0 ]]; then
+    echo "run_gpu.sh: the harness is not complete: docs_page skipped" | tee "$LOGS/docs_page.txt"
+elif want docs_page; then
     if [[ -f "$OUT/report.md" ]]; then
         run_step docs_page "$PYTHON" -m analysis.harness.docs_page "$OUT" \
             ${DOCS_ARGS[@]+"${DOCS_ARGS[@]}"}

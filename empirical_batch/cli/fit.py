@@ -160,7 +160,7 @@ def _fit_steps_tables(args, groups, label, batch, say) -> int:
         say(f"{head}{label}: steps-to-target table, {len(steps)} rows, "
             f"{steps['batch_size'].nunique()} batch sizes in {unit} ({why})")
         fit = _with_progress(lambda steps=steps: fit_tradeoff(
-            steps, ci=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
+            steps, level=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
             combine=args.combine, unit=unit), args.n_boot)
         say()
         say(fit.summary())
@@ -253,7 +253,7 @@ def run(args) -> int:
             f"{args.target[0]:g} (best configuration per batch size):")
         say(shown.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
         fit = _with_progress(lambda: fit_tradeoff(
-            table, ci=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded),
+            table, level=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded),
             args.n_boot)
         say()
         say(fit.summary())
@@ -266,12 +266,12 @@ def run(args) -> int:
             fig = _fit_figure(fit)
     else:
         curve = critical_batch_curve(
-            sweep, args.target, combine=args.combine, config=config, ci=args.ci,
+            sweep, args.target, combine=args.combine, config=config, level=args.ci,
             n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
             errors="report", progress=sys.stderr.isatty(), unit=unit)
         say(f"\ncritical batch size per target (in {unit}):")
         say(curve.frame.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
-        if curve["b_crit"].isna().all():
+        if (curve.to_frame()["status"] == "not fitted").all():
             raise InputError("no target was reached by at least 3 batch sizes")
         if args.json:
             print(dumps({"source": label, "unit": unit, "fits": [

@@ -60,7 +60,14 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         "intra-op threading costs more than it saves)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--overwrite", action="store_true",
-                   help="write into --out even if it holds another configuration's results")
+                   help="write into --out even if it holds another configuration's results "
+                        "(removes only the files its manifests list) or files of your own "
+                        "(kept; a file of yours the harness would write is refused)")
+    p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                   help="stop cleanly between units (sweep groups; per task the reference "
+                        "runs, one-step and branched training) when the next would not fit "
+                        "in SECONDS of wall time; exit 0, print what remains and the "
+                        "command that continues (finished units are kept and reused)")
     p.set_defaults(run=command(run))
 
 
@@ -86,6 +93,8 @@ def run(args) -> int:
     command += f" --stage {stage} --out {args.out} --device {args.device}"
     if args.threads:
         command += f" --threads {args.threads}"
+    if args.time_budget is not None:
+        command += f" --time-budget {args.time_budget:g}"
     with contextlib.ExitStack() as stack:
         executor = (None if engine is None else
                     stack.enter_context(distribute.open_executor(engine, device=args.device)))
@@ -93,9 +102,16 @@ def run(args) -> int:
             config, args.out, stage=stage, shard=shard, device=args.device,
             progress=not args.no_progress, threads=args.threads, command=command,
             overwrite=args.overwrite, executor=executor, split=args.shard_by,
+            time_budget=args.time_budget,
         )
     for f in result.files:
         print(f)
     print(f"harness {config.name} on {result.device}: " + ", ".join(
         f"{k} {v:.1f} s" for k, v in result.wall_s.items()))
+    if not result.complete:
+        print(f"time budget of {args.time_budget:g} s spent; finished work is kept in "
+              f"{args.out}. Remaining ({len(result.remaining)}):")
+        for item in result.remaining:
+            print(f"  {item}")
+        print(f"continue with: {command}")
     return 0

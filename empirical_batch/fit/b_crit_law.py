@@ -196,6 +196,10 @@ def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 
         if curve.higher_is_better:
             raise InputError("the curve's metric is higher-is-better; B_crit(L) needs "
                              "targets that are losses")
+        bounds = sorted(set(statuses) - {"identified", "unknown"})
+        if bounds:
+            raise InputError(f"rows with status {bounds} bound B_crit on one side and have no "
+                             "value of it (b_crit is NaN there): fit identified rows only")
         frame = curve.frame[curve.frame["status"].isin(statuses)]
         levels = {f.level for f in curve.fits if f is not None}
         input_level = levels.pop() if len(levels) == 1 else input_level

@@ -35,9 +35,14 @@ class CriticalBatchCurve(FrameView):
         What ``b_crit`` and ``e_min`` count (`empirical_batch.units`).
     frame : pandas.DataFrame
         One row per target: ``target, s_min, e_min, b_crit, b_crit_lo, b_crit_hi,
-        n_batch_sizes, log_rmse, extrapolation, status, note`` (``to_frame()``). A view
-        of the fits: each access returns a new copy, so editing it changes neither the
-        fits nor ``b_crit`` and ``status`` (which read the fits).
+        n_batch_sizes, log_rmse, extrapolation, status, note, b_crit_bound``
+        (``to_frame()``). A view of the fits: each access returns a new copy, so editing
+        it changes neither the fits nor ``b_crit`` and ``status`` (which read the fits).
+        Values the data do not determine are NaN (`TradeoffFit.determined`): ``b_crit``
+        is a number only where the status is ``"identified"`` (or ``"unknown"``, no
+        interval asked for); a one-sided interval's end is in ``b_crit_bound`` (a lower
+        bound for ``"lower_bound"``). Fits on top of the curve (a power law in the
+        target) use the identified rows.
     """
 
     targets: tuple[float, ...]
@@ -54,7 +59,10 @@ class CriticalBatchCurve(FrameView):
 
     @property
     def b_crit(self) -> np.ndarray:
-        return np.array([np.nan if f is None else f.b_crit for f in self.fits], dtype=float)
+        """B_crit per target where the data determine it, NaN elsewhere (bounds included:
+        see ``b_crit_bound`` in the frame)."""
+        return np.array([np.nan if f is None else f.determined()["b_crit"] for f in self.fits],
+                        dtype=float)
 
     @property
     def status(self) -> tuple[str, ...]:
@@ -63,14 +71,17 @@ class CriticalBatchCurve(FrameView):
     def __repr__(self) -> str:
         ok = sum(f is not None for f in self.fits)
         ident = sum(s == "identified" for s in self.status)
-        return (
-            f"CriticalBatchCurve({len(self.targets)} targets of {self.metric_name}, {ok} "
-            f"fitted, {ident} identified, B_crit {np.nanmin(self.b_crit) if ok else np.nan:.4g}"
-            f"..{np.nanmax(self.b_crit) if ok else np.nan:.4g} {self.unit})"
-        )
+        b = self.b_crit[np.isfinite(self.b_crit)]
+        span = f", B_crit {b.min():.4g}..{b.max():.4g} {self.unit}" if b.size else ""
+        bounds = [float(f.b_crit_bound) for f in self.fits
+                  if f is not None and f.status == "lower_bound"]
+        low = f", B_crit > {min(bounds):.4g} at {len(bounds)} targets" if bounds else ""
+        return (f"CriticalBatchCurve({len(self.targets)} targets of {self.metric_name}, {ok} "
+                f"fitted, {ident} identified{span}{low})")
 
     def summary(self) -> str:
-        cols = ["target", "b_crit", "b_crit_lo", "b_crit_hi", "status", "n_batch_sizes"]
+        cols = ["target", "b_crit", "b_crit_bound", "b_crit_lo", "b_crit_hi", "status",
+                "n_batch_sizes"]
         return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,16 +159,20 @@ def critical_batch_curve(
             if errors == "raise":
                 raise type(exc)(f"target {t:g}: {exc}") from None
             rows.append({"target": float(t), "s_min": np.nan, "e_min": np.nan,
-                         "b_crit": np.nan, "b_crit_lo": np.nan, "b_crit_hi": np.nan,
+                         "b_crit": np.nan, "b_crit_bound": np.nan, "b_crit_lo": np.nan,
+                         "b_crit_hi": np.nan,
                          "n_batch_sizes": int(table.reached.sum()), "log_rmse": np.nan,
                          "extrapolation": False, "status": "not fitted", "note": str(exc)})
             fits.append(None)
             notes.append(str(exc))
             continue
-        note = (f"unreached: {list(fit.unreached_batch_sizes)}"
-                if fit.unreached_batch_sizes else "")
+        parts = [f"unreached: {list(fit.unreached_batch_sizes)}"] \
+            if fit.unreached_batch_sizes else []
+        if fit.status not in ("identified", "unknown"):  # why b_crit is NaN
+            parts.insert(0, fit.b_crit_text())
+        note = "; ".join(parts)
         rows.append({
-            "target": float(t), "s_min": fit.s_min, "e_min": fit.e_min, "b_crit": fit.b_crit,
+            "target": float(t), **fit.determined(),
             "b_crit_lo": fit.b_crit_interval.low, "b_crit_hi": fit.b_crit_interval.high,
             "n_batch_sizes": fit.n_batch_sizes, "log_rmse": fit.log_rmse,
             "extrapolation": fit.extrapolation, "status": fit.status, "note": note,
@@ -167,5 +182,10 @@ def critical_batch_curve(
     return CriticalBatchCurve(
         targets=tuple(float(t) for t in targets), fits=tuple(fits), notes=tuple(notes),
         metric_name=sweep.metric_name, higher_is_better=sweep.higher_is_better,
-        _table=pd.DataFrame(rows), unit=unit,
+        _table=pd.DataFrame(rows, columns=list(COLUMNS)), unit=unit,
     )
+
+
+COLUMNS = ("target", "s_min", "e_min", "b_crit", "b_crit_lo", "b_crit_hi", "n_batch_sizes",
+           "log_rmse", "extrapolation", "status", "note", "b_crit_bound")
+"""The columns of `CriticalBatchCurve.frame`, in order (also when it has no rows)."""

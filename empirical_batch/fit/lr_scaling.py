@@ -20,11 +20,12 @@ Undergraduate Statistics Curriculum." The American Statistician 69(4), 2015
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import optimize
+from scipy import optimize, stats
 
 from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
@@ -33,7 +34,7 @@ from ..result import Interval, Result, deprecated_alias
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
-from .tradeoff_fit import TradeoffFit, fit_tradeoff
+from .tradeoff_fit import FitWarning, TradeoffFit, fit_tradeoff
 
 
 @dataclass(frozen=True, repr=False)
@@ -88,6 +89,30 @@ class LRScalingFit(Result):
     note: str = ""
     """Empty, or what was numerically degenerate: a fitted constant beyond the float
     range (learning rates many decades apart) is ``inf``, said here."""
+    status: str = "identified"
+    """``"identified"``, or ``"lower_bound"`` / ``"upper_bound"`` when the fitted $B_*$
+    sits at the top / bottom of the searched range (1000 times beyond the measured batch
+    sizes): the rates still rise (or are flat) at the ends of the grid, so $B_*$ is
+    only bounded; ``to_dict`` then gives ``b_star`` as NaN and the bound in
+    ``b_star_bound``, and ``b_star_interval`` is one-sided. The law still evaluates in the
+    measured range."""
+
+    def __repr__(self) -> str:
+        b = (f"B*={self.b_star:.4g}" if self.status == "identified" else
+             f"B* {'>' if self.status == 'lower_bound' else '<'} {self.b_star_bound:.4g} "
+             f"({self.status})")
+        sel = f", {self.selection_status}" if self.selection_status else ""
+        return (f"LRScalingFit({self.family}{sel}: eps*={self.eps_star:.4g}, {b}, "
+                f"alpha={self.alpha:.3g}, {len(self.batch_sizes)} batch sizes)")
+
+    @property
+    def b_star_bound(self) -> float:
+        """The finite end of ``b_star_interval`` for a bound, ``b_star`` when identified."""
+        if self.status == "lower_bound":
+            return self.b_star_interval.low
+        if self.status == "upper_bound":
+            return self.b_star_interval.high
+        return self.b_star
 
     _legacy_ci = ("eps_star", "b_star", "alpha")
     eps_star_ci = deprecated_alias("eps_star_interval", "tuple", "eps_star_ci")
@@ -129,6 +154,9 @@ class LRScalingFit(Result):
     def to_dict(self) -> dict:
         d = {k: v for k, v in super().to_dict().items() if k != "_draws"}
         d["tradeoff_fit"] = None if self.tradeoff_fit is None else self.tradeoff_fit.to_dict()
+        d["b_star_bound"] = self.b_star_bound
+        if self.status != "identified":
+            d["b_star"] = math.nan
         return d
 
 
@@ -192,15 +220,43 @@ def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
         q = _tails(ci, n - 2)
         e_ci = (float(np.quantile(draws[:, 0], q[0])), float(np.quantile(draws[:, 0], q[1])))
         b_ci = (float(np.quantile(draws[:, 1], q[0])), float(np.quantile(draws[:, 1], q[1])))
+    status, b_ci = _edge_status(rss[0], grid, n - 2, ci, b_ci, "surge")
     return LRScalingFit(
         eps_star=exp_or_inf(a), b_star=exp_or_inf(c), alpha=math.nan,
         eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
         alpha_interval=Interval(math.nan, math.nan, ci), alpha_fixed=True,
         batch_sizes=tuple(b.tolist()), learning_rates=tuple(lr.tolist()),
         log_residuals=tuple(resid.tolist()), refined=tuple(bool(v) for v in refined),
-        tradeoff_fit=tradeoff_fit, _draws=draws, family="surge",
+        tradeoff_fit=tradeoff_fit, _draws=draws, family="surge", status=status,
         note=_overflow_note(a, c),
     )
+
+
+def _edge_status(rss, grid, dof, ci, b_ci, family) -> tuple[str, tuple[float, float]]:
+    r"""Whether the data bound $B_*$: the profile set $\{B_* : F \le F_{1,dof}(ci)\}$,
+    $F = [\mathrm{RSS}(B_*) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/dof]$, on the
+    searched grid. A set that reaches the top of the grid (1000 times the largest batch
+    size: the rates still rise like a power of B there) leaves only a lower bound, its
+    lowest point; one that reaches the bottom only an upper bound. These ends depend on
+    the data only."""
+    rss = np.asarray(rss, dtype=float)
+    rss_min = float(rss.min())
+    if dof < 1:
+        return "identified", b_ci
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (rss - rss_min) / (max(rss_min, 1e-300) / dof)
+    inside = np.flatnonzero(f <= float(stats.f.ppf(ci, 1, dof)))
+    top, bottom = inside[-1] == len(grid) - 1, inside[0] == 0
+    if not (top or bottom):
+        return "identified", b_ci
+    lo, hi = float(np.exp(grid[inside[0]])), float(np.exp(grid[inside[-1]]))
+    status = ("unidentified" if top and bottom else "lower_bound" if top else "upper_bound")
+    what = {"lower_bound": f"only a lower bound (B* > {lo:.4g}): the best rates still rise "
+                           "like a power of B at the largest batch sizes",
+            "upper_bound": f"only an upper bound (B* < {hi:.4g})",
+            "unidentified": "not identified by the data"}[status]
+    warnings.warn(f"learning-rate law ({family}): B* is {what}", FitWarning, stacklevel=3)
+    return status, (0.0 if bottom else lo, math.inf if top else hi)
 
 
 def _best_lr_refined(cfg: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -384,8 +440,9 @@ def fit_lr_scaling(
                              float(np.quantile(draws[:, j], q[1]))) for j in range(3))
     else:
         e_ci = b_ci = a_ci = (math.nan, math.nan)
+    status, b_ci = _edge_status(rss[0], grid, n - n_par - 1, ci, b_ci, family)
     return LRScalingFit(
-        eps_star=eps_star, b_star=exp_or_inf(lbs), alpha=a_fit,
+        eps_star=eps_star, b_star=exp_or_inf(lbs), alpha=a_fit, status=status,
         eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
         alpha_interval=Interval(*a_ci, ci),
         alpha_fixed=alpha is not None,
@@ -417,7 +474,9 @@ def _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit) -> LRScalingFit:
     for fam in ("sgd", "surge", "power"):
         if n < K[fam] + 2 if fam == "power" else n < 3:
             continue
-        f = fit_lr_scaling(table, family=fam, level=ci, n_boot=n_boot, seed=seed)
+        with warnings.catch_warnings():  # only the selected law's bound is reported
+            warnings.simplefilter("ignore", FitWarning)
+            f = fit_lr_scaling(table, family=fam, level=ci, n_boot=n_boot, seed=seed)
         fits[fam] = f
         rss[fam] = float(np.sum(np.square(f.log_residuals)))
     if not fits:
@@ -425,11 +484,18 @@ def _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit) -> LRScalingFit:
                          f"best learning rate, got {n}")
     rss_half = math.nan
     if "power" in fits:
-        half = fit_lr_scaling(table, family="power", alpha=0.5, n_boot=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FitWarning)
+            half = fit_lr_scaling(table, family="power", alpha=0.5, n_boot=0)
         rss_half = float(np.sum(np.square(half.log_residuals)))
     sel = select_family(b, lr, rss, rss_half)
     rows = tuple((fam, sel.aicc[fam], rss[fam], K[fam]) for fam in rss)
-    return replace(fits[sel.family], refined=tuple(bool(v) for v in refined),
+    chosen = fits[sel.family]
+    if chosen.status != "identified":
+        warnings.warn(f"learning-rate law ({sel.family}): B* is only a "
+                      f"{chosen.status.replace('_', ' ')} ({chosen.b_star_interval.low:.4g}, "
+                      f"{chosen.b_star_interval.high:.4g})", FitWarning, stacklevel=3)
+    return replace(chosen, refined=tuple(bool(v) for v in refined),
                    tradeoff_fit=tradeoff_fit, selection=rows,
                    selection_status=sel.status, candidates=sel.candidates,
                    selection_note=sel.note)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -129,6 +130,24 @@ class TradeoffFit(Result):
 
     _legacy_ci = ("b_crit", "s_min", "e_min")
 
+    def determined(self) -> dict[str, float]:
+        """``s_min``, ``e_min``, ``b_crit`` as the data determine them (NaN where they do
+        not) and ``b_crit_bound``: all three for ``"identified"`` and ``"unknown"`` (no
+        interval asked for); for ``"lower_bound"`` $B_{crit}$ and $S_{min}$ are not
+        determined (steps still fall like 1/B at the largest batch sizes, $E_{min}$ is);
+        for ``"upper_bound"`` $B_{crit}$ and $E_{min}$ are not; for ``"unidentified"``
+        none is. Tables, JSON and the command line report these values."""
+        s, e, b = self.s_min, self.e_min, self.b_crit
+        if self.status in ("lower_bound", "unidentified"):
+            s = b = math.nan
+        if self.status in ("upper_bound", "unidentified"):
+            e = b = math.nan
+        return {"s_min": s, "e_min": e, "b_crit": b, "b_crit_bound": self.b_crit_bound}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields, with the values the data do not determine as NaN (`determined`)."""
+        return super().to_dict() | self.determined()
+
     def to_frame(self) -> pd.DataFrame:
         """Per batch size: measured steps/examples, fitted values, log-residual."""
         b = np.asarray(self.batch_sizes)
@@ -149,7 +168,9 @@ class TradeoffFit(Result):
             return self.b_crit_interval.high
         return self.b_crit if self.status == "identified" else math.nan
 
-    def _b_crit_text(self) -> str:
+    def b_crit_text(self) -> str:
+        """B_crit as the data support it, in words: a value with its interval, a bound or
+        "not identified"."""
         lo, hi = self.b_crit_interval
         u = self.unit
         if self.status == "lower_bound":
@@ -164,7 +185,7 @@ class TradeoffFit(Result):
     def __repr__(self) -> str:
         warn = f", {len(self.warnings)} warnings" if self.warnings else ""
         return (
-            f"TradeoffFit({self._b_crit_text()}, status={self.status!r}, "
+            f"TradeoffFit({self.b_crit_text()}, status={self.status!r}, "
             f"s_min={self.s_min:.4g}, e_min={self.e_min:.4g}, "
             f"{self.n_batch_sizes} batch sizes{warn})"
         )
@@ -172,7 +193,7 @@ class TradeoffFit(Result):
     def summary(self) -> str:
         """The fit, its interval and its warnings, in a few lines."""
         lines = [
-            f"{self._b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
+            f"{self.b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
             f"n_boot={self.n_boot}); status {self.status}",
             f"S_min = {self.s_min:.4g} steps, E_min = {self.e_min:.4g} {self.unit}; "
             f"{self.n_batch_sizes} batch "
@@ -260,7 +281,10 @@ def fit_tradeoff(
         percentile intervals under-cover. The ends are found by root-finding on the
         continuous profile, so the interval always contains the estimate. An end is 0
         or ``inf`` when the set reaches the edge of the searched range
-        ($B_{crit}$ not bounded by the data; see ``status``).
+        ($B_{crit}$ not bounded by the data; see ``status``); the other, finite end of
+        such a one-sided set is then the ``"f"`` set's (it depends on the data only, so a
+        reported bound does not move with ``seed``; ``benchmarks/bound_stability.py``),
+        except with ``bounded=True``.
         ``"f"``: the same set with $c$ the F(1, n − 2) quantile (exact for
         Gaussian log-errors, no bootstrap needed). ``"percentile"``: quantiles of the
         bootstrap $B_{crit}$ (under-covers with few points: 0.80–0.85 at nominal
@@ -390,9 +414,18 @@ def fit_tradeoff(
         b_ci = (b_ci[0], math.inf)
     if lc <= grid[0] + edge and not math.isnan(b_ci[1]):
         b_ci = (0.0, b_ci[1])
+    status = _status(b_ci)
+    if interval == "profile" and status in ("lower_bound", "upper_bound") \
+            and rss_min > 1e-24 * n and not bounded:
+        # a one-sided set: its finite end from the F(1, n-2) calibration, which depends on
+        # the data only (the bootstrap-calibrated end moves with the random stream); not
+        # with bounded=True, where the F calibration under-covers (coverage_fit.py)
+        f_ci = profile_interval(y, log_b, grid, prof, lc, rss_min, n - 2,
+                                float(stats.f.ppf(ci, 1, n - 2)), bounded)
+        b_ci = (f_ci[0], math.inf) if status == "lower_bound" else (0.0, f_ci[1])
+        status = _status(b_ci)
     s_min = math.exp(lsm)
     b_crit = math.exp(lc)
-    status = _status(b_ci)
     notes = _warnings(b, y, b_crit, stepstable, n_boot, ci, interval)
     for w in notes:
         warnings.warn(w, FitWarning, stacklevel=2)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -37,6 +38,7 @@ from ..errors import InputError
 from ..rules import default_lr_rule
 from .config import BranchSpec
 from .noise import ReferenceRun, evenly_spaced
+from .resume import cached, task_identity
 from .tasks.base import Task
 from .trainer import ADAM_BETAS, ADAM_EPS
 
@@ -95,8 +97,16 @@ def run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun) -> pd.DataFram
     """One row per checkpoint: the branched bracket and the noise scales there (see the
     module notes).
 
-    ``ref`` is a reference run (its snapshots and noise-scale table).
+    ``ref`` is a reference run (its snapshots and noise-scale table). Kept per task and
+    optimizer inside an `empirical_batch.harness.resume.stage_cache` block.
     """
+    ident = (task_identity(task), asdict(spec), ref.member.to_dict(),
+             ref.scales.to_numpy().tolist())
+    return cached(task.name, "branched", ref.member.optimizer, ident,
+                  lambda: _run_branched(task, spec, ref))
+
+
+def _run_branched(task: Task, spec: BranchSpec, ref: ReferenceRun) -> pd.DataFrame:
     opt = ref.member.optimizer
     if opt not in _RULES:
         raise InputError(f"no learning-rate rule for optimizer {opt!r}; known: {list(_RULES)}")

@@ -237,10 +237,11 @@ def _cpu() -> HarnessConfig:
 
 
 def _full() -> HarnessConfig:
-    # GPU preset (not yet run on a GPU). The sweeps take
-    # 126,720 vmapped steps in all (`python -m empirical_batch.harness.config full`); the step
-    # budgets were set hoping for ~1.5 ms per step on an H100 (kernel-launch bound, an
-    # unmeasured guess), leaving room for the analysis in 10 minutes.
+    # GPU preset. The sweeps take 152,320 vmapped steps in all (`python -m
+    # empirical_batch.harness.config full`); a step of these models is bound by
+    # per-operation overhead (2.7-12 ms per step on an H100 for an earlier version), so
+    # the whole preset is estimated at 22-24 minutes on one H100 (docs/benchmarks.md,
+    # "The full preset on one H100"): run it in pieces with --time-budget.
     bs = tuple(2**k for k in range(0, 11))  # 1 … 1024: 11 powers of two
     budget = StepBudget(examples=2**14, min_steps=256, max_steps=2**13, n_log=32)
     one = OneStepSpec(batch_sizes=tuple(2**k for k in range(0, 12)), n_batches=256, n_eps=32,
@@ -268,9 +269,9 @@ def _full() -> HarnessConfig:
                      {"context": 32, "n_layers": 2, "eval_windows": 512,
                       "objective_windows": 1024}),
             # Tiny Shakespeare, 31,745 parameters, B = 2 … 4096 windows of 64 characters.
-            # Not yet run on a GPU. Estimated for one H100 (an estimate, not a measurement):
-            # sweep 6.5-10 min (25,600 vmapped steps at the ~12 ms each of the committed
-            # `sequence` sweep, plus 1.5e15 matmul FLOPs at 5-20 TFLOP/s), analysis 2-5 min.
+            # Not yet run on a GPU; estimated for one H100 at 255-375 s of sweep (25,600
+            # vmapped steps, 1.5e15 matmul FLOPs) and over 280 s of analysis
+            # (docs/benchmarks.md).
             # Rates from CPU pilots of this model: best Adam 2^-8 at B = 2 (2048 steps) and
             # 2^-6 at B = 64 (512 steps); best SGD 2^-1 and 2^0, with 2^1 diverging at both
             TaskPlan("text_lm",

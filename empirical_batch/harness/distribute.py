@@ -47,6 +47,7 @@ import torch
 
 from ..errors import InputError, UsageError
 from .config import SweepSpec
+from .device import resolve_device, sync_device
 from .sweep import group_shards, merge_shards, run_sweep
 from .tasks import TASKS, check_task_name
 from .tasks.base import Task
@@ -89,14 +90,12 @@ class ShardJob:
     device: str = "auto"
     dtype: torch.dtype = torch.float32
     threads: int | None = None
-    batched: bool = True
+    batched: bool | None = None
     max_group: int | None = None
     runs: int = field(default=0, compare=False)  # for messages only
 
     @restores_torch_threads
     def __call__(self) -> ShardResult:
-        from .pipeline import resolve_device, sync_device
-
         t0 = time.perf_counter()
         dev = resolve_device(self.device)
         if self.threads is not None:
@@ -125,7 +124,7 @@ def shard_jobs(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     threads: int | None = None,
-    batched: bool = True,
+    batched: bool | None = None,
     max_group: int | None = None,
 ) -> list[ShardJob]:
     """The jobs of `run_sweep_distributed` (one per non-empty shard), without running them."""
@@ -171,7 +170,7 @@ def run_sweep_distributed(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     threads: int | None = None,
-    batched: bool = True,
+    batched: bool | None = None,
     max_group: int | None = None,
     progress: bool = False,
     log: list[dict] | None = None,

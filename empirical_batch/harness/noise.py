@@ -38,7 +38,7 @@ paper's Table 1 does the same); the preconditioned ones are not measured here.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -48,6 +48,7 @@ from .._numeric import trapezoid
 from ..errors import InputError
 from ..theory import dl_opt
 from .config import TaskPlan
+from .resume import cached, task_identity
 from .scales import collector_b_simple, hessian_scales
 from .tasks.base import Task
 from .trainer import Member, log_steps, train_plain
@@ -115,9 +116,24 @@ def measure_scales(task: Task, model, n_examples: int) -> dict:
 
 def run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame, optimizer: str,
                   *, progress: bool = False) -> ReferenceRun:
-    """Retrain the reference run of ``optimizer`` and measure the noise scales along it."""
+    """Retrain the reference run of ``optimizer`` and measure the noise scales along it.
+
+    Inside an `empirical_batch.harness.resume.stage_cache` block the result is kept per
+    task and optimizer (keyed by the task, the plan's noise spec and step budget, the
+    reference member and its swept curve) and a rerun reads it instead of retraining.
+    """
+    member = reference_member(sweep_frame, optimizer, plan.noise.batch_size)
+    swept = sweep_frame[sweep_frame.run == member.run][["step", "metric"]]
+    key = (task_identity(task), asdict(plan.noise), asdict(plan.sweep.budget),
+           member.to_dict(), swept.to_numpy().tolist())
+    return cached(task.name, "reference", optimizer, key,
+                  lambda: _run_reference(task, plan, sweep_frame, member))
+
+
+def _run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame,
+                   member: Member) -> ReferenceRun:
     spec = plan.noise
-    member = reference_member(sweep_frame, optimizer, spec.batch_size)
+    optimizer = member.optimizer
     steps = plan.sweep.budget.steps(member.batch_size)
     logged = log_steps(steps, plan.sweep.budget.n_log)
     measured = set(int(s) for s in evenly_spaced(logged, spec.n_checkpoints))

@@ -37,7 +37,7 @@ every measured number comes from the loss changes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
@@ -49,6 +49,7 @@ from ..theory import dl_opt, eps_opt
 from . import scales
 from .config import OneStepSpec
 from .noise import evenly_spaced, objective_sample
+from .resume import cached, task_identity
 from .scales import hessian_scales, saved_bytes_per_example
 from .tasks.base import Task
 
@@ -224,7 +225,15 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
 
 
 def run_one_step(task: Task, spec: OneStepSpec, reference, *, key: int = 0) -> OneStepResult:
-    """The experiment at ``spec.n_checkpoints`` of the reference run's snapshots."""
+    """The experiment at ``spec.n_checkpoints`` of the reference run's snapshots (kept per
+    task inside an `empirical_batch.harness.resume.stage_cache` block)."""
+    ident = (task_identity(task), asdict(spec), reference.member.to_dict(),
+             reference.scales[["step", "eval_loss"]].to_numpy().tolist(), key)
+    return cached(task.name, "one_step", reference.member.optimizer, ident,
+                  lambda: _run_one_step(task, spec, reference, key=key))
+
+
+def _run_one_step(task: Task, spec: OneStepSpec, reference, *, key: int = 0) -> OneStepResult:
     tables, summaries = [], []
     for s in evenly_spaced(sorted(reference.snapshots), spec.n_checkpoints):
         res = one_step_at(task, reference.snapshots[s], spec,

@@ -27,30 +27,15 @@ import torch
 from .._io import atomic_write_text
 from ..errors import InputError
 from .config import HarnessConfig
-from .sweep import SPLITS, run_sweep, sweep_path, write_sweep
+from .device import resolve_device, sync_device
+from .distribute import run_sweep_distributed
+from .files import FileGuard, harness_manifests, listed_paths, remove_owned
+from .resume import BudgetExhausted, StageCache, TimeBudget, stage_cache
+from .sweep import SPLITS, parts_folder, run_sweep, sweep_path, write_sweep
 from .threads import restores_torch_threads
 from .trainer import group_members
 
 STAGES = ("all", "sweep", "analyze", "report")
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``auto`` → CUDA when available, else CPU; ``cuda`` without CUDA is an error.
-
-    Accepts the strings ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or a ``torch.device``
-    of type cpu or cuda.
-    """
-    if isinstance(device, torch.device):
-        device = str(device)
-    if not isinstance(device, str):
-        raise InputError(f"device must be a string or torch.device, got {type(device).__name__}")
-    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
-        raise InputError(f"--device must be auto, cpu or cuda[:N], got {device!r}")
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError("--device cuda was asked for but torch.cuda.is_available() is False")
-    return torch.device(device)
 
 
 @dataclass
@@ -66,14 +51,32 @@ class HarnessRun:
     split: str = "runs"
     #: with an executor: per task, where and how long each shard ran
     shards: dict = field(default_factory=dict)
+    #: False when the time budget stopped the run; ``remaining`` then says what is left
+    complete: bool = True
+    remaining: list = field(default_factory=list)
+    time_budget: float | None = None
 
     def to_dict(self) -> dict:
         return {
             "config": self.config, "device": self.device, "stage": self.stage,
             "shard": f"{self.shard[0]}/{self.shard[1]}", "split": self.split,
             "executor": self.executor, "shards": self.shards,
-            "wall_s": self.wall_s, "files": [str(f) for f in self.files],
+            "time_budget_s": self.time_budget, "complete": self.complete,
+            "remaining": self.remaining,
+            "wall_s": self.wall_s, "files": _relative(self.out, self.files),
         }
+
+
+def _relative(out: Path, files) -> list[str]:
+    root = out.resolve()
+    rel = []
+    for f in files:
+        p = Path(f).resolve()
+        try:
+            rel.append(p.relative_to(root).as_posix())
+        except ValueError:
+            rel.append(str(f))
+    return list(dict.fromkeys(rel))
 
 
 @restores_torch_threads
@@ -90,6 +93,7 @@ def run_harness(
     overwrite: bool = False,
     executor: Executor | None = None,
     split: str = "runs",
+    time_budget: float | None = None,
 ) -> HarnessRun:
     """Run ``stage`` of the harness for every task of ``config``; outputs under ``out``.
 
@@ -103,10 +107,24 @@ def run_harness(
     ``runs`` (every n-th run) or ``groups`` (whole vmap groups: the merged shards equal
     the unsharded sweep bit for bit; a shard that would hold no run is an error).
 
-    An output folder that holds another configuration's results (its manifests name a
-    different configuration) is refused unless ``overwrite=True``: results of two
-    sweeps are never mixed. A folder from the same configuration is reused (a resumed
-    or sharded run, or the analysis of existing sweeps).
+    **Resuming.** Without an executor every finished unit is on disk as soon as it
+    finishes: each vmap group of a sweep (``OUT/sweeps/parts/TASK/``) and, per task and
+    optimizer, the reference run, the one-step experiment and branched training
+    (``OUT/cache/TASK/``; `empirical_batch.harness.resume`). Running the same call again
+    reuses them and trains only what is missing; the sweep equals an uninterrupted
+    run's bit for bit. ``time_budget`` (seconds) stops the run cleanly between units
+    when the next one would not fit: the result then has ``complete=False`` and
+    ``remaining`` (what is left), the manifest says so, and the same call continues.
+
+    **Files.** An output folder that holds another configuration's results (its
+    manifests name a different configuration) is refused unless ``overwrite=True``,
+    which removes the files those manifests list (`empirical_batch.harness.files`);
+    results of two sweeps are never mixed. A folder from the same configuration is
+    reused (a resumed or sharded run, or the analysis of existing sweeps). A file the
+    run would write that no harness manifest lists (a user's own ``report.md``) is
+    refused, with or without ``overwrite``: the harness never writes over a file it did
+    not write, and never removes one. Every manifest lists every file its run wrote or
+    reused, relative to ``out``.
 
     ``threads`` sets torch's CPU threads for the call (default: 1 on the CPU, where the
     tiny models of the harness lose more to intra-op threading than they gain; unchanged
@@ -117,6 +135,10 @@ def run_harness(
     if executor is not None and (shard[1] > 1 or stage == "analyze"):
         raise InputError("--executor runs the sweep stage, all of its shards: do not combine "
                          "it with --shard i/n or --stage analyze")
+    if executor is not None and time_budget is not None:
+        raise InputError("--time-budget pieces a run in one process; with --executor the "
+                         "shards run elsewhere: do not combine them")
+    budget = TimeBudget(time_budget)
     if split not in SPLITS:
         raise InputError(f"--shard-by must be one of {SPLITS}, got {split!r}")
     if shard[1] > 1 and stage != "sweep":
@@ -143,106 +165,141 @@ def run_harness(
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
     _check_folder(out, config, overwrite)
+    guard = FileGuard.for_folder(out)
+    guard.check_all(_planned_files(out, config, stage, shard))
     out.mkdir(parents=True, exist_ok=True)
     run = HarnessRun(out, config.name, str(dev), stage, shard,
                      executor=None if executor is None else _describe(executor),
-                     split="groups" if executor is not None else split)
+                     split="groups" if executor is not None else split,
+                     time_budget=time_budget)
     t_all = time.perf_counter()
-    if stage in ("all", "sweep"):
-        for plan in config.plans:
+    try:
+        if stage in ("all", "sweep"):
+            _sweep_stage(run, config, out, dev, device, shard, split, progress, threads,
+                         executor, budget, guard)
+        if stage in ("all", "analyze"):
+            from ..validation.report import analyze
+
             t0 = time.perf_counter()
-            if executor is not None:
-                from .distribute import run_sweep_distributed
+            cache = StageCache(out / "cache", budget, guard=guard.check)
+            try:
+                with stage_cache(cache):
+                    run.files += analyze(config, out, device=dev, progress=progress,
+                                         timings=run.wall_s)
+            finally:
+                run.files += cache.files
+            run.wall_s["analyze"] = round(time.perf_counter() - t0, 2)
+        if stage == "report":
+            from ..validation.report import report
 
-                log: list[dict] = []
-                frame = run_sweep_distributed(
-                    plan.task, plan.sweep, executor, options=plan.options,
-                    device=device if isinstance(device, str) else str(dev),
-                    threads=threads, progress=progress, log=log)
-                run.shards[plan.task] = log
-            else:
-                task = plan.make_task().to(dev)
-                frame = run_sweep(task, plan.sweep, shard=shard, split=split,
-                                  progress=progress)
-                sync_device(dev)
-            run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
-            run.files.append(write_sweep(frame, sweep_path(out, plan.task, shard)))
-    if stage in ("all", "analyze"):
-        from ..validation.report import analyze
-
-        t0 = time.perf_counter()
-        run.files += analyze(config, out, device=dev, progress=progress, timings=run.wall_s)
-        run.wall_s["analyze"] = round(time.perf_counter() - t0, 2)
-    if stage == "report":
-        from ..validation.report import report
-
-        t0 = time.perf_counter()
-        run.files += report(config, out)
-        run.wall_s["report"] = round(time.perf_counter() - t0, 2)
+            t0 = time.perf_counter()
+            run.files += report(config, out)
+            run.wall_s["report"] = round(time.perf_counter() - t0, 2)
+    except BudgetExhausted as stop:
+        run.complete = False
+        run.remaining = stop.remaining
+        if stage == "all" and not any(r.startswith("analysis") for r in run.remaining):
+            run.remaining.append("analysis (noise scales, one-step, branched, fits, report)")
     run.wall_s["total"] = round(time.perf_counter() - t_all, 2)
-    _write_manifest(run, config, command)
+    _write_manifest(run, config, command, guard)
     return run
 
 
-_OWN = ("sweeps", "results", "figures", "report.md")
+def _sweep_stage(run, config, out, dev, device, shard, split, progress, threads, executor,
+                 budget, guard) -> None:
+    for k, plan in enumerate(config.plans):
+        t0 = time.perf_counter()
+        if executor is not None:
+            log: list[dict] = []
+            frame = run_sweep_distributed(
+                plan.task, plan.sweep, executor, options=plan.options,
+                device=device if isinstance(device, str) else str(dev),
+                threads=threads, progress=progress, log=log)
+            run.shards[plan.task] = log
+        else:
+            task = plan.make_task().to(dev)
+            try:
+                frame = run_sweep(task, plan.sweep, shard=shard, split=split,
+                                  progress=progress, parts=parts_folder(out, plan.task),
+                                  budget=budget, files=run.files, guard=guard.check)
+            except BudgetExhausted as stop:
+                run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
+                later = [f"{p.task}: the whole sweep" for p in config.plans[k + 1:]]
+                raise BudgetExhausted(stop.remaining + later) from None
+            sync_device(dev)
+        run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
+        path = sweep_path(out, plan.task, shard)
+        guard.check(path)
+        run.files.append(write_sweep(frame, path))
+        guard.claim(path)
+
+
+def _planned_files(out: Path, config: HarnessConfig, stage: str,
+                   shard: tuple[int, int]) -> list[Path]:
+    """The files of fixed name the stage will write (checked before any training)."""
+    files = [out / _manifest_name(stage, shard)]
+    if stage in ("all", "sweep"):
+        files += [sweep_path(out, p.task, shard) for p in config.plans]
+    if stage in ("all", "analyze", "report"):
+        from ..validation.report import RESULT_FILES
+
+        files += [out / "report.md"] + [out / "results" / n for n in RESULT_FILES.values()]
+        files += [out / "figures" / f"{p.task}_{kind}.png" for p in config.plans
+                  for kind in ("tradeoff", "b_crit_vs_loss", "one_step")]
+    return files
+
+
+#: what a folder of harness results holds besides manifests (sweeps copied from
+#: elsewhere, without their manifest, are analysed; files the run would write over are
+#: still refused one by one, see `FileGuard`)
+_HARNESS_NAMES = ("sweeps", "results", "figures", "cache", "logs", "report.md", "README.md")
 
 
 def _check_folder(out: Path, config: HarnessConfig, overwrite: bool) -> None:
     """Refuse a folder with another configuration's results (see `run_harness`); with
-    ``overwrite``, remove the harness's own files of that other run first, so that the
-    manifests always describe the files beside them."""
+    ``overwrite``, remove the files of that other run (those its manifests list), so
+    that the manifests always describe the files beside them. Files no harness
+    manifest lists are never removed."""
     if not out.is_dir():
         return
     mine = json.loads(json.dumps(config.to_dict(), default=str))
-    for m in sorted(out.glob("manifest*.json")):
-        try:
-            theirs = json.loads(m.read_text()).get("harness_config")
-        except (OSError, ValueError):
-            theirs = None
-            if not overwrite:
-                raise InputError(f"{m} is not a readable manifest; remove it or pass "
-                                 "--overwrite") from None
-        if theirs != mine and overwrite:
-            import shutil
-
-            for name in _OWN:
-                target = out / name
-                if target.is_dir():
-                    shutil.rmtree(target)
-                elif target.exists():
-                    target.unlink()
-            for old in out.glob("manifest*.json"):
-                old.unlink()
-            return
-        if theirs != mine:
-            other = theirs.get("name") if isinstance(theirs, dict) else "?"
-            raise InputError(
-                f"{out} holds results of another harness configuration ({other!r} in "
-                f"{m.name}); use another --out, or --overwrite to replace them")
-    stray = [p.name for p in out.iterdir()
-             if p.name not in (*_OWN, "README.md") and not p.name.startswith(("manifest", "."))]
-    if stray and not overwrite:
-        raise InputError(f"{out} is not empty and holds no harness manifest ({stray[:3]}); "
-                         "use an empty folder or pass --overwrite")
+    manifests = harness_manifests(out)
+    other = [m for m in manifests if m.config != mine]
+    if other and not overwrite:
+        theirs = other[0].config
+        name = theirs.get("name") if isinstance(theirs, dict) else "?"
+        raise InputError(
+            f"{out} holds results of another harness configuration ({name!r} in "
+            f"{other[0].path.name}); use another --out, or --overwrite to replace them "
+            "(it removes only the files that run's manifests list)")
+    if other:
+        remove_owned(out, other)
+        manifests = [m for m in manifests if m not in other]
+    if not manifests and not overwrite:
+        stray = [p.name for p in out.iterdir()
+                 if p.name not in _HARNESS_NAMES and not p.name.startswith(".")]
+        if stray:
+            raise InputError(f"{out} is not empty and holds no harness manifest "
+                             f"({sorted(stray)[:3]}); use an empty folder, or pass "
+                             "--overwrite to write beside those files (they are kept)")
 
 
 def _describe(executor: Executor) -> str:
     return type(executor).__name__  # the command line in the manifest has the --executor text
 
 
-def sync_device(dev: torch.device) -> None:
-    """Wait for the device's queued work (CUDA), so that a wall time is the work's."""
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
+def _manifest_name(stage: str, shard: tuple[int, int]) -> str:
+    i, n = shard
+    if n > 1:
+        return f"manifest.shard-{i}-of-{n}.json"
+    return "manifest.json" if stage == "all" else f"manifest.{stage}.json"
 
 
-def _write_manifest(run: HarnessRun, config: HarnessConfig, command: str | None) -> None:
+def _write_manifest(run: HarnessRun, config: HarnessConfig, command: str | None,
+                    guard: FileGuard) -> None:
     from empirical_batch import __version__
 
-    i, n = run.shard
-    name = "manifest.json" if n == 1 else f"manifest.shard-{i}-of-{n}.json"
-    if run.stage != "all" and n == 1:
-        name = f"manifest.{run.stage}.json"
+    path = run.out / _manifest_name(run.stage, run.shard)
     info = {
         "command": command or " ".join(sys.argv),
         "empirical_batch": __version__,
@@ -255,4 +312,10 @@ def _write_manifest(run: HarnessRun, config: HarnessConfig, command: str | None)
         "harness_config": config.to_dict(),
         "tasks": {p.task: p.make_task().describe() for p in config.plans},  # corpus sha256
     }
-    atomic_write_text(run.out / name, json.dumps(info, indent=1, default=str) + "\n")
+    # a piece of a resumed run keeps the files its predecessors listed (still there)
+    earlier = next((m for m in harness_manifests(run.out) if m.path == path), None)
+    if earlier is not None and isinstance(earlier.data.get("files"), list):
+        kept = sorted(listed_paths(run.out, earlier.data["files"]))
+        info["files"] = _relative(run.out, [*kept, *run.files])
+    guard.check(path)
+    atomic_write_text(path, json.dumps(info, indent=1, default=str) + "\n")

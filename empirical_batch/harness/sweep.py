@@ -22,6 +22,8 @@ count. `run_sweep_distributed` (``harness/distribute.py``) uses ``"groups"``.
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -29,8 +31,10 @@ import pandas as pd
 from .._io import atomic_path
 from ..errors import EmpiricalBatchWarning, InputError
 from .config import SweepSpec
+from .device import sync_device
+from .resume import BudgetExhausted, TimeBudget, digest, read_part, task_identity, write_part
 from .tasks.base import Task
-from .trainer import Member, StepBudget, group_members, train_grid
+from .trainer import Member, StepBudget, group_members, log_steps, prefer_batched, train_group
 
 COLUMNS = ["run", "batch_size", "learning_rate", "step", "examples", "metric",
            "seed", "optimizer", "task"]
@@ -100,22 +104,101 @@ def run_sweep(
     *,
     shard: tuple[int, int] = (0, 1),
     split: str = "runs",
-    batched: bool = True,
+    batched: bool | None = None,
     max_group: int | None = None,
     progress: bool = False,
+    parts: str | Path | None = None,
+    budget: TimeBudget | None = None,
+    files: list[Path] | None = None,
+    guard: Callable[[Path], None] | None = None,
 ) -> pd.DataFrame:
     """Train this shard's runs of ``spec`` on ``task``; a DataFrame in the sweep schema.
 
     Rows sorted by `ROW_ORDER` (optimizer, batch size, learning rate, seed, step), so
     the shards of a sweep, concatenated and sorted the same way (`merge_shards`), give
     the rows of the unsharded sweep in the same order. ``split`` chooses the runs of
-    a shard (`shard_members`).
+    a shard (`shard_members`); ``batched`` the training mode of every group (None: by
+    `empirical_batch.harness.trainer.prefer_batched`).
+
+    With ``parts`` (a folder), each vmap group's rows are written there as soon as the
+    group finishes (`empirical_batch.harness.resume`) and a group already there is read
+    instead of trained: a rerun after an interruption trains only what is missing and
+    returns the same frame, bit for bit, as an uninterrupted run. With a ``budget``
+    (`TimeBudget`), a group is started only while there is time for it;
+    `BudgetExhausted` (listing the groups left) is raised otherwise, after every
+    finished group has been written. ``files`` receives the group files read or
+    written; ``guard(path)`` is called before a group file is written.
     """
     members = shard_members(spec.members(), shard, split=split, budget=spec.budget,
                             max_group=max_group)
-    rows = train_grid(task, members, spec.budget, batched=batched, max_group=max_group,
-                      progress=progress)
-    return _sorted(pd.DataFrame(rows, columns=COLUMNS))
+    groups = group_members(members, max_group)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(spec.budget.steps(m.batch_size) for m in members),
+                   desc=task.name, unit="run-step", leave=False)
+    frames, per_step = [], 0.0
+    try:
+        for k, group in enumerate(groups):
+            steps = spec.budget.steps(group[0].batch_size)
+            mode = prefer_batched(task, group) if batched is None else batched
+            path = None if parts is None else Path(parts) / group_file_name(
+                task, group, spec.budget, mode)
+            if path is not None and path.is_file():
+                frames.append(read_part(path, COLUMNS))
+                if files is not None:
+                    files.append(path)
+                if bar is not None:
+                    bar.update(steps * len(group))
+                continue
+            if budget is not None and not budget.allows(per_step * steps):
+                raise BudgetExhausted([describe_group(task, g, spec.budget)
+                                       for g in groups[k:]
+                                       if parts is None or not (Path(parts) / group_file_name(
+                                           task, g, spec.budget,
+                                           prefer_batched(task, g) if batched is None
+                                           else batched)).is_file()])
+            t0 = time.monotonic()
+            rows = train_group(task, group, spec.budget, batched=mode, progress=bar)
+            sync_device(task.device)
+            per_step = (time.monotonic() - t0) / steps
+            if budget is not None:
+                budget.done()
+            frame = pd.DataFrame(rows, columns=COLUMNS)
+            if path is not None:
+                if guard is not None:
+                    guard(path)
+                write_part(frame, path)
+                if files is not None:
+                    files.append(path)
+            frames.append(frame)
+    finally:
+        if bar is not None:
+            bar.close()
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS)
+    return _sorted(pd.concat(frames, ignore_index=True))
+
+
+def group_file_name(task: Task, group: list[Member], budget: StepBudget, batched: bool) -> str:
+    """``OPT-bB-KEY.csv``: KEY hashes what the group's rows depend on (the task's options
+    and data, dtype, runs, step budget, training mode)."""
+    m = group[0]
+    key = digest(task_identity(task), [g.run for g in group], budget.steps(m.batch_size),
+                 log_steps(budget.steps(m.batch_size), budget.n_log), bool(batched))
+    return f"{m.optimizer}-b{m.batch_size}-{key}.csv"
+
+
+def describe_group(task: Task, group: list[Member], budget: StepBudget) -> str:
+    m = group[0]
+    return (f"{task.name}/{m.optimizer} B={m.batch_size} ({len(group)} runs × "
+            f"{budget.steps(m.batch_size)} steps)")
+
+
+def parts_folder(out_dir: str | Path, task: str) -> Path:
+    """``OUT/sweeps/parts/TASK``: where a sweep's finished groups are kept."""
+    return Path(out_dir) / "sweeps" / "parts" / task
 
 
 #: the row order of every sweep frame (a run is fixed by its first four keys)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -194,15 +195,27 @@ def train_batched(
     def per_member(t):
         return lr.reshape(-1, *([1] * (t.dim() - 1)))
 
+    # on the CPU a large evaluation runs member by member (the vmapped forward of the
+    # transformer tasks costs about twice the loop there); elsewhere in one program
+    eval_loop = (task.device.type == "cpu"
+                 and len(members) * eval_matmul_flops(task) > CPU_BATCH_FLOPS)
     if optimizer == "adam":
         exp_avg = {k: torch.zeros_like(v) for k, v in params.items()}
         exp_avg_sq = {k: torch.zeros_like(v) for k, v in params.items()}
-    rows: list[dict] = []
+    plist = [params[k] for k in names]
+    lrs = [per_member(p) for p in plist]
+    logs: list[tuple[int, torch.Tensor]] = []  # kept on the device, copied once at the end
     for step in range(steps + 1):
         if step in logged:
             with torch.no_grad():
-                losses = eval_all(params, buffers, x_ev, y_ev).tolist()
-            rows += [_row(task, m, step, loss) for m, loss in zip(members, losses, strict=True)]
+                if eval_loop:
+                    losses = torch.stack([
+                        loss_one({k: v[i] for k, v in params.items()},
+                                 {k: v[i] for k, v in buffers.items()}, x_ev, y_ev)
+                        for i in range(len(members))])
+                else:
+                    losses = eval_all(params, buffers, x_ev, y_ev)
+            logs.append((step, losses.detach()))
         if step == steps:
             break
         batches = [task.sample(g, batch_size) for g in gens]
@@ -212,25 +225,110 @@ def train_batched(
             x = torch.stack([b[0] for b in batches])[where]
             y = torch.stack([b[1] for b in batches])[where]
         total = loss_all(params, buffers, x, y).sum()
-        grads = dict(zip(names, torch.autograd.grad(total, [params[k] for k in names]),
-                         strict=True))
+        grads = list(torch.autograd.grad(total, plist))
         with torch.no_grad():
             if optimizer == "sgd":
-                for k, p in params.items():
-                    p.sub_(per_member(p) * grads[k])
-            else:  # the arithmetic of torch.optim.Adam's single-tensor path
+                torch._foreach_sub_(plist, torch._foreach_mul(grads, lrs))
+            else:  # the arithmetic of torch.optim.Adam's single-tensor path, as foreach ops
                 b1, b2 = ADAM_BETAS
                 t = step + 1
                 bc1, bc2_sqrt = 1 - b1**t, math.sqrt(1 - b2**t)
-                for k, p in params.items():
-                    g = grads[k]
-                    exp_avg[k].lerp_(g, 1 - b1)
-                    exp_avg_sq[k].mul_(b2).addcmul_(g, g, value=1 - b2)
-                    denom = (exp_avg_sq[k].sqrt() / bc2_sqrt).add_(ADAM_EPS)
-                    p.sub_((per_member(p) / bc1) * exp_avg[k] / denom)
+                m1 = [exp_avg[k] for k in names]
+                m2 = [exp_avg_sq[k] for k in names]
+                torch._foreach_lerp_(m1, grads, 1 - b1)
+                torch._foreach_mul_(m2, b2)
+                torch._foreach_addcmul_(m2, grads, grads, value=1 - b2)
+                denom = torch._foreach_sqrt(m2)
+                torch._foreach_div_(denom, bc2_sqrt)
+                torch._foreach_add_(denom, ADAM_EPS)
+                step_size = torch._foreach_div(lrs, bc1)
+                update = torch._foreach_mul(step_size, m1)
+                torch._foreach_div_(update, denom)
+                torch._foreach_sub_(plist, update)
         if progress is not None:
             progress.update(len(members))
-    return rows
+    if not logs:
+        return []
+    table = torch.stack([v for _, v in logs]).cpu().tolist()  # one copy per group
+    return [_row(task, m, step, loss)
+            for (step, _), losses in zip(logs, table, strict=True)
+            for m, loss in zip(members, losses, strict=True)]
+
+
+# ------------------------------------------------------------------- batched or plain
+#: on the CPU a group is trained as one vmapped program when one run's training step
+#: costs at most this many matmul FLOPs (about 1 ms at one core's matmul rate): below
+#: it a step is bound by per-operation overhead, which batching shares; above it the
+#: batched kernels of the transformer tasks are slower than the loop's
+#: (benchmarks/bench_harness.py, docs/benchmarks.md)
+CPU_BATCH_FLOPS = 1e8
+
+
+#: per task (while it lives): matmul FLOPs of one example's step and of one evaluation
+_FLOPS: weakref.WeakKeyDictionary[Task, dict[str, float]] = weakref.WeakKeyDictionary()
+
+
+def _matmul_flops(fn) -> float:
+    """FLOPs (2 per multiply-add) of the matrix products ``fn()`` dispatches: ``mm``,
+    ``addmm``, ``bmm``, ``baddbmm`` (what ``nn.Linear`` and ``@`` become, forward and
+    backward). A small dispatch mode: ``torch.utils.flop_counter`` counts the same
+    products but imports the compiler stack, seconds on a small CPU."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+    where = {aten.mm: (0, 1), aten.addmm: (1, 2), aten.bmm: (0, 1), aten.baddbmm: (1, 2)}
+
+    class Count(TorchDispatchMode):
+        flops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            pair = where.get(func.overloadpacket)
+            if pair is not None:
+                a, b = args[pair[0]].shape, args[pair[1]].shape
+                batch = a[0] if len(a) == 3 else 1
+                Count.flops += 2 * batch * a[-2] * a[-1] * b[-1]
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        fn()
+    return float(Count.flops)
+
+
+def step_matmul_flops(task: Task, batch_size: int) -> float:
+    """Matmul FLOPs of one run's training step (forward and backward) at ``batch_size``:
+    those of a batch of one (`_matmul_flops`) × ``batch_size``
+    (the harness's models treat the examples of a batch independently)."""
+    per_example = _FLOPS.setdefault(task, {})
+    if "step" not in per_example:
+        model = task.init_model(0)
+        x, y = task.sample(task.generator(0, 1), 1)
+        per_example["step"] = _matmul_flops(lambda: task.loss_fn(model(x), y).backward())
+    return batch_size * per_example["step"]
+
+
+def eval_matmul_flops(task: Task) -> float:
+    """Matmul FLOPs of one evaluation of the task's evaluation set by one run."""
+    counted = _FLOPS.setdefault(task, {})
+    if "eval" not in counted:
+        model = task.init_model(0)
+        x, y = task.eval_data()
+        with torch.no_grad():
+            counted["eval"] = _matmul_flops(lambda: task.loss_fn(model(x), y))
+    return counted["eval"]
+
+
+def prefer_batched(task: Task, group: Sequence[Member]) -> bool:
+    """Train ``group`` as one vmapped program (True) or run by run (False)?
+
+    Off the CPU (CUDA): always batched, one program instead of many small ones. On the
+    CPU: batched when one run's step costs at most `CPU_BATCH_FLOPS` matmul FLOPs
+    (`step_matmul_flops`). A rule of the task's shapes only, never of timings or of the
+    group's size, so a sweep's numbers do not depend on the machine's load, and a run
+    is trained the same way whichever runs share its group (``--shard i/n``).
+    """
+    if task.device.type != "cpu":
+        return True
+    return step_matmul_flops(task, group[0].batch_size) <= CPU_BATCH_FLOPS
 
 
 def group_members(members: Iterable[Member], max_group: int | None = None) -> list[list[Member]]:
@@ -246,16 +344,38 @@ def group_members(members: Iterable[Member], max_group: int | None = None) -> li
     return out
 
 
+def train_group(task: Task, group: Sequence[Member], budget: StepBudget, *,
+                batched: bool | None = None, progress=None) -> list[dict]:
+    """Train one vmap group (one optimizer, one batch size) for its step budget:
+    as one vmapped program (``batched=True``), run by run with ``torch.optim``
+    (``False``), or as `prefer_batched` decides (None)."""
+    if not group:
+        return []
+    steps = budget.steps(group[0].batch_size)
+    logged = log_steps(steps, budget.n_log)
+    if batched is None:
+        batched = prefer_batched(task, group)
+    if batched:
+        return train_batched(task, group, steps, logged, progress=progress)
+    rows: list[dict] = []
+    for m in group:
+        rows += train_plain(task, m, steps, logged)
+        if progress is not None:
+            progress.update(steps)
+    return rows
+
+
 def train_grid(
     task: Task,
     members: Sequence[Member],
     budget: StepBudget,
     *,
-    batched: bool = True,
+    batched: bool | None = None,
     max_group: int | None = None,
     progress: bool = False,
 ) -> list[dict]:
-    """Train every member (batched per group, or one by one with ``batched=False``)."""
+    """Train every member, group by group (`group_members`, `train_group`): batched,
+    one by one with ``batched=False``, or by `prefer_batched` (None, the default)."""
     total = sum(budget.steps(m.batch_size) for m in members)
     bar = None
     if progress:
@@ -265,15 +385,7 @@ def train_grid(
     rows: list[dict] = []
     try:
         for group in group_members(members, max_group):
-            steps = budget.steps(group[0].batch_size)
-            logged = log_steps(steps, budget.n_log)
-            if batched:
-                rows += train_batched(task, group, steps, logged, progress=bar)
-            else:
-                for m in group:
-                    rows += train_plain(task, m, steps, logged)
-                    if bar is not None:
-                        bar.update(steps)
+            rows += train_group(task, group, budget, batched=batched, progress=bar)
     finally:
         if bar is not None:
             bar.close()

@@ -141,6 +141,16 @@ class BatchGrowth:
                 "changes": list(self.changes)}
 
     def load_state_dict(self, state: dict) -> None:
-        self.accumulation = int(state["accumulation"])
-        self.last_change_at = int(state["last_change_at"])
-        self.changes = list(state["changes"])
+        """Restore a `state_dict`; every entry is checked first (nothing changes on an
+        error)."""
+        if not isinstance(state, dict) or not {"accumulation", "last_change_at",
+                                               "changes"} <= set(state):
+            raise InputError("state must be a dict with 'accumulation', 'last_change_at' "
+                             f"and 'changes', got {state!r}")
+        acc, last, changes = state["accumulation"], state["last_change_at"], state["changes"]
+        for name, v, low in (("accumulation", acc, 1), ("last_change_at", last, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise InputError(f"state[{name!r}] must be an integer >= {low}, got {v!r}")
+        if not isinstance(changes, list) or not all(isinstance(c, dict) for c in changes):
+            raise InputError(f"state['changes'] must be a list of dicts, got {changes!r}")
+        self.accumulation, self.last_change_at, self.changes = acc, last, list(changes)

@@ -7,7 +7,9 @@ from typing import Any
 import lightning as L
 
 from ..errors import InputError
+from ..estimators import GNSEstimator
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
+from ..measure._common import checked_skipped
 from ..schedule.online import AdaptiveBatchRule
 from .adaptive import BatchGrowth
 from .loggers import PREFIX
@@ -141,14 +143,17 @@ class NoiseScaleCallback(L.Callback):
         if not state_dict:
             return
         if self.collector is None:
+            checked_skipped(state_dict)  # refuse a bad state now, not at fit start
+            GNSEstimator().load_state_dict(state_dict["estimator"])
             self._restored = state_dict
         else:
             self._load(state_dict)
 
     def _load(self, state: dict) -> None:
         assert self.collector is not None
-        self.collector.estimator.load_state_dict(state["estimator"])
-        self.collector.skipped.update(state["skipped"])
+        skipped = checked_skipped(state)
+        self.collector.estimator.load_state_dict(state["estimator"])  # checks first
+        self.collector.skipped.update(skipped)
         if state.get("counters"):
             self.account.load_state_dict(state["counters"])
 

@@ -247,6 +247,28 @@ class StepAccount:
                                               "token_rule", "unit_fixed")}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict`; every entry is checked first (nothing changes on an
+        error)."""
+        counts = ("examples", "tokens", "measured_examples", "measured_tokens", "steps")
+        flags = ("tokens_known", "measured_tokens_known", "unit_fixed")
+        if not isinstance(state, dict):
+            raise InputError(f"counters state must be a dict, got {type(state).__name__}")
+        unknown = sorted(set(state) - {*counts, *flags, "unit", "token_rule"})
+        if unknown:
+            raise InputError(f"counters state has unknown entries {unknown}")
+        for k in counts:
+            v = state.get(k, 0)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InputError(f"counters state[{k!r}] must be an integer >= 0, got {v!r}")
+        for k in flags:
+            if k in state and not isinstance(state[k], bool):
+                raise InputError(f"counters state[{k!r}] must be a bool, got {state[k]!r}")
+        if state.get("unit", "examples") not in ("examples", "tokens"):
+            raise InputError(f"counters state['unit'] must be 'examples' or 'tokens', got "
+                             f"{state['unit']!r}")
+        if state.get("token_rule") not in (None, "shifted", "all"):
+            raise InputError(f"counters state['token_rule'] must be None, 'shifted' or "
+                             f"'all', got {state['token_rule']!r}")
         for k, v in state.items():
             setattr(self, k, v)
 

@@ -17,6 +17,7 @@ import pandas as pd
 from .._io import read_csv
 from ..errors import DataError, EmpiricalBatchWarning, InputError
 from ..sweeps import Sweep, load_sweep
+from ._files import a_file
 
 __all__ = [
     "MLPERF_DIRECTION",
@@ -132,6 +133,7 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
         raise InputError(f"{path}: no rcps_*.json files found")
     rows = []
     for f in files:
+        a_file(f, "RCP file")
         try:
             entries = json.loads(f.read_text())
         except (json.JSONDecodeError, RecursionError) as exc:
@@ -187,6 +189,7 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
 
 def _table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     """A CSV with the named columns, or a `DataError` naming the file and the key."""
+    a_file(path, "table file")
     frame = read_csv(path)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
@@ -297,9 +300,16 @@ def _parse_mllog(path: Path) -> dict:
                 continue
             try:
                 rec = json.loads(m.group(1))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 raise InputError(f"{path}, line {lineno}: malformed MLLOG record") from None
+            if not isinstance(rec, dict):
+                raise InputError(f"{path}, line {lineno}: an MLLOG record must be a JSON "
+                                 f"object with 'key' and 'value', got a "
+                                 f"{type(rec).__name__}")
             key, meta = rec.get("key"), rec.get("metadata") or {}
+            if not isinstance(meta, dict):
+                raise InputError(f"{path}, line {lineno}: the record's 'metadata' must be a "
+                                 f"JSON object, got a {type(meta).__name__}")
             if key == "run_stop":
                 out["params"]["status"] = meta.get("status")
             elif isinstance(key, str) and key.startswith("eval_accuracy"):
@@ -346,8 +356,7 @@ def load_mllog(
     bench_seen = set()
     excluded: dict[str, str] = {}
     for f in files:
-        if not f.exists():
-            raise FileNotFoundError(f"MLLOG file not found: {f}")
+        a_file(f, "MLLOG file")
         rec = _parse_mllog(f)
         params = rec["params"]
         bench = benchmark or params.get("submission_benchmark")

@@ -13,6 +13,7 @@ import pandas as pd
 from .._io import read_csv
 from ..errors import InputError
 from ..sweeps import Sweep, load_sweep
+from ._files import a_file
 
 __all__ = ["load_tensorboard", "load_wandb"]
 
@@ -95,10 +96,7 @@ def _frame(obj, name) -> pd.DataFrame:
     if isinstance(obj, pd.DataFrame):
         return obj.copy()
     if isinstance(obj, str | os.PathLike):
-        p = Path(obj)
-        if not p.exists():
-            raise FileNotFoundError(f"{name} file not found: {p}")
-        return read_csv(p)
+        return read_csv(a_file(Path(obj), f"{name} file"))
     raise InputError(f"{name} must be a path or a DataFrame, got {type(obj).__name__}")
 
 

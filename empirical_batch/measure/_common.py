@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
 import torch
 from torch import nn
 
-from ..errors import InputError
+from ..errors import InputError, NotFoundError
 from ..estimators import GNSEstimate, GNSEstimator
 
 
@@ -276,6 +277,25 @@ class EstimatorMixin:
         return {"estimator": self.estimator.state_dict(), "skipped": dict(self.skipped)}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict`; everything is checked first, so on an error nothing
+        changes."""
+        skipped = checked_skipped(state)
+        self._estimator.load_state_dict(state["estimator"])  # checks before it changes
         self._pending = []
-        self._estimator.load_state_dict(state["estimator"])
-        self.skipped = dict(state["skipped"])
+        self.skipped = {**dict.fromkeys(self.skipped, 0), **skipped}
+
+
+def checked_skipped(state) -> dict[str, int]:
+    """``state["skipped"]`` of a collector's `state_dict`: counts (integers >= 0) by
+    reason; `InputError`/`NotFoundError` otherwise."""
+    if not isinstance(state, dict):
+        raise InputError(f"state must be a dict (from state_dict()), got {type(state).__name__}")
+    for key in ("estimator", "skipped"):
+        if key not in state:
+            raise NotFoundError(f"state is missing the entry {key!r}")
+    skipped = state["skipped"]
+    if not isinstance(skipped, dict) or not all(
+            isinstance(k, str) and isinstance(v, int | np.integer) and not isinstance(v, bool)
+            and v >= 0 for k, v in skipped.items()):
+        raise InputError(f"state['skipped'] must map reasons to counts >= 0, got {skipped!r}")
+    return {k: int(v) for k, v in skipped.items()}

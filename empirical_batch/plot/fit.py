@@ -68,7 +68,10 @@ def plot_critical_batch_curve(curve, ax=None, *, power_law=None, label: str | No
     the bound (an arrow-like triangle pointing the open way)."""
     ax = axes(ax)
     frame = curve.to_frame() if hasattr(curve, "to_frame") else curve
-    c = frame.dropna(subset=["b_crit"]).sort_values("target")
+    keep = frame["b_crit"].notna()  # bounds have no b_crit but a b_crit_bound
+    if "b_crit_bound" in frame.columns:
+        keep |= frame["b_crit_bound"].notna()
+    c = frame[keep].sort_values("target")
     status = c["status"].to_numpy() if "status" in c.columns else np.full(len(c), "identified")
     ident = status == "identified"
     x = c["target"].to_numpy()

@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
+
+from .._validate import as_float
 from ..errors import InputError
 from .policies import BatchSchedule
 
@@ -88,6 +91,16 @@ class BatchSizeScheduler:
         return {"examples": self.examples, "steps": self.steps}
 
     def load_state_dict(self, state: dict) -> None:
-        self.examples = float(state["examples"])
-        self.steps = int(state["steps"])
+        """Restore a `state_dict`; both entries are checked first (nothing changes on an
+        error)."""
+        if not isinstance(state, dict) or not {"examples", "steps"} <= set(state):
+            raise InputError(f"state must be a dict with 'examples' and 'steps', got {state!r}")
+        examples = as_float(state["examples"], "state['examples']")
+        steps = state["steps"]
+        if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
+            raise InputError(f"state['steps'] must be an integer >= 0, got {steps!r}")
+        if examples < 0:
+            raise InputError(f"state['examples'] must be >= 0, got {examples!r}")
+        self.examples = examples
+        self.steps = int(steps)
         self._apply()

@@ -19,12 +19,13 @@ numbers (not rounded).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .._validate import as_array, as_float, check_positive, positive_float
+from .._validate import as_array, as_float, check_count, check_positive, positive_float
 from ..errors import InputError
 from ..theory import noise_scales_from_scalars
 from .quadratic import NoisyQuadratic
@@ -93,12 +94,12 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         m = problem.init[None, :].copy()
         n = 1
     else:
-        try:
-            bs = np.atleast_1d(np.asarray(batch, dtype=float))
-        except (TypeError, ValueError):
-            raise InputError(f"batch must be numeric or callable, got {batch!r}") from None
-        if bs.ndim != 1 or np.any(np.isnan(bs)) or np.any(bs <= 0):
-            raise InputError("batch sizes must be > 0 (inf allowed)")
+        vals = np.atleast_1d(np.asarray(batch, dtype=object)).tolist()
+        # real numbers each (inf allowed: the noise-free limit)
+        bs = np.array([math.inf if isinstance(v, float) and v == math.inf
+                       else as_float(v, "batch") for v in vals], dtype=float)
+        if bs.ndim != 1 or bs.size == 0 or np.any(np.isnan(bs)) or np.any(bs <= 0):
+            raise InputError(f"batch sizes must be > 0 (inf allowed), got {bs.tolist()}")
         n = bs.size
         m = np.repeat(problem.init[None, :], n, axis=0)
     steps = np.full(n, np.inf)
@@ -106,7 +107,7 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
     live = np.arange(n)  # runs still above the target; m holds their moments only
     trace_b, trace_bn, trace_ds = [], [], []
     progress = 0.0
-    for k in range(int(max_steps) + 1):
+    for k in range(check_count(max_steps, "max_steps", 0) + 1):
         loss = 0.5 * (m @ h)
         hit = loss <= t
         steps[live[hit]] = k
@@ -201,9 +202,14 @@ def simulate_adaptive(
             f"the fixed-batch runs do not follow S = S_min + E_min/B here "
             f"(fit S_min={s_min:.3g}, E_min={e_min:.3g}); widen fixed_batch_sizes"
         )
-    cost = r * s_fix + e_fix
+    with np.errstate(over="ignore"):
+        cost = r * s_fix + e_fix
+    if not np.isfinite(cost).any():
+        raise InputError(f"exchange_rate={r!r}: no fixed batch size reaches the target at a "
+                         "cost below the largest float")
     j = int(np.argmin(np.where(np.isfinite(cost), cost, np.inf)))
-    ad = greedy_run(problem, target, lambda bn: np.sqrt(r * bn), max_steps=max_steps)
+    root_r = math.sqrt(r)  # sqrt(r B_noise) without the product, which can overflow
+    ad = greedy_run(problem, target, lambda bn: root_r * np.sqrt(bn), max_steps=max_steps)
     ds = ad["progress"]
     bn = ad["b_noise"]
     gamma = float((ds @ np.sqrt(bn)) ** 2 / (ds.sum() * (ds @ bn)))

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._numeric import log_steps
-from .._validate import as_array, check_positive, resolve_count
+from .._validate import as_array, check_count, check_positive, resolve_count
 from ..errors import InputError
 from .quadratic import NoisyQuadratic
 
@@ -33,9 +33,7 @@ __all__ = ["MonteCarloResult", "log_steps", "monte_carlo_sgd"]
 
 
 def _int_at_least(value, name: str, low: int) -> int:
-    if isinstance(value, bool) or int(value) != value or value < low:
-        raise InputError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+    return check_count(value, name, low)
 
 
 @dataclass(frozen=True)

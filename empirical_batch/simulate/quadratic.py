@@ -66,6 +66,22 @@ from .traces import NoiseScaleTrace
 __all__ = ["BestLR", "NoiseScaleTrace", "NoisyQuadratic"]
 
 
+def _check_in_range(q) -> None:
+    """The model's sums (tr of the noise, the loss, |G|^2 and G^T H G at the start) must be
+    finite floats: refuse values near 1e308 whose products overflow, naming them."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = {
+            "curvature and precondition": np.sum(q.preconditioner) + np.sum(q.update_curvature),
+            "curvature and noise": np.sum(q.update_noise) + np.sum(q.curvature * q.noise),
+            "curvature and init": np.sum(q.curvature * q.init)
+            + np.sum(q.update_curvature * q.curvature**2 * q.init),
+        }
+    for name, v in sums.items():
+        if not np.isfinite(v):
+            raise InputError(f"{name}: the quadratic's sums overflow a float (values near "
+                             "1e308); rescale the problem")
+
+
 class NoisyQuadratic(Frozen):
     r"""Noisy quadratic problem with exact expected SGD dynamics.
 
@@ -177,6 +193,7 @@ class NoisyQuadratic(Frozen):
         """$P^2 c$: the per-example noise variance the update sees."""
         self.active = (self.init > 0) | (self.noise > 0)
         """Directions that carry weight (initial second moment or noise > 0)."""
+        _check_in_range(self)
         self._freeze()
 
     # --- constructors ---------------------------------------------------------

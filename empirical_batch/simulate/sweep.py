@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validate import as_array, check_positive, resolve_count
+from .._validate import MAX_COUNT, as_array, check_positive, resolve_count
 from ..errors import InputError
 from .montecarlo import log_steps, monte_carlo_sgd
 from .quadratic import NoisyQuadratic
@@ -82,8 +82,8 @@ def simulate_sweep(
     if not isinstance(problem, NoisyQuadratic):
         raise InputError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
     bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
-    if np.any(bs != np.round(bs)):
-        raise InputError("batch_sizes must be integers")
+    if np.any(bs != np.round(bs)) or np.any(bs > MAX_COUNT):
+        raise InputError(f"batch_sizes must be integers in [1, 2^53], got {bs.tolist()}")
     lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
     steps = log_steps(max_steps, n_points)
     if method == "exact":

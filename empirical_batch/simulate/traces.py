@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._validate import check_count
 from ..errors import InputError
 from ..theory import noise_scales_from_scalars
 from .dynamics import check_steps, expected_loss, lr_and_batch, second_moment
@@ -70,8 +71,7 @@ def noise_scales_along_run(problem: QuadraticProblem, lr: float, batch_size: flo
     """
     if average not in ("steps", "progress"):
         raise InputError(f"average must be 'steps' or 'progress', got {average!r}")
-    if isinstance(steps, bool) or int(steps) != steps or steps < 1:
-        raise InputError(f"steps must be an integer >= 1, got {steps!r}")
+    steps = check_count(steps, "steps", 1)
     tr = noise_scales(problem, lr, batch_size, np.arange(int(steps)))
     w = (np.ones_like(tr.b_noise) if average == "steps"
          else 1.0 / (1.0 + tr.b_noise / float(batch_size)))

@@ -55,7 +55,7 @@ def law_table(config: HarnessConfig, curves: dict) -> pd.DataFrame:
             row["note"] = f"{len(ok)} target(s) with a two-sided B_crit interval; 3 needed"
             rows.append(row)
             continue
-        law = fit_b_crit_law(curve, level=FIT_OPTIONS["ci"])
+        law = fit_b_crit_law(curve, level=FIT_OPTIONS["level"])
         i_max, i_min = int(np.argmax(law.losses)), int(np.argmin(law.losses))
         row.update(
             loss_min=law.losses[i_min], loss_max=law.losses[i_max],
@@ -86,7 +86,7 @@ def render_law(frame: pd.DataFrame) -> str:
     """The Markdown section of the report (empty string for an empty table)."""
     if frame.empty:
         return ""
-    level = float(FIT_OPTIONS["ci"])
+    level = float(FIT_OPTIONS["level"])
     lines = [
         "## B_crit(L) = B*/L^(1/α_B) (Kaplan et al. 2020)\n",
         f"Fitted to the identified B_crit of each task and optimizer (`fit_b_crit_law`, "

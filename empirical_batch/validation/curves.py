@@ -20,7 +20,7 @@ from ..sweeps import load_sweep
 __all__ = ["FIT_OPTIONS", "b_crit_curve", "b_crit_points", "select"]
 
 #: fit options used everywhere in the study (library defaults, stated once)
-FIT_OPTIONS: dict[str, Any] = {"combine": "mean", "ci": 0.95, "n_boot": 1000, "seed": 0}
+FIT_OPTIONS: dict[str, Any] = {"combine": "mean", "level": 0.95, "n_boot": 1000, "seed": 0}
 
 
 def select(sweep, **equal):

@@ -1,0 +1,202 @@
+"""Resumable harness runs: finished work kept on disk, a time budget checked between units.
+
+A harness run is cut into units that are written as soon as they finish, each
+atomically (a temporary file renamed into place):
+
+- the sweep's vmap groups (one optimizer and batch size, `trainer.group_members`):
+  ``OUT/sweeps/parts/TASK/OPT-bB-KEY.csv``, the group's rows at full precision
+  (read back bit for bit: pandas 3 parses floats exactly, older pandas is asked to
+  with ``float_precision="round_trip"``);
+- the analysis's training stages per task and optimizer (the reference run with its
+  noise scales, the one-step experiment, branched training):
+  ``OUT/cache/TASK/STAGE-OPT-KEY.pt`` (`torch.save`).
+
+``KEY`` is a hash of everything the unit's result depends on (the task's options and
+corpus, the runs, their step budget, the training mode; for the analysis stages the
+stage's plan and the sweep rows it reads), so a unit of a changed plan is never
+reused and units of different shards or configurations never collide. A rerun of the
+same command reads the finished units instead of training them again; since a group's
+rows depend only on the group, the sweep it assembles equals an uninterrupted run's
+bit for bit (on the same device, dtype and thread count).
+
+`TimeBudget` stops a run cleanly between units: a unit is started only while the
+budget has time left for it (its predicted time, from the units already trained in
+this process: the seconds per step of the task's last group times the group's steps,
+or the time of the last unit of the same analysis stage), otherwise `BudgetExhausted`
+is raised and the pipeline reports what remains. A unit that was started runs to its
+end, so a piece can overrun its budget by the misprediction of one unit (a group of
+large batches costs more per step than the smaller batches before it): leave a margin
+under a hard limit. The first unit of a piece always starts, so that every piece
+makes progress.
+
+The cache files hold pickled objects (`torch.load` with ``weights_only=False``): load
+them only from folders you trust, as for any pickle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from .._io import atomic_path
+from ..errors import EmpiricalBatchError, InputError
+
+__all__ = ["BudgetExhausted", "StageCache", "TimeBudget", "cached", "digest", "read_part",
+           "stage_cache", "task_identity", "write_part"]
+
+T = TypeVar("T")
+
+
+class BudgetExhausted(EmpiricalBatchError):
+    """The time budget ran out between two units; ``remaining`` names what is left."""
+
+    def __init__(self, remaining: list[str]) -> None:
+        self.remaining = list(remaining)
+        super().__init__(f"time budget spent; {len(self.remaining)} unit(s) remain: "
+                         + ", ".join(self.remaining[:5])
+                         + (" …" if len(self.remaining) > 5 else ""))
+
+
+@dataclass
+class TimeBudget:
+    """``seconds`` of wall time from ``start`` (`time.monotonic`); None: unlimited."""
+
+    seconds: float | None = None
+    start: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        if self.seconds is not None and not (
+            isinstance(self.seconds, int | float) and not isinstance(self.seconds, bool)
+            and self.seconds > 0 and self.seconds != float("inf")
+        ):
+            raise InputError(f"--time-budget must be a finite number of seconds > 0, "
+                             f"got {self.seconds!r}")
+
+    def left(self) -> float:
+        if self.seconds is None:
+            return float("inf")
+        return self.seconds - (time.monotonic() - self.start)
+
+    #: units finished under this budget (the first unit of a piece always starts, so
+    #: that every piece makes progress however small its budget)
+    finished: int = 0
+
+    def allows(self, predicted: float = 0.0) -> bool:
+        """Is there time for a unit expected to take ``predicted`` seconds?"""
+        if self.finished == 0:
+            return True
+        left = self.left()
+        return left > 0 and predicted <= left
+
+    def done(self) -> None:
+        """Count a finished unit."""
+        self.finished += 1
+
+
+def digest(*parts: Any) -> str:
+    """A short stable hash (16 hex digits) of JSON-able ``parts``."""
+    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def task_identity(task) -> dict:
+    """What a task's results depend on: its name, options, data (a corpus's sha256) and
+    dtype; not where its files lie (``text_path``) nor its device."""
+    ident = {k: v for k, v in task.describe().items() if k != "text_path"}
+    ident["dtype"] = str(task.dtype)
+    return ident
+
+
+def write_part(frame: pd.DataFrame, path: Path) -> Path:
+    """A sweep group's rows, atomically, at full precision."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+    return path
+
+
+#: pandas before 3 parses floats exactly only when asked (3 does by default and
+#: deprecates the option)
+_EXACT: dict = ({} if int(pd.__version__.split(".")[0]) >= 3
+                else {"float_precision": "round_trip"})
+
+
+def read_part(path: Path, columns: list[str]) -> pd.DataFrame:
+    """The rows `write_part` wrote, bit for bit; a file with other columns is an error."""
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""], **_EXACT)
+    if list(frame.columns) != list(columns):
+        raise InputError(f"{path}: not a sweep group file of this harness (columns "
+                         f"{list(frame.columns)}); remove it to train the group again")
+    return frame
+
+
+@dataclass
+class StageCache:
+    """Where the analysis's training stages keep their results, and the run's budget.
+
+    ``files`` collects every cache file read or written (the manifest lists them);
+    ``guard(path)`` is called before a file is written (the pipeline refuses to write
+    over a file it does not own).
+    """
+
+    folder: Path
+    budget: TimeBudget = field(default_factory=TimeBudget)
+    files: list[Path] = field(default_factory=list)
+    guard: Callable[[Path], None] | None = None
+    #: seconds the last unit of each stage took in this process (the prediction)
+    last: dict[str, float] = field(default_factory=dict)
+
+
+_CACHE: contextvars.ContextVar[StageCache | None] = contextvars.ContextVar(
+    "empirical_batch_harness_stage_cache", default=None)
+
+
+@contextlib.contextmanager
+def stage_cache(cache: StageCache) -> Iterator[StageCache]:
+    """Within the block, `cached` units read and write under ``cache.folder``."""
+    token = _CACHE.set(cache)
+    try:
+        yield cache
+    finally:
+        _CACHE.reset(token)
+
+
+def cached(task: str, stage: str, name: str, key: Any, compute: Callable[[], T]) -> T:
+    """``compute()``, or its result from the active `stage_cache` when one is kept.
+
+    Outside a `stage_cache` block this is just ``compute()``. Inside: the result of
+    ``(task, stage, name)`` for ``key`` is read from ``FOLDER/TASK/STAGE-NAME-HASH.pt``
+    if present; otherwise the budget is checked (`BudgetExhausted` when no time is
+    left for the stage's predicted time), ``compute()`` runs and its result is saved.
+    """
+    cache = _CACHE.get()
+    if cache is None:
+        return compute()
+    import torch
+
+    path = cache.folder / task / f"{stage}-{name}-{digest(task, stage, name, key)}.pt"
+    if path.is_file():
+        cache.files.append(path)
+        return torch.load(path, weights_only=False)  # written by this harness (see notes)
+    if not cache.budget.allows(cache.last.get(stage, 0.0)):
+        raise BudgetExhausted([f"analysis: {stage} of {task}/{name} and what follows it"])
+    t0 = time.monotonic()
+    value = compute()
+    cache.last[stage] = time.monotonic() - t0
+    cache.budget.done()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if cache.guard is not None:
+        cache.guard(path)
+    with atomic_path(path) as tmp:
+        torch.save(value, tmp)
+    cache.files.append(path)
+    return value

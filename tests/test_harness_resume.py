@@ -1,0 +1,118 @@
+"""Resumable harness runs: a sweep stopped by its time budget and run again equals the
+uninterrupted sweep bit for bit; the analysis's training stages are kept per task."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from empirical_batch.cli import main  # noqa: E402
+from empirical_batch.errors import InputError  # noqa: E402
+from empirical_batch.harness import noise  # noqa: E402
+from empirical_batch.harness.config import get_config  # noqa: E402
+from empirical_batch.harness.files import owned_files  # noqa: E402
+from empirical_batch.harness.pipeline import run_harness  # noqa: E402
+from empirical_batch.harness.resume import _EXACT, TimeBudget  # noqa: E402
+from empirical_batch.harness.sweep import parts_folder, run_sweep  # noqa: E402
+from empirical_batch.harness.trainer import group_members  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def small_config():
+    """tiny teacher_student with two rates per optimizer: 6 vmap groups."""
+    cfg = get_config("tiny", ["teacher_student"])
+    plan = cfg.plans[0]
+    sweep = replace(plan.sweep, learning_rates={"sgd": (2**-3, 2**-1), "adam": (2**-7, 2**-5)})
+    return replace(cfg, plans=(replace(plan, sweep=sweep),))
+
+
+def read(path):
+    return pd.read_csv(path, **_EXACT)
+
+
+def test_a_budgeted_sweep_run_again_equals_the_uninterrupted_sweep(tmp_path):
+    cfg = small_config()
+    whole = run_harness(cfg, tmp_path / "a", stage="sweep", device="cpu", progress=False)
+    assert whole.complete and whole.remaining == []
+    n_groups = len(group_members(cfg.plans[0].sweep.members()))
+    pieces = []
+    for _ in range(n_groups + 2):
+        # a budget shorter than any group: every piece trains one group, then stops
+        run = run_harness(cfg, tmp_path / "b", stage="sweep", device="cpu", progress=False,
+                          time_budget=1e-9)
+        pieces.append(run)
+        if run.complete:
+            break
+    assert [r.complete for r in pieces] == [False] * (n_groups - 1) + [True]
+    assert [len(r.remaining) for r in pieces[:-1]] == list(range(n_groups - 1, 0, -1))
+    assert not (tmp_path / "b" / "sweeps" / "teacher_student.csv").exists() or pieces[-1]
+    pd.testing.assert_frame_equal(read(tmp_path / "b" / "sweeps" / "teacher_student.csv"),
+                                  read(tmp_path / "a" / "sweeps" / "teacher_student.csv"),
+                                  check_exact=True)
+    # the frames themselves (not only their 7-digit CSV): groups read back bit for bit
+    task = cfg.plans[0].make_task().to("cpu")
+    resumed = run_sweep(task, cfg.plans[0].sweep, parts=parts_folder(tmp_path / "b", task.name))
+    pd.testing.assert_frame_equal(resumed, run_sweep(task, cfg.plans[0].sweep),
+                                  check_exact=True)
+    manifest = json.loads((tmp_path / "b" / "manifest.sweep.json").read_text())
+    assert manifest["complete"] is True and manifest["time_budget_s"] == 1e-9
+    # every piece's groups stay listed: the manifest lists every file the run wrote
+    written = {p.resolve() for p in (tmp_path / "b").rglob("*") if p.is_file()}
+    assert owned_files(tmp_path / "b") == written
+
+
+def test_a_stopped_piece_lists_what_remains_and_the_same_command_continues(tmp_path, capsys):
+    out = tmp_path / "h"
+    args = ["harness", "--config", "tiny", "--tasks", "teacher_student", "digits",
+            "--stage", "sweep", "--out", str(out), "--device", "cpu", "--no-progress",
+            "--time-budget", "0.000001"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "time budget of 1e-06 s spent" in text
+    assert "teacher_student/adam B=16 (3 runs × 24 steps)" in text
+    assert "digits: the whole sweep" in text
+    cont = text.split("continue with: ")[1].strip()
+    assert cont == ("empirical-batch harness --config tiny --tasks teacher_student digits "
+                    f"--stage sweep --out {out} --device cpu --time-budget 1e-06")
+    assert len(list((out / "sweeps" / "parts" / "teacher_student").iterdir())) == 1
+    assert not (out / "sweeps" / "teacher_student.csv").exists()
+
+
+def test_the_analysis_keeps_its_training_stages_per_task(tmp_path, monkeypatch):
+    cfg = small_config()
+    out = tmp_path / "h"
+    first = run_harness(cfg, out, stage="all", device="cpu", progress=False)
+    assert first.complete
+    cached = sorted(p.name.split("-")[0] for p in (out / "cache" / "teacher_student").iterdir())
+    assert cached == ["branched", "branched", "one_step", "reference", "reference"]
+    crit = read(out / "results" / "b_crit_vs_noise.csv")
+    noise_tab = read(out / "results" / "noise_along_reference.csv")
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a cached reference run was trained again")
+
+    monkeypatch.setattr(noise, "_run_reference", no_training)
+    again = run_harness(cfg, out, stage="all", device="cpu", progress=False)
+    assert again.complete
+    pd.testing.assert_frame_equal(read(out / "results" / "b_crit_vs_noise.csv"), crit,
+                                  check_exact=True)
+    pd.testing.assert_frame_equal(read(out / "results" / "noise_along_reference.csv"),
+                                  noise_tab, check_exact=True)
+    written = {p.resolve() for p in out.rglob("*") if p.is_file()}
+    assert owned_files(out) == written
+
+
+def test_time_budget_is_checked():
+    for bad in (0, -1, float("nan"), float("inf"), True):
+        with pytest.raises(InputError, match="--time-budget"):
+            TimeBudget(bad)
+    budget = TimeBudget(3600)
+    assert budget.allows(10) and budget.left() <= 3600
+    budget.done()
+    assert not budget.allows(7200)
