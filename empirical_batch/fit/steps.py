@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,7 @@ from .._validate import as_float
 from ..errors import InputError, NotFoundError
 from ..result import unwrap_table
 from ..sweeps import Sweep, load_sweep
+from ..units import UnitMismatch, check_unit
 
 __all__ = ["StepsTable", "steps_to_target"]
 
@@ -78,6 +79,8 @@ class StepsTable(FrameView):
         The columns that identify a configuration at one batch size.
     best_metric : float
         The best value any non-diverged point of the sweep logged.
+    unit : str
+        The unit of ``batch_size`` and ``examples`` (`empirical_batch.units`).
     """
 
     frame: pd.DataFrame
@@ -87,6 +90,7 @@ class StepsTable(FrameView):
     combine: str
     config: tuple[str, ...]
     best_metric: float
+    unit: str = "examples"
 
     @property
     def direction(self) -> str:
@@ -133,7 +137,8 @@ class StepsTable(FrameView):
         n, ok = len(self.frame), int(self.reached.sum())
         return (
             f"StepsTable(target={self.target:.6g} ({self.metric_name}, {self.direction} is "
-            f"better), {ok} of {n} batch sizes reached, combine={self.combine!r})"
+            f"better), {ok} of {n} batch sizes reached, combine={self.combine!r}, "
+            f"batch in {self.unit})"
         )
 
     def summary(self) -> str:
@@ -146,7 +151,7 @@ class StepsTable(FrameView):
         return {
             "target": self.target, "metric_name": self.metric_name,
             "higher_is_better": self.higher_is_better, "combine": self.combine,
-            "config": list(self.config), "best_metric": self.best_metric,
+            "config": list(self.config), "best_metric": self.best_metric, "unit": self.unit,
             "rows": self.frame.to_dict(orient="records"),
         }
 
@@ -334,6 +339,7 @@ def steps_to_target(
     combine: str = "mean",
     config: str | Sequence[str] = "learning_rate",
     max_stable_lr: float | None = None,
+    unit: str | None = None,
 ) -> StepsTable:
     r"""Steps and examples to first reach ``target``, best configuration per batch size.
 
@@ -366,6 +372,10 @@ def steps_to_target(
         grid is not at the edge when the grid's next value would reach this limit, or
         when a run at that next value (or below it) diverged at this or a larger batch
         size: the divergence is the other side of the bracket.
+    unit : {"examples", "sequences", "tokens"}, optional
+        What the sweep's ``batch_size`` counts; default the sweep's
+        ``metadata["unit"]``, else ``"examples"``. Carried by the table and by the fits
+        made from it (a sweep whose batch is in tokens gives $B_{crit}$ in tokens).
 
     Returns
     -------
@@ -402,7 +412,20 @@ def steps_to_target(
         limit = as_float(max_stable_lr, "max_stable_lr")
         if not limit > 0:
             raise InputError(f"max_stable_lr must be > 0, got {max_stable_lr!r}")
-    return steps_table(prepare(sweep, config, limit), target, combine)
+    table = steps_table(prepare(sweep, config, limit), target, combine)
+    return replace(table, unit=sweep_unit(sweep, unit))
+
+
+def sweep_unit(sweep: Sweep, unit: str | None) -> str:
+    """``unit`` checked, or the sweep's ``metadata["unit"]``, or ``"examples"``; a
+    ``unit`` that contradicts the sweep's metadata raises `UnitMismatch`."""
+    known = sweep.metadata.get("unit")
+    if unit is None:
+        return check_unit(known, "the sweep's unit") if known is not None else "examples"
+    unit = check_unit(unit)
+    if known is not None and check_unit(known, "the sweep's unit") != unit:
+        raise UnitMismatch(f"unit={unit!r} but the sweep's batch_size is in {known}")
+    return unit
 
 
 def steps_table(p: Prepared, target: float, combine: str) -> StepsTable:

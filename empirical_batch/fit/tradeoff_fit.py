@@ -19,6 +19,7 @@ from .._validate import as_float, check_level, check_positive
 from ..errors import EmpiricalBatchWarning, FitError, InputError
 from ..result import Interval, Result, deprecated_alias, unwrap_table
 from ..tradeoff import Tradeoff
+from ..units import UnitMismatch, check_unit
 from .profile import fit_many, fit_point, profile_grid, profile_interval, rss_at
 from .steps import StepsTable, check_combine, combine_seeds
 
@@ -83,6 +84,9 @@ class TradeoffFit(Result):
         steps rising with batch size, fewer than 3 batch sizes on a side of
         $B_{crit}$, too few bootstrap draws for the level); also issued as
         `FitWarning`.
+    unit : str
+        What ``batch_sizes``, ``b_crit`` and ``e_min`` count: ``"examples"``,
+        ``"sequences"`` or ``"tokens"`` (`empirical_batch.units`); steps are steps.
     """
 
     s_min: float
@@ -106,6 +110,7 @@ class TradeoffFit(Result):
     target: float | None = None
     status: str = "identified"
     warnings: tuple[str, ...] = ()
+    unit: str = "examples"
 
     @property
     def tradeoff(self) -> Tradeoff:
@@ -168,14 +173,15 @@ class TradeoffFit(Result):
         """B_crit as the data support it, in words: a value with its interval, a bound or
         "not identified"."""
         lo, hi = self.b_crit_interval
+        u = self.unit
         if self.status == "lower_bound":
-            return f"B_crit > {lo:.4g} (lower bound only)"
+            return f"B_crit > {lo:.4g} {u} (lower bound only)"
         if self.status == "upper_bound":
-            return f"B_crit < {hi:.4g} (upper bound only)"
+            return f"B_crit < {hi:.4g} {u} (upper bound only)"
         if self.status == "unidentified":
             return "B_crit not identified by the data"
         flag = " (extrapolated)" if self.extrapolation else ""
-        return f"B_crit = {self.b_crit:.4g} [{lo:.4g}, {hi:.4g}]{flag}"
+        return f"B_crit = {self.b_crit:.4g} [{lo:.4g}, {hi:.4g}] {u}{flag}"
 
     def __repr__(self) -> str:
         warn = f", {len(self.warnings)} warnings" if self.warnings else ""
@@ -190,7 +196,8 @@ class TradeoffFit(Result):
         lines = [
             f"{self.b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
             f"n_boot={self.n_boot}); status {self.status}",
-            f"S_min = {self.s_min:.4g}, E_min = {self.e_min:.4g}; {self.n_batch_sizes} batch "
+            f"S_min = {self.s_min:.4g} steps, E_min = {self.e_min:.4g} {self.unit}; "
+            f"{self.n_batch_sizes} batch "
             f"sizes ({self.n_below} below, {self.n_above} above B_crit), log-RMSE "
             f"{self.log_rmse:.3g}" + (f"; target {self.target:.6g}" if self.target is not None
                                       else ""),
@@ -237,6 +244,7 @@ def fit_tradeoff(
     interval: str = "profile",
     bounded: bool = False,
     ci: float | None = None,
+    unit: str | None = None,
 ) -> TradeoffFit:
     r"""Fit $S(B) = S_{min}(1 + B_{crit}/B)$ (eq. 2.11) in log space, with a bootstrap.
 
@@ -291,6 +299,10 @@ def fit_tradeoff(
         without it the log-space least-squares fit is unbiased. ``bound`` in the
         result reports whether the constraint was active.
         ``s_min_interval`` and ``e_min_interval`` are always percentile intervals.
+    unit : {"examples", "sequences", "tokens"}, optional
+        What ``batch_size`` counts (carried into the result's ``unit``); default the
+        StepsTable's unit, else ``"examples"``. A unit that contradicts the
+        StepsTable's raises `empirical_batch.units.UnitMismatch`.
 
     Raises
     ------
@@ -320,6 +332,7 @@ def fit_tradeoff(
     (64.0, 1000.0)
     """
     stepstable = table if isinstance(table, StepsTable) else None
+    unit = _unit(stepstable, unit)
     frame = _check_table(table)
     ci, n_boot = _check_options(check_level(level, ci), n_boot, bootstrap, interval)
     combine = combine or (stepstable.combine if stepstable is not None else "mean")
@@ -439,7 +452,19 @@ def fit_tradeoff(
         target=None if target is None else float(target),
         status=status,
         warnings=notes,
+        unit=unit,
     )
+
+
+def _unit(stepstable: StepsTable | None, unit: str | None) -> str:
+    if unit is None:
+        return stepstable.unit if stepstable is not None else "examples"
+    unit = check_unit(unit)
+    if stepstable is not None:
+        if stepstable.unit != unit:
+            raise UnitMismatch(f"unit={unit!r} but the steps table's batch_size is in "
+                               f"{stepstable.unit}")
+    return unit
 
 
 def _pair(v: Sequence[float] | np.ndarray) -> tuple[float, float]:
