@@ -581,3 +581,110 @@ def test_lightning_padded_token_batches_count_tokens(tmp_path):
 
     metrics = pd.read_csv(next(tmp_path.rglob("metrics.csv")))
     assert metrics["noise_scale/tokens"].dropna().iloc[-1] == tokens
+
+
+def _lightning_token_run(tmp_path, **options):
+    """Two shuffled epochs of 29 padded sequences (batch 4, accumulation 2: each epoch
+    ends with a step of 4 + 1 sequences); the loss of each micro-batch is the mean over
+    its valid tokens."""
+    L = pytest.importorskip("lightning")
+    from lightning.pytorch.loggers import CSVLogger
+
+    from empirical_batch.integrations.lightning import NoiseScaleCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = TokenRecorder()
+
+        def training_step(self, batch, batch_idx):
+            return self.net(**batch)["loss"]
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    data = _padded_dataset()
+    loader = torch.utils.data.DataLoader(data, batch_size=MICRO, shuffle=True,
+                                         generator=torch.Generator().manual_seed(0))
+    module = Module()
+    cb = NoiseScaleCallback(beta=0.9, **options)
+    trainer = L.Trainer(max_epochs=2, accumulate_grad_batches=K, gradient_clip_val=0.1,
+                        accelerator="cpu", devices=1, callbacks=[cb],
+                        logger=CSVLogger(str(tmp_path)), log_every_n_steps=1,
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    trainer.fit(module, loader)
+    return data, module.net.seen, cb
+
+
+def test_lightning_padded_token_batches_measured_exactly(tmp_path):
+    """Lightning divides each micro-batch's token-mean loss by K: micro-batch j enters
+    with c_j = 1/K and n_j tokens. Every step's squared norms and sizes (tokens) equal a
+    float64 recomputation from the batches the model saw; B_simple is logged in
+    sequences and in tokens."""
+    data, seen, cb = _lightning_token_run(tmp_path)
+    steps = _group_steps([{**r, "cw": 1 / K} for r in seen])
+    assert [[r["examples"] for r in s] for s in steps] == ([[4, 4]] * 3 + [[4, 1]]) * 2
+    assert len({r["n"] for s in steps for r in s}) > 3  # padded: unequal token counts
+    small, big, b_small = _weighted_expected(steps)
+    hist = cb.collector.estimator.history()
+    assert cb.collector.skipped_steps == 0 and len(hist["b_small"]) == 8
+    np.testing.assert_allclose(hist["sq_norm_small"], small, rtol=1e-5)
+    np.testing.assert_allclose(hist["sq_norm_big"], big, rtol=1e-5)
+    np.testing.assert_allclose(hist["b_small"], b_small)  # harmonic mean of the n_j
+    n = [[r["n"] for r in s] for s in steps]
+    np.testing.assert_allclose(hist["b_big"], [len(s) ** 2 / sum(1 / v for v in s)
+                                               for s in n])
+    tokens = 2 * sum(int((r["labels"] != -100).sum()) for r in data)
+    values = cb.values()
+    assert values["noise_scale/tokens"] == tokens
+    assert values["noise_scale/examples"] == 2 * RAGGED
+    assert values["noise_scale/b_simple_tokens"] == pytest.approx(cb.collector.b_simple)
+    assert values["noise_scale/b_simple"] == pytest.approx(
+        cb.collector.b_simple * 2 * RAGGED / tokens)
+
+    import pandas as pd
+
+    metrics = pd.read_csv(next(tmp_path.rglob("metrics.csv")))
+    assert metrics["noise_scale/b_simple_tokens"].dropna().iloc[-1] == pytest.approx(
+        values["noise_scale/b_simple_tokens"], rel=1e-6)
+    assert metrics["noise_scale/b_simple"].dropna().iloc[-1] == pytest.approx(
+        values["noise_scale/b_simple"], rel=1e-6)
+
+
+def test_lightning_loss_normalization_stated(tmp_path):
+    """loss_normalization="examples" keeps the sizes in sequences (a loss that is a mean
+    over examples); a bad option is refused by name."""
+    from empirical_batch.errors import InputError
+    from empirical_batch.integrations.lightning import NoiseScaleCallback
+
+    _, seen, cb = _lightning_token_run(tmp_path, loss_normalization="examples")
+    steps = _group_steps(seen)
+    hist = cb.collector.estimator.history()
+    np.testing.assert_allclose(hist["b_small"],
+                               [K / sum(1 / r["examples"] for r in s) for s in steps])
+    with pytest.raises(InputError, match="loss_normalization"):
+        NoiseScaleCallback(loss_normalization="tokens")
+    with pytest.raises(InputError, match="token_rule"):
+        NoiseScaleCallback(token_rule="half")
+
+
+def test_step_account_token_means_shifted_and_mixed():
+    """Per-micro-batch token means with the shifted rule count labels[..., 1:]; a run
+    whose batches lose their labels after a per-token step is refused."""
+    from empirical_batch.errors import InputError
+    from empirical_batch.integrations.steps import StepAccount
+
+    acc = StepAccount(token_rule="shifted", loss_normalization="auto")
+    for lab in ([[0, 0, 0, -100]], [[0, 0, -100, -100], [0, 0, 0, 0]]):
+        acc.record({"input_ids": torch.zeros(len(lab), 4), "labels": torch.tensor(lab)})
+    assert acc.plan(lambda n: [1 / K] * n) == (None, [2, 4], [1 / K, 1 / K])
+    assert acc.tokens == 6 and acc.unit == "tokens"
+    acc.record({"x": torch.zeros(2, 3)})
+    acc.record({"x": torch.zeros(2, 3)})
+    with pytest.raises(InputError, match="switched from token-normalised"):
+        acc.plan(lambda n: [1 / K] * n)
+    strict = StepAccount(loss_normalization="micro_batch_tokens")
+    strict.record({"x": torch.zeros(2, 3)})
+    strict.record({"x": torch.zeros(2, 3)})
+    assert strict.plan(lambda n: [1 / K] * n)[0] == "unknown_sizes"

@@ -22,23 +22,11 @@ from ..measure import GradientNoiseScale, PerExampleNoiseScale
 from ..schedule.online import AdaptiveBatchRule
 from .adaptive import BatchGrowth
 from .loggers import PREFIX
-from .steps import StepAccount, callback_values
+from .steps import StepAccount, callback_values, token_rule_of
 
 __all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback", "install", "install_adaptive"]
 
 _MODES = ("auto", "micro_batch", "per_example")
-
-
-def _token_rule(model) -> str | None:
-    """Which labels a ``transformers`` model's loss sums over: ``"shifted"`` for
-    ``ForCausalLMLoss``, ``"all"`` for its other losses, ``None`` for another model."""
-    if not hasattr(type(model), "loss_function"):
-        return None
-    try:
-        fn = model.loss_function
-    except (AttributeError, KeyError, ValueError):  # no usable loss mapping
-        return None
-    return "shifted" if getattr(fn, "__name__", "") == "ForCausalLMLoss" else "all"
 
 
 class NoiseScaleCallback(TrainerCallback, ExportableState):
@@ -140,7 +128,7 @@ class NoiseScaleCallback(TrainerCallback, ExportableState):
                                                   max_history=self.max_history,
                                                   per_module=self.per_module,
                                                   params=self.params)
-        self.account = StepAccount(token_rule=_token_rule(model))
+        self.account = StepAccount(token_rule=token_rule_of(model))
         if self.estimator_state is None and state is not None:
             self._from_trainer_state(state)
         if self.estimator_state is not None:

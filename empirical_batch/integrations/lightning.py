@@ -13,7 +13,13 @@ from ..measure._common import checked_skipped
 from ..schedule.online import AdaptiveBatchRule
 from .adaptive import BatchGrowth
 from .loggers import PREFIX
-from .steps import StepAccount, batch_examples, callback_values
+from .steps import (
+    LOSS_NORMALIZATIONS,
+    StepAccount,
+    batch_examples,
+    callback_values,
+    token_rule_of,
+)
 
 __all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback"]
 
@@ -26,7 +32,12 @@ class NoiseScaleCallback(L.Callback):
     accumulation (`empirical_batch.measure.GradientNoiseScale`), each with the size of
     the batch Lightning passed to ``on_train_batch_start`` (a ragged epoch-end step of
     4 and 1 examples is measured as such; Lightning divides every micro-batch loss by
-    ``k``); with ``k = 1`` the per-example norms of each batch
+    ``k``). When the batches carry integer ``labels`` (-100 for padding) and the loss is
+    the mean over each micro-batch's loss tokens, the step is measured per token: with
+    $n_j$ loss tokens in micro-batch $j$ the step's loss is
+    $\frac1k\sum_j \frac{1}{n_j}\sum_{t\in j}\ell_t$, so the sizes are the $n_j$ and
+    the weights $1/k$ (`empirical_batch.integrations.steps`; ``b_simple`` is then
+    divided by the loss tokens per sequence). With ``k = 1`` the per-example norms of each batch
     (`empirical_batch.measure.PerExampleNoiseScale`; BatchNorm in training mode is
     refused at every step). Norms are taken at the backward passes:
     ``gradient_clip_val`` and mixed-precision unscaling do not change the estimate; an
@@ -40,6 +51,17 @@ class NoiseScaleCallback(L.Callback):
 
     Parameters
     ----------
+    loss_normalization : {"auto", "micro_batch_tokens", "examples"}
+        What each micro-batch loss is a mean over: its loss tokens
+        (``"micro_batch_tokens"``; a step whose batches have no integer ``labels`` is
+        then skipped and counted as ``unknown_sizes``), its examples (``"examples"``), or
+        ``"auto"``: tokens when every micro-batch of the step has integer ``labels`` of
+        shape ``(B, T, ...)``, else examples (a run that switches is refused).
+    token_rule : {"all", "shifted"}, optional
+        Which labels the token mean runs over: every position not equal to -100
+        (``"all"``) or ``labels[..., 1:]`` (``"shifted"``, a causal LM that shifts its
+        targets itself). Default: the rule of a ``transformers`` model inside the module
+        (``"shifted"`` for ``ForCausalLMLoss``), else ``"all"``.
     micro_batch_size : int, optional
         Examples per batch, used only for batches whose size cannot be read (no tensor
         in them); such steps are skipped and counted without it.
@@ -60,9 +82,18 @@ class NoiseScaleCallback(L.Callback):
 
     def __init__(self, micro_batch_size: int | None = None, *, beta: float = 0.99,
                  prefix: str = PREFIX, max_history: int | None = 10_000,
-                 level: float = 0.95, per_module: bool = False, params: str | None = None):
+                 level: float = 0.95, per_module: bool = False, params: str | None = None,
+                 loss_normalization: str = "auto", token_rule: str | None = None):
         if params not in (None, "layernorm"):
             raise InputError(f"params must be None or 'layernorm', got {params!r}")
+        if loss_normalization not in LOSS_NORMALIZATIONS:
+            raise InputError(f"loss_normalization must be one of {LOSS_NORMALIZATIONS}, "
+                             f"got {loss_normalization!r}")
+        if token_rule not in (None, "all", "shifted"):
+            raise InputError(f"token_rule must be None, 'all' or 'shifted', got "
+                             f"{token_rule!r}")
+        self.loss_normalization = loss_normalization
+        self.token_rule = token_rule
         self.micro_batch_size = micro_batch_size
         self.beta = beta
         self.prefix = prefix
@@ -91,6 +122,9 @@ class NoiseScaleCallback(L.Callback):
                                                   params=self.params)
         if self._restored is not None:
             self._load(self._restored)
+        self.account.loss_normalization = self.loss_normalization
+        self.account.token_rule = self.token_rule or next(
+            (r for r in map(token_rule_of, pl_module.modules()) if r is not None), "all")
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self.account.record(batch, examples=self.micro_batch_size)

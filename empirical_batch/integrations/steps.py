@@ -22,6 +22,22 @@ the weights need not add up to one (the Trainer counts unshifted labels for a ca
 LM whose configuration does not name its loss type, while the loss sums over the
 shifted ones).
 
+**Per-micro-batch token means.** When the loss of micro-batch $j$ is the mean over its
+own $n_j$ loss tokens and the framework scales it by a fixed $c_j$ (Lightning divides
+every micro-batch loss by ``accumulate_grad_batches`` $K$, so $c_j = 1/K$, also in an
+epoch-end step with fewer micro-batches), the step's loss is
+
+$$L = \sum_j \frac{c_j}{n_j}\sum_{t \in j} \ell_t,$$
+
+micro-batch $j$'s token-mean gradient $g_j$ has $E|g_j|^2 = |G|^2 +
+\operatorname{tr}\Sigma_{token}/n_j$, and the step is measured per token with sizes
+$n_j$ and weights $c_j$: equal weights give $b_{small} = K/\sum_j n_j^{-1}$ (the
+harmonic mean of the token counts) and $b_{big} = K\,b_{small}$ for $K$ micro-batches.
+$n_j$ counts the positions of ``labels`` not equal to -100 (``token_rule="all"``) or of
+``labels[..., 1:]`` (``"shifted"``); ``loss_normalization`` says whether the loss is
+such a mean (``"micro_batch_tokens"``), a mean over examples (``"examples"``) or
+``"auto"``: per token when every micro-batch of the step has integer ``labels``.
+
 **Units.** With $\bar L$ loss tokens per sequence (the ratio of the counters over the
 measured steps), a per-token-mean loss has $\operatorname{tr}\Sigma_{token} = \bar L\,
 \operatorname{tr}\Sigma_{sequence}$ for the same $|G|^2$, so
@@ -45,7 +61,10 @@ import torch
 from ..errors import InputError
 from .loggers import noise_scale_values
 
-__all__ = ["MicroBatch", "StepAccount", "batch_examples", "batch_tokens", "callback_values"]
+__all__ = ["LOSS_NORMALIZATIONS", "MicroBatch", "StepAccount", "batch_examples", "batch_tokens",
+           "callback_values", "token_rule_of"]
+
+LOSS_NORMALIZATIONS = ("auto", "micro_batch_tokens", "examples")
 
 _FIRST_KEYS = ("input_ids", "inputs_embeds", "pixel_values", "x", "inputs", "input",
                "labels")
@@ -97,6 +116,18 @@ def batch_tokens(batch) -> tuple[int, int] | None:
     return int(a), int(b)
 
 
+def token_rule_of(model) -> str | None:
+    """Which labels a ``transformers`` model's loss sums over: ``"shifted"`` for
+    ``ForCausalLMLoss``, ``"all"`` for its other losses, ``None`` for another model."""
+    if not hasattr(type(model), "loss_function"):
+        return None
+    try:
+        fn = model.loss_function
+    except (AttributeError, KeyError, ValueError):  # no usable loss mapping
+        return None
+    return "shifted" if getattr(fn, "__name__", "") == "ForCausalLMLoss" else "all"
+
+
 def _as_count(value) -> int | None:
     if value is None:
         return None
@@ -136,8 +167,9 @@ def _resolve(micro: list[MicroBatch]) -> None:
         m.num_items = _as_count(m.num_items)
 
 
-_UNIT_TEXT = {"tokens": "token-normalised (num_items_in_batch)",
-              "examples": "a mean per micro-batch"}
+_UNIT_TEXT = {"tokens": "token-normalised (num_items_in_batch, or a mean over each "
+                        "micro-batch's tokens)",
+              "examples": "a mean per micro-batch (over its examples)"}
 
 
 @dataclass
@@ -159,6 +191,8 @@ class StepAccount:
     steps: int = 0
     unit: str = "examples"  # the estimator's unit: "examples" or "tokens"
     token_rule: str | None = None  # "shifted", "all" or None (match the framework's N)
+    # without num_items: is each micro-batch loss a mean over its own tokens?
+    loss_normalization: str = "examples"  # one of LOSS_NORMALIZATIONS
     unit_fixed: bool = False  # a step was measured: the unit may not change
 
     def record(self, batch, num_items=None, *, examples: int | None = None) -> None:
@@ -177,15 +211,15 @@ class StepAccount:
     def _loss_tokens(self, micro: list[MicroBatch]) -> list[int] | None:
         """n_j: the tokens each micro-batch's loss sums over. ``token_rule`` says which
         (``"shifted"``: a causal LM's ``labels[..., 1:]``, ``"all"``); without one, the
-        count whose sum is the framework's N."""
+        count whose sum is the framework's N (all labels when it passed none)."""
         if any(m.tokens is None for m in micro):
             return None
-        if self.token_rule is not None:
-            return [m.tokens[1 if self.token_rule == "shifted" else 0]
-                    for m in micro]
         total = micro[0].num_items
-        for rule in (1, 0):  # shifted first: causal LMs
-            counts = [m.tokens[rule] for m in micro]
+        rule = self.token_rule or ("all" if total is None else None)
+        if rule is not None:
+            return [m.tokens[1 if rule == "shifted" else 0] for m in micro]
+        for index in (1, 0):  # shifted first: causal LMs
+            counts = [m.tokens[index] for m in micro]
             if sum(counts) == total:
                 return counts
         return None
@@ -199,7 +233,12 @@ class StepAccount:
         micro, self.micro = self.micro, []
         self.steps += 1
         _resolve(micro)
-        tokens = self._loss_tokens(micro) if micro and micro[0].num_items else None
+        normalised = bool(micro) and micro[0].num_items is not None  # Σ_j-tokens / N
+        token_mean = (weighted and bool(micro) and not normalised and
+                      (self.loss_normalization == "micro_batch_tokens" or
+                       (self.loss_normalization == "auto" and
+                        all(m.tokens is not None for m in micro))))
+        tokens = self._loss_tokens(micro) if normalised or token_mean else None
         counts = [m.tokens[0] for m in micro if m.tokens is not None]
         if self.tokens_known and micro and len(counts) == len(micro):
             self.tokens += sum(tokens) if tokens is not None else sum(counts)
@@ -208,18 +247,20 @@ class StepAccount:
         examples = [m.examples for m in micro]
         if weighted and len(micro) == 1:  # one batch size only: nothing to measure
             return "single_backward", [], None
-        unit = "tokens" if weighted and micro[0].num_items is not None else "examples"
+        unit = "tokens" if weighted and (normalised or token_mean) else "examples"
         if self.unit_fixed and unit != self.unit:
             raise InputError(f"the loss switched from {_UNIT_TEXT[self.unit]} to "
                              f"{_UNIT_TEXT[unit]} during the run: one estimate cannot mix "
-                             "both")
-        if unit == "tokens":  # loss: Σ over the tokens of micro-batch j / N
+                             "both (Lightning: state loss_normalization=)")
+        if unit == "tokens":
             if tokens is None or any(n == 0 for n in tokens):  # an empty micro-batch
                 return "unknown_sizes", [], None
             self.unit, self.unit_fixed = unit, True
             self._measured(examples, tokens)
-            total = float(micro[0].num_items)
-            return None, tokens, [n / total for n in tokens]
+            if normalised:  # loss: Σ over the tokens of micro-batch j / N
+                total = float(micro[0].num_items)
+                return None, tokens, [n / total for n in tokens]
+            return None, tokens, default_weight(len(micro))  # mean over its tokens × c_j
         self.unit, self.unit_fixed = unit, True
         self._measured(examples, counts if len(counts) == len(micro) else None)
         return None, examples, default_weight(len(micro))
