@@ -108,7 +108,7 @@ def zhang2024() -> str:
 
 
 def mlperf_rcp() -> str:
-    t = load_mlperf_rcp(DATA / "mlperf_rcp" / "raw")
+    t = load_mlperf_rcp(DATA / "mlperf_rcp" / "raw").frame
     t = t[t["ruleset"].str.startswith("training")]
     latest = t.groupby("benchmark")["ruleset"].max()
     rows = []

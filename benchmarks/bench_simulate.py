@@ -191,7 +191,7 @@ def bench_sweep(dims: int, moments: bool) -> dict:
     lrs, bs = np.geomspace(0.01, 1.9, 8), 2.0 ** np.arange(8)
     steps = log_steps(10_000, 50).astype(float)
     df, t_sweep, mb_sweep = _measured(
-        lambda: simulate_sweep(nq, bs, lrs, max_steps=10_000, n_points=50))
+        lambda: simulate_sweep(nq, bs, lrs, max_steps=10_000, n_points=50).frame)
     ref, t_loop, mb_loop = _measured(lambda: sweep_loop(nq, lrs, bs, steps))
     got = df["metric"].to_numpy().reshape(bs.size, lrs.size, steps.size)
     err = float(np.max(np.abs(got - ref) / ref))

@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import (
     as_array,
@@ -49,6 +52,9 @@ from .estimator_state import check_beta, check_dataset_size, check_max_history, 
 from .params import check
 from .result import Interval, Result, deprecated_alias
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
     "GNSEstimate",
     "GNSEstimator",
@@ -60,7 +66,7 @@ __all__ = [
 
 
 
-def _sizes(b_small, b_big):
+def _sizes(b_small: ArrayLike, b_big: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     bs = check("b_small", b_small)
     bb = check("b_big", b_big)
     check_broadcast(("b_small", bs), ("b_big", bb))
@@ -72,12 +78,12 @@ def _sizes(b_small, b_big):
     return bs, bb
 
 
-def _show(arr):
+def _show(arr: np.ndarray) -> str:
     return repr(float(arr)) if np.ndim(arr) == 0 else f"array of shape {np.shape(arr)}"
 
 
-def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big, *,
-                  dataset_size: int | None = None):
+def gns_two_batch(sq_norm_small: ArrayLike, b_small: ArrayLike, sq_norm_big: ArrayLike,
+                  b_big: ArrayLike, *, dataset_size: int | None = None) -> tuple[Any, Any]:
     r"""Unbiased $|G|^2$ and $\operatorname{tr}\Sigma$ from two batch sizes.
 
     Implements App. A.1 of McCandlish et al. (2018):
@@ -133,14 +139,15 @@ def gns_two_batch(sq_norm_small, b_small, sq_norm_big, b_big, *,
     return scalar_or_array(g2), scalar_or_array(trace_sigma)
 
 
-def _finite_estimates(g2, trace_sigma) -> None:
+def _finite_estimates(g2: ArrayLike, trace_sigma: ArrayLike) -> None:
     if not (np.all(np.isfinite(g2)) and np.all(np.isfinite(trace_sigma))):
         raise InputError("the estimates of |G|^2 and tr(Sigma) overflow a float for these "
                          "squared norms and batch sizes (rescale the norms)")
 
 
-def gns_many(sq_norms, sq_norm_mean, batch_size, *, n: int | None = None, axis: int = -1,
-             dataset_size: int | None = None):
+def gns_many(sq_norms: ArrayLike, sq_norm_mean: ArrayLike, batch_size: ArrayLike, *,
+             n: int | None = None, axis: int = -1,
+             dataset_size: int | None = None) -> tuple[Any, Any]:
     r"""Unbiased $|G|^2$, $\operatorname{tr}\Sigma$ from ``n`` equal batches.
 
     ``n`` micro-batches (or data-parallel replicas) of ``batch_size`` examples each
@@ -205,7 +212,8 @@ def _big(n: int, b: np.ndarray) -> np.ndarray:
     return big
 
 
-def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
+def gns_regression(sq_norms: ArrayLike, batch_sizes: ArrayLike, *,
+                   axis: int = -1) -> tuple[Any, Any]:
     r"""Least-squares fit of $E|G_B|^2 = |G|^2 + \operatorname{tr}\Sigma / B$.
 
     Ordinary least squares of the squared norms against $1/B$ over three or
@@ -256,7 +264,7 @@ def gns_regression(sq_norms, batch_sizes, *, axis: int = -1):
     return scalar_or_array(intercept), scalar_or_array(slope)
 
 
-def ema(values, beta: float):
+def ema(values: ArrayLike, beta: float) -> np.ndarray:
     r"""Bias-corrected exponential moving average of a sequence (offline).
 
     $m_t = \beta m_{t-1} + (1-\beta)x_t$, $\hat m_t = m_t/(1-\beta^t)$;
@@ -311,7 +319,7 @@ class GNSEstimate(Result):
         """Confidence level of the interval."""
         return self.b_simple_interval.level
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The fields, with the interval's ends flat (``b_simple_low``,
         ``b_simple_high``, ``level``) as in the noise log's columns."""
         out = super().to_dict()
@@ -388,12 +396,14 @@ class GNSEstimator:
         self._csg = 0.0
         self._history = self._empty_history()
 
-    def _empty_history(self, rows=None) -> dict[str, deque]:
+    def _empty_history(self, rows: Mapping[str, Iterable[float]] | None = None,
+                       ) -> dict[str, deque[float]]:
         rows = rows or {}
         return {c: deque(rows.get(c, ()), maxlen=self.max_history) for c in self._COLUMNS}
 
     # ------------------------------------------------------------------ updates
-    def update(self, sq_norm_small, b_small, sq_norm_big, b_big) -> tuple[float, float]:
+    def update(self, sq_norm_small: float, b_small: float, sq_norm_big: float,
+               b_big: float) -> tuple[float, float]:
         """Fold one step's pair of squared norms into the averages (scalars only).
 
         Returns this step's ``(g2, trace_sigma)`` (the values `gns_two_batch`
@@ -445,7 +455,7 @@ class GNSEstimator:
         self._csg = b * self._csg + ds * (g - self._mean_g)
 
     # --------------------------------------------------------------- estimates
-    def _require(self):
+    def _require(self) -> None:
         if self.steps == 0:
             raise UsageError("GNSEstimator has no steps yet: call update() first")
 
@@ -530,7 +540,7 @@ class GNSEstimator:
         )
 
     # ------------------------------------------------------------ persistence
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         """Plain-Python state; `load_state_dict` resumes bit-identically."""
         return {
             "beta": self.beta, "keep_history": self.keep_history,
@@ -541,7 +551,7 @@ class GNSEstimator:
             "history": {c: list(v) for c, v in self._history.items()},
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a `state_dict` (replaces everything, ``beta`` and ``dataset_size``
         included; a state written before ``dataset_size`` was saved keeps this
         estimator's own). Every entry is checked first: on an error nothing changes."""
@@ -560,7 +570,7 @@ class GNSEstimator:
         return {c: np.asarray(v, dtype=float if c != "step" else int)
                 for c, v in self._history.items()}
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """The raw per-step components as a pandas DataFrame (one row per update)."""
         import pandas as pd
 

@@ -29,15 +29,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from ._validate import as_array, check_broadcast, positive_float, scalar_or_array
 from .errors import InputError
 from .params import check
+from .result import TableResult, unwrap_table
 from .tradeoff import Tradeoff
 
-__all__ = ["Hardware", "frontier", "frontier_bend", "pareto_mask", "plan"]
+__all__ = ["Hardware", "Plan", "frontier", "frontier_bend", "pareto_mask", "plan"]
 
 _COLUMNS = [
     "batch_size", "devices", "device_batch", "steps", "examples", "step_seconds",
@@ -168,14 +170,46 @@ def pareto_mask(time, cost) -> np.ndarray:
     return mask
 
 
+@dataclass(frozen=True, repr=False, eq=False)
+class Plan(TableResult):
+    """Every feasible (batch size, devices) pair of a target (the result of `plan`).
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        One row per pair (columns documented in `plan`).
+    b_crit : float
+        The critical batch size of the tradeoff planned for.
+    n_pairs : int
+        Rows of ``frame``.
+    n_pareto : int
+        Rows on the time/cost frontier.
+    throughput_model : bool
+        Whether step times came from a fitted throughput model.
+    """
+
+    b_crit: float
+    n_pairs: int
+    n_pareto: int
+    throughput_model: bool
+
+    def frontier(self) -> Any:
+        """`frontier` of this plan: its Pareto rows, fastest first."""
+        return frontier(self)
+
+    def frontier_bend(self) -> Any:
+        """`frontier_bend` of this plan: the frontier row where time × cost is least."""
+        return frontier_bend(self)
+
+
 def plan(
     tradeoff: Tradeoff,
     hardware: Hardware | None = None,
     *,
     batch_sizes: Sequence[int] | None = None,
     devices: Sequence[int] | None = None,
-    throughput_model=None,
-):
+    throughput_model: Any = None,
+) -> Plan:
     """Every feasible (batch size, devices) pair with its steps, time and cost.
 
     Parameters
@@ -201,8 +235,9 @@ def plan(
 
     Returns
     -------
-    pandas.DataFrame
-        One row per feasible pair, sorted by batch size then devices, with columns
+    Plan
+        Its ``frame`` has one row per feasible pair, sorted by batch size then devices,
+        with columns
         ``batch_size, devices, device_batch, steps, examples, step_seconds,
         wall_hours, device_hours, cost, pareto``. A pair is feasible when
         ``devices <= max_devices``, ``devices <= batch_size`` (each device holds at
@@ -217,8 +252,8 @@ def plan(
 
     Examples
     --------
-    >>> df = plan(Tradeoff(s_min=1000, e_min=64000), Hardware(max_device_batch=64))
-    >>> bool(df.pareto.any()), list(df.columns[:3])
+    >>> p = plan(Tradeoff(s_min=1000, e_min=64000), Hardware(max_device_batch=64))
+    >>> bool(p.frame.pareto.any()), list(p.frame.columns[:3])
     (True, ['batch_size', 'devices', 'device_batch'])
     """
     import pandas as pd
@@ -288,11 +323,15 @@ def plan(
         df["accumulation"] = k.astype(np.int64)
         df["saturated"] = micro >= throughput_model.saturating_micro_batch()
         cols += ["accumulation", "saturated"]
-    return df[cols].reset_index(drop=True)
+    table = df[cols].reset_index(drop=True)
+    return Plan(frame=table, b_crit=float(tradeoff.b_crit), n_pairs=len(table),
+                n_pareto=int(table["pareto"].sum()),
+                throughput_model=throughput_model is not None)
 
 
 def frontier(df):
-    """The Pareto rows of a `plan` table, fastest first."""
+    """The Pareto rows of a `plan` result (or its table), fastest first."""
+    df = unwrap_table(df)
     _check_plan(df)
     return df[df["pareto"]].sort_values(["wall_hours", "cost"]).reset_index(drop=True)
 
@@ -306,7 +345,7 @@ def frontier_bend(df):
     is $B = B_{crit}$ (since $d\log E/d\log S = -B/B_{crit}$); overheads
     move it. Returns a ``pandas.Series`` (one row of `frontier`).
     """
-    f = frontier(df)
+    f = frontier(unwrap_table(df))
     return f.loc[int(np.argmin(f["wall_hours"].to_numpy() * f["cost"].to_numpy()))]
 
 

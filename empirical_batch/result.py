@@ -18,13 +18,17 @@ import json
 import math
 import warnings
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from .errors import EmpiricalBatchDeprecationWarning, UsageError
 
-__all__ = ["REPR_LIMIT", "Interval", "Result", "deprecated_alias", "dumps", "json_safe"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["REPR_LIMIT", "Interval", "Result", "TableResult", "deprecated_alias", "dumps",
+           "json_safe", "unwrap_table"]
 
 REPR_LIMIT = 300
 """Most characters a result's ``repr`` may have."""
@@ -134,6 +138,78 @@ class Result:
                 elif isinstance(value, int | float | str | bool | None | np.generic):
                     row[f.name] = value
         return pd.DataFrame([row])
+
+
+def _frame_warning(obj: object, what: str) -> None:
+    name = type(obj).__name__
+    warnings.warn(f"{name} is no longer a DataFrame: {what} on it is deprecated and goes in "
+                  f"the next release; use {name}.frame (or .to_frame() for a copy)",
+                  EmpiricalBatchDeprecationWarning, stacklevel=3)
+
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class TableResult(Result):
+    """A result whose content is a table: ``frame`` (a pandas DataFrame) plus the
+    scalar fields of its subclass.
+
+    ``to_frame()`` returns a copy of ``frame``; ``to_dict()`` gives the scalar fields
+    and the rows as ``{"columns": [...], "rows": [[...], ...]}``. Results that were
+    DataFrames in v0.2 (`empirical_batch.planning.plan`,
+    `empirical_batch.simulate.simulate_sweep`,
+    `empirical_batch.loaders.load_mlperf_rcp`) still answer ``obj["col"]``,
+    ``len(obj)``, ``obj.columns``, ``obj.loc``, ``obj.iloc`` and any other DataFrame
+    attribute for one release, with an `EmpiricalBatchDeprecationWarning`."""
+
+    frame: pd.DataFrame = dataclasses.field(repr=False, compare=False)
+
+    def to_frame(self) -> pd.DataFrame:
+        """A copy of ``frame``."""
+        return self.frame.copy()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+               if f.name != "frame"}
+        out["columns"] = [str(c) for c in self.frame.columns]
+        import pandas as pd
+
+        # missing values (pandas' NA, NaN) as None
+        cells = self.frame.astype(object).where(self.frame.notna(), None)
+        out["rows"] = [[None if v is pd.NA else v for v in row]
+                       for row in cells.to_numpy(dtype=object).tolist()]
+        return out
+
+    def _repr_html_(self) -> str | None:
+        html: str | None = self.frame._repr_html_()  # type: ignore[operator]
+        return html
+
+    # ---- the v0.2 DataFrame behaviour, deprecated
+    def __getitem__(self, key: Any) -> Any:
+        _frame_warning(self, "indexing")
+        return self.frame[key]
+
+    def __len__(self) -> int:
+        _frame_warning(self, "len()")
+        return len(self.frame)
+
+    def __iter__(self) -> Iterator[Any]:
+        _frame_warning(self, "iterating")
+        return iter(self.frame)
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for names the result does not have: DataFrame attributes
+        if name.startswith("_") or name == "frame":
+            raise AttributeError(name)
+        frame = object.__getattribute__(self, "frame")
+        if not hasattr(frame, name):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        _frame_warning(self, f".{name}")
+        return getattr(frame, name)
+
+
+def unwrap_table(obj: Any) -> Any:
+    """``obj.frame`` for a `TableResult`, ``obj`` itself otherwise (for functions that
+    take a DataFrame and now also take the result object that replaced it)."""
+    return obj.frame if isinstance(obj, TableResult) else obj
 
 
 def _plain(value: Any) -> Any:

@@ -16,7 +16,12 @@ rules whose learning-rate factor depends on $\kappa$ alone also hold that factor
 - ``half_life`` ($\beta_2$), ``ema`` (model EMA), ``timescale`` (weight decay),
   ``tradeoff_steps`` and ``constant_examples`` (step counts), ``unchanged``.
 
-`empirical_batch.transfer.transfer` applies them by name and checks their regimes;
+Each rule also holds how it moves a value (`Rule.apply`, given the `Move` from B to
+B′: the batch sizes, the optimizer, the noise scale, the fitted tradeoff), what it
+needs (``needs``: ``b_noise``, ``tradeoff``) and its regime check, which returns
+whether the move stays inside the regime the rule was derived for (``None`` where it
+cannot be checked) and a note. `empirical_batch.transfer.transfer` looks each
+hyperparameter's rule up here (`default_rules` gives the defaults) and applies it;
 batch-size schedules and branched training take the learning-rate rules whose factor
 depends on $\kappa$ alone (`ratio_rules`); the command line lists `lr_rules`.
 """
@@ -29,13 +34,20 @@ from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from . import theory
 from .errors import InputError, NotFoundError
+from .tradeoff import Tradeoff
 
 __all__ = [
     "HPARAMS",
+    "NEEDS",
+    "REGIME_FRACTION",
     "RULES",
+    "Applied",
+    "Move",
     "Rule",
     "default_lr_rule",
+    "default_rules",
     "lr_rules",
     "ratio_rules",
     "rule",
@@ -44,6 +56,41 @@ __all__ = [
 HPARAMS = ("lr", "momentum", "beta1", "beta2", "eps", "weight_decay", "ema_decay",
            "warmup_steps", "total_steps")
 _STEPS = ("warmup_steps", "total_steps")
+#: ``linear``/``sqrt``/``constant_examples`` hold for ``max(B, B') <= REGIME_FRACTION * B_noise``
+REGIME_FRACTION = 0.1
+
+Applied = tuple[float, bool | None, str]
+"""What a rule returns for one hyperparameter: the new value, whether the move stays in
+the rule's regime (``None``: not checked) and a note."""
+
+
+@dataclass(frozen=True)
+class Move:
+    """A move from batch ``from_batch`` (B) to ``to_batch`` (B′ = κB) and what the rules
+    may need to know about it.
+
+    ``tradeoff`` is the fitted S(B) (``fitted_range`` the batch sizes it was fitted
+    on, where known). ``lr``, ``lr_factor``, ``lr_in_regime`` and ``lr_note`` are the
+    old learning rate (``None`` if not given) and the learning-rate rule's outcome;
+    ``data_ratio`` is D′/D, the examples of the moved run over the old run's. The
+    rules of β, ε, weight decay and EMA read them."""
+
+    from_batch: float
+    to_batch: float
+    optimizer: str
+    b_noise: float | None = None
+    tradeoff: Tradeoff | None = None
+    fitted_range: tuple[float, float] | None = None
+    lr: float | None = None
+    lr_factor: float = 1.0
+    lr_in_regime: bool | None = None
+    lr_note: str = ""
+    data_ratio: float = 1.0
+
+    @property
+    def kappa(self) -> float:
+        """κ = B′/B."""
+        return self.to_batch / self.from_batch
 
 
 @dataclass(frozen=True)
@@ -52,7 +99,9 @@ class Rule:
 
     ``optimizers`` names the optimizers its learning-rate part was derived for (empty:
     any); ``lr_factor(κ)``, where given, is its learning-rate factor as a function of
-    κ alone (see `factor`)."""
+    κ alone (see `factor`); ``move(move, name, value)`` moves one hyperparameter and
+    checks the regime (see `apply`); ``needs`` names what a `Move` must carry for it
+    (``"b_noise"``, ``"tradeoff"``)."""
 
     name: str
     applies_to: tuple[str, ...]
@@ -61,6 +110,24 @@ class Rule:
     regime: str
     optimizers: tuple[str, ...] = ()
     lr_factor: Callable[[Any], Any] | None = field(default=None, repr=False, compare=False)
+    move: Callable[[Move, str, float], Applied] | None = field(
+        default=None, repr=False, compare=False)
+    needs: tuple[str, ...] = ()
+
+    def apply(self, name: str, value: float, move: Move) -> Applied:
+        """Move hyperparameter ``name`` of value ``value`` from B to B′: ``(new value,
+        in_regime, note)``; ``in_regime`` is ``None`` where the regime cannot be checked
+        with what ``move`` carries."""
+        if name not in self.applies_to:
+            raise InputError(f"rule {self.name!r} does not apply to {name}; it applies to "
+                             f"{list(self.applies_to)}")
+        missing = [n for n in self.needs if getattr(move, n) is None]
+        if missing:
+            raise InputError(f"rule {self.name!r} for {name} needs {NEEDS[missing[0]]}, "
+                             "which was not given")
+        if self.move is None:  # pragma: no cover - every registered rule has one
+            raise InputError(f"rule {self.name!r} cannot move a value")
+        return self.move(move, name, value)
 
     def factor(self, kappa: Any) -> Any:
         """The learning-rate factor ε′/ε at batch ratio ``kappa`` (a number or an array),
@@ -73,7 +140,13 @@ class Rule:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("lr_factor")
+        d.pop("move")
         return d
+
+
+NEEDS = MappingProxyType({"b_noise": "b_noise (the gradient noise scale)",
+                          "tradeoff": "tradeoff (a Tradeoff or TradeoffFit)"})
+"""What each of a rule's ``needs`` is."""
 
 
 def _linear(k: Any) -> Any:
@@ -86,6 +159,137 @@ def _sqrt(k: Any) -> Any:
 
 def _constant(k: Any) -> Any:
     return k * 0 + 1.0
+
+
+# ---------------------------------------------------------------- how each rule moves
+def _noise_regime(m: Move, what: str) -> tuple[bool | None, str]:
+    """(in_regime, note) for rules that need max(B, B') << B_noise."""
+    if m.b_noise is None:
+        return None, f"b_noise not given: {what} regime (B' << B_noise) not checked"
+    top = max(m.from_batch, m.to_batch)
+    ok = top <= REGIME_FRACTION * m.b_noise
+    note = (f"max(B, B')/B_noise = {top / m.b_noise:.3g} "
+            f"({'<=' if ok else '>'} {REGIME_FRACTION:g})")
+    return ok, note
+
+
+def _b_noise(m: Move) -> float:
+    if m.b_noise is None:  # pragma: no cover - Rule.apply checks `needs` first
+        raise InputError("b_noise was not given")
+    return m.b_noise
+
+
+def _move_linear(m: Move, name: str, x: float) -> Applied:
+    ok, note = _noise_regime(m, "linear")
+    if ok is False:
+        bn = _b_noise(m)
+        over = (m.to_batch + bn) / (m.from_batch + bn)
+        note += (f"; in the 2018 model the optimal SGD rate changes by {1 / over:.3g}x "
+                 "the linear factor")
+    if m.optimizer != "sgd":
+        ok, note = False, "linear scaling is an SGD rule; Adam follows the sqrt rule"
+    return x * _linear(m.kappa), ok, note
+
+
+def _one_minus_beta(name: str, beta: float, k: float) -> float:
+    m = k * (1.0 - beta)
+    if m >= 1.0:
+        raise InputError(
+            f"{name}: the square-root rule gives 1-{name}' = κ(1-{name}) = {m:.4g} >= 1 "
+            f"(κ={k:g}), no valid {name}; use rule={{'{name}': 'half_life' or 'unchanged'}}"
+        )
+    return 1.0 - m
+
+
+def _move_sqrt(m: Move, name: str, x: float) -> Applied:
+    ok, note = _noise_regime(m, "square-root")
+    k = m.kappa
+    if name == "lr":
+        if m.optimizer == "sgd":
+            ok, note = False, "the square-root rule is derived for Adam/RMSprop, not SGD"
+        return x * _sqrt(k), ok, note
+    new = x / math.sqrt(k) if name == "eps" else _one_minus_beta(name, x, k)
+    return new, ok, note
+
+
+def _move_sgd_optimal(m: Move, name: str, x: float) -> Applied:
+    bn = _b_noise(m)
+    f = float(theory.eps_opt(m.to_batch, 1.0, bn) / theory.eps_opt(m.from_batch, 1.0, bn))
+    if m.optimizer != "sgd":
+        return x * f, False, "the 2018 closed form is an SGD result; use 'surge' for Adam"
+    note = "assumes the old lr was optimal at B and B_noise is unchanged"
+    ok = max(m.from_batch, m.to_batch) <= bn
+    if not ok:
+        note += ("; beyond B_noise the rate nears eps_max = lr·(1 + B_noise/B), "
+                 "extrapolated from the old lr: check stability with a short run")
+    return x * f, ok, note
+
+
+def _move_surge(m: Move, name: str, x: float) -> Applied:
+    bn = _b_noise(m)
+    f = float(theory.surge_eps_opt(m.to_batch, 1.0, bn)
+              / theory.surge_eps_opt(m.from_batch, 1.0, bn))
+    if m.optimizer == "sgd":
+        return x * f, False, "the surge law is for Adam-like (sign) updates; use 'sgd_optimal'"
+    return x * f, True, (f"assumes the old lr was optimal at B; peak at B_noise={bn:g}"
+                         + ("; B' is past the peak: the lr falls" if m.to_batch > bn else ""))
+
+
+def _move_half_life(m: Move, name: str, x: float) -> Applied:
+    new = x ** m.kappa
+    half = math.log(0.5) / math.log(new)
+    return new, new >= 0.5, (f"half-life {half:.3g} steps = "
+                             f"{half * m.to_batch:.4g} examples (unchanged)")
+
+
+def _move_ema(m: Move, name: str, x: float) -> Applied:
+    return x ** m.kappa, m.lr_in_regime, "holds where the lr rule does: " + m.lr_note
+
+
+def _move_timescale(m: Move, name: str, x: float) -> Applied:
+    new = x * m.kappa / m.lr_factor / m.data_ratio
+    notes = [f"τ = B/(lr·λ·D) kept; D'/D = {m.data_ratio:.4g}"]
+    ok = True
+    if m.optimizer == "adam":
+        ok = False
+        notes.append("coupled L2 decay in Adam is not the AdamW timescale")
+    if abs(m.data_ratio - 1.0) > 0.1:
+        ok = False
+        notes.append("D changes: the optimal τ itself moves with D/N (Bergsma et al.)")
+    if m.lr is not None and m.lr * m.lr_factor * new >= 1.0:
+        ok = False
+        notes.append("lr'·λ' >= 1: not an EMA any more")
+    return new, ok, "; ".join(notes)
+
+
+def _move_tradeoff_steps(m: Move, name: str, x: float) -> Applied:
+    curve = m.tradeoff
+    if curve is None:  # pragma: no cover - Rule.apply checks `needs` first
+        raise InputError("tradeoff was not given")
+    f = float(curve.steps(m.to_batch) / curve.steps(m.from_batch))
+    note = f"B_crit={curve.b_crit:.4g}; S(B')/S(B)={f:.4g}"
+    ok = True
+    if m.fitted_range is not None:
+        lo, hi = m.fitted_range
+        ok = lo <= m.to_batch <= hi
+        if not ok:
+            note += f"; B' outside the fitted batch sizes [{lo:g}, {hi:g}] (extrapolated)"
+    return x * f, ok, note
+
+
+def _move_constant_examples(m: Move, name: str, x: float) -> Applied:
+    ok, note = _noise_regime(m, "constant-examples")
+    if ok is False:
+        bn = _b_noise(m)
+        more = (1 + m.to_batch / bn) / (1 + m.from_batch / bn)
+        note += (f"; with B_crit ≈ B_noise the hyperbola needs {more:.3g}x the "
+                 "examples (pass tradeoff)")
+    return x * (1.0 / m.kappa), ok, note
+
+
+def _move_unchanged(m: Move, name: str, x: float) -> Applied:
+    # steps are rounded by the caller, whose note says so
+    return x * 1.0, None, "kept as is" if name in _STEPS else "kept as is (no rule applied)"
 
 
 _GOYAL = "Goyal et al. (2017), Accurate, Large Minibatch SGD, arXiv:1706.02677"
@@ -103,34 +307,39 @@ _BERGSMA = ("Bergsma et al. (2025), Power Lines: Scaling Laws for Weight Decay a
 RULES: MappingProxyType[str, Rule] = MappingProxyType({
     "linear": Rule("linear", ("lr",), "lr' = κ·lr", _GOYAL,
                    "SGD, max(B, B') <= 0.1·B_noise (noise-dominated)",
-                   optimizers=("sgd",), lr_factor=_linear),
+                   optimizers=("sgd",), lr_factor=_linear, move=_move_linear),
     "sgd_optimal": Rule(
         "sgd_optimal", ("lr",), "lr' = lr·(1 + B_noise/B)/(1 + B_noise/B')", _MCC,
         "SGD with the old lr optimal at B; B_noise constant over the move; "
-        "max(B, B') <= B_noise (beyond, eps_max is extrapolated)", optimizers=("sgd",)),
+        "max(B, B') <= B_noise (beyond, eps_max is extrapolated)", optimizers=("sgd",),
+        move=_move_sgd_optimal, needs=("b_noise",)),
     "sqrt": Rule(
         "sqrt", ("lr", "beta1", "beta2", "eps"),
         "lr' = √κ·lr, 1-β' = κ(1-β), eps' = eps/√κ", _MALLADI,
         "Adam/RMSprop, max(B, B') <= 0.1·B_noise (SDE approximation); κ(1-β) < 1",
-        optimizers=("adam", "adamw"), lr_factor=_sqrt),
+        optimizers=("adam", "adamw"), lr_factor=_sqrt, move=_move_sqrt),
     "surge": Rule(
         "surge", ("lr",), "lr' = lr·ε_opt(B')/ε_opt(B), ε_opt = ε_max/[(√(Bn/B)+√(B/Bn))/2]",
         _LI, "Adam-like optimizers with the old lr optimal at B; needs B_noise (= B_peak)",
-        optimizers=("adam", "adamw")),
+        optimizers=("adam", "adamw"), move=_move_surge, needs=("b_noise",)),
     "half_life": Rule("half_life", ("beta2",), "β2' = β2^κ", _MAREK,
-                              "β2' >= 1/2 (second-moment half-life of at least one step)"),
+                      "β2' >= 1/2 (second-moment half-life of at least one step)",
+                      move=_move_half_life),
     "ema": Rule("ema", ("ema_decay",), "ρ' = ρ^κ", _BUSBRIDGE,
-                        "where the optimizer's own scaling rule holds"),
+                "where the optimizer's own scaling rule holds", move=_move_ema),
     "timescale": Rule(
         "timescale", ("weight_decay",), "τ = B/(lr·λ·D) fixed: λ' = λ·κ·(lr/lr')·(D/D')",
-        _BERGSMA, "decoupled decay (AdamW) or SGD; D unchanged (τ_opt moves with D/N); lr'·λ' < 1"),
+        _BERGSMA, "decoupled decay (AdamW) or SGD; D unchanged (τ_opt moves with D/N); lr'·λ' < 1",
+        move=_move_timescale),
     "tradeoff_steps": Rule(
         "tradeoff_steps", _STEPS, "S' = S·S(B')/S(B), S(B) = S_min(1 + B_crit/B)", _MCC,
-        "B' inside the batch sizes the tradeoff was fitted on"),
+        "B' inside the batch sizes the tradeoff was fitted on", move=_move_tradeoff_steps,
+        needs=("tradeoff",)),
     "constant_examples": Rule(
         "constant_examples", _STEPS, "S' = S/κ (same examples)", _GOYAL,
-        "max(B, B') <= 0.1·B_noise (perfect scaling)"),
-    "unchanged": Rule("unchanged", HPARAMS, "kept as is", "-", "-", lr_factor=_constant),
+        "max(B, B') <= 0.1·B_noise (perfect scaling)", move=_move_constant_examples),
+    "unchanged": Rule("unchanged", HPARAMS, "kept as is", "-", "-", lr_factor=_constant,
+                      move=_move_unchanged),
 })
 
 
@@ -159,3 +368,27 @@ def default_lr_rule(optimizer: str, *, b_noise_known: bool = False) -> str:
     if b_noise_known:
         return "sgd_optimal" if sgd else "surge"
     return "linear" if sgd else "sqrt"
+
+
+#: the rule of each hyperparameter the learning-rate rule does not also move
+_DEFAULTS = MappingProxyType({
+    "momentum": "unchanged", "beta1": "unchanged", "beta2": "half_life", "eps": "unchanged",
+    "weight_decay": "timescale", "ema_decay": "ema",
+})
+
+
+def default_rules(lr_rule: str, *, tradeoff_known: bool = False) -> dict[str, str]:
+    """The rule of every hyperparameter of `HPARAMS` when the learning rate follows
+    ``lr_rule``: the hyperparameters that rule also moves follow it (``sqrt``: β1, β2,
+    ε); β2 otherwise keeps its half-life, weight decay its timescale, the EMA its
+    horizon, momentum, β1 and ε stay; step counts follow the fitted tradeoff when there
+    is one (``tradeoff_known``), else constant examples."""
+    moved = rule(lr_rule).applies_to if lr_rule != "unchanged" else ()
+    steps = "tradeoff_steps" if tradeoff_known else "constant_examples"
+    out: dict[str, str] = {}
+    for k in HPARAMS:
+        if k == "lr" or k in moved:
+            out[k] = lr_rule
+        else:
+            out[k] = steps if k in _STEPS else _DEFAULTS[k]
+    return out

@@ -43,8 +43,10 @@ import pandas as pd
 
 from ._io import read_csv
 from .errors import DataError, InputError
+from .result import unwrap_table
+from .units import check_unit
 
-__all__ = ["COLUMN_ALIASES", "SCHEMA", "Sweep", "load_sweep"]
+__all__ = ["COLUMN_ALIASES", "SCHEMA", "STEPS_ALIASES", "Sweep", "load_sweep"]
 
 SCHEMA = ("run", "batch_size", "learning_rate", "step", "examples", "metric")
 
@@ -54,7 +56,7 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "run": ("run", "run_id", "run_name", "runid", "name", "trial", "trial_id", "id"),
     "batch_size": (
         "batch_size", "batchsize", "bs", "global_batch_size", "train_batch_size",
-        "total_batch_size", "effective_batch_size", "batch",
+        "total_batch_size", "effective_batch_size", "batch", "global_bs", "gbs",
     ),
     "learning_rate": (
         "learning_rate", "lr", "opt_base_learning_rate", "base_lr", "peak_lr", "max_lr",
@@ -67,6 +69,10 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "metric": ("metric", "loss", "val_loss", "eval_loss", "valid_loss", "validation_loss",
                "test_loss", "train_loss", "value"),
 }
+
+#: Names of the steps column of a steps-to-target table (one row per batch size or seed:
+#: batch size and the optimizer steps it took to reach a target), compared like the above.
+STEPS_ALIASES = ("steps_to_target", "steps", "num_steps", "n_steps", "steps_to_loss")
 
 # pandas >= 3 copies on write: a shallow copy is then an independent frame
 _DEEP_COPY = int(pd.__version__.split(".")[0]) < 3
@@ -199,7 +205,9 @@ class Sweep:
 
 def read_table(source) -> tuple[pd.DataFrame, str, int]:
     """Read a sweep source (path to CSV/TSV/Parquet, optionally gzipped; a DataFrame; a
-    `Sweep`) as (frame, label, line offset) where ``line = index + offset`` for files."""
+    `Sweep`; a result object holding a table, such as `simulate_sweep`'s) as (frame,
+    label, line offset) where ``line = index + offset`` for files."""
+    source = unwrap_table(source)
     if isinstance(source, Sweep):
         return source.data.copy(), source.source, 0
     if isinstance(source, pd.DataFrame):
@@ -400,6 +408,7 @@ def load_sweep(
     *,
     metric_name: str | None = None,
     higher_is_better: bool | None = None,
+    unit: str | None = None,
     **column_map: str,
 ) -> Sweep:
     """Load and validate a sweep log into the sweep schema.
@@ -414,6 +423,9 @@ def load_sweep(
         Direction of the metric. Defaults to ``False`` (a loss); when the metric's
         name looks like an accuracy/score (``acc``, ``auc``, ``map``, ``bleu``…)
         the direction must be given explicitly — it is not guessed.
+    unit : {"examples", "sequences", "tokens"}, optional
+        What ``batch_size`` counts, kept in ``metadata["unit"]`` and carried into the
+        fits (`empirical_batch.units`); fits take ``"examples"`` when it is not given.
     **column_map : str
         ``schema_column=source_column`` for columns whose names are not recognised,
         e.g. ``load_sweep(df, batch_size="bsz", metric="val/ce")``. Recognised names
@@ -448,6 +460,8 @@ def load_sweep(
         metric_name = metric_name or source.metric_name
         if higher_is_better is None:
             higher_is_better = source.higher_is_better
+        if unit is None:
+            unit = source.metadata.get("unit")
     if len(df) == 0:
         raise InputError(f"{label}: the sweep has no rows")
     mapping = _recognise(df, column_map, label)
@@ -522,5 +536,6 @@ def load_sweep(
         metric_name=str(name),
         higher_is_better=bool(higher_is_better),
         source=label,
-        metadata={"columns": {k: str(v) for k, v in mapping.items()}},
+        metadata={"columns": {k: str(v) for k, v in mapping.items()},
+                  **({"unit": check_unit(unit)} if unit is not None else {})},
     )

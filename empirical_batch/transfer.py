@@ -2,7 +2,9 @@ r"""Move a training configuration from batch $B$ to batch $B'$.
 
 `transfer` rescales each hyperparameter with a published rule and says, per
 hyperparameter, which rule it used, where the rule comes from and whether the move
-stays inside the regime the rule was derived for. With $\kappa = B'/B$:
+stays inside the regime the rule was derived for. The rules, their formulas, regime
+checks and citations are the registry of `empirical_batch.rules`; `transfer` looks
+each one up there and applies it (`Rule.apply`). With $\kappa = B'/B$:
 
 * ``linear`` (lr, SGD): $\eta' = \kappa\eta$ (Goyal et al. 2017); regime
   $\max(B, B') \le 0.1\,B_{noise}$;
@@ -59,13 +61,24 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from types import MappingProxyType
 
-from . import theory
 from ._validate import as_float, positive_float
 from .errors import EmpiricalBatchWarning, InputError, NotFoundError
-from .rules import HPARAMS, RULES, Rule, default_lr_rule, lr_rules
+from .rules import (
+    HPARAMS,
+    NEEDS,
+    REGIME_FRACTION,
+    RULES,
+    Applied,
+    Move,
+    Rule,
+    default_lr_rule,
+    default_rules,
+    lr_rules,
+)
+from .tradeoff import Tradeoff
 
 __all__ = [
     "HPARAMS",
@@ -87,8 +100,6 @@ _KEYS = MappingProxyType({
     "adamw": frozenset(set(HPARAMS) - {"momentum"}),
 })
 _STEPS = ("warmup_steps", "total_steps")
-#: ``linear``/``sqrt``/``constant_examples`` hold for ``max(B, B') <= REGIME_FRACTION * B_noise``
-REGIME_FRACTION = 0.1
 
 
 class RegimeWarning(EmpiricalBatchWarning):
@@ -213,7 +224,7 @@ def _check_hparams(hparams, optimizer: str) -> dict:
     return out
 
 
-def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
+def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict[str, Rule]:
     if rule is None or isinstance(rule, str):
         lr_rule = rule
         overrides: dict = {}
@@ -232,18 +243,7 @@ def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
     if lr_rule not in (*_LR_RULES, "unchanged"):
         raise InputError(f"rule must be one of {list(_LR_RULES)} for the learning rate, "
                          f"got {lr_rule!r}")
-    sqrt = lr_rule == "sqrt"
-    chosen = {
-        "lr": lr_rule,
-        "momentum": "unchanged",
-        "beta1": "sqrt" if sqrt else "unchanged",
-        "beta2": "sqrt" if sqrt else "half_life",
-        "eps": "sqrt" if sqrt else "unchanged",
-        "weight_decay": "timescale",
-        "ema_decay": "ema",
-        "warmup_steps": "tradeoff_steps" if tradeoff is not None else "constant_examples",
-        "total_steps": "tradeoff_steps" if tradeoff is not None else "constant_examples",
-    }
+    chosen = default_rules(lr_rule, tradeoff_known=tradeoff is not None)
     for k, r in overrides.items():
         if k != "lr" and k not in hp:
             raise InputError(f"rule[{k!r}] is given but hparams has no {k!r}")
@@ -253,21 +253,19 @@ def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict:
             raise InputError(f"rule[{k!r}]={r!r} does not apply to {k}; it applies to "
                              f"{list(TRANSFER_RULES[r].applies_to)}")
         chosen[k] = r
-    for k in ("lr", "warmup_steps", "total_steps"):
-        if chosen[k] in ("sgd_optimal", "surge") and b_noise is None:
-            raise InputError(f"rule {chosen[k]!r} for {k} needs b_noise (the gradient noise "
-                             "scale), which was not given")
-        if chosen[k] == "tradeoff_steps" and tradeoff is None:
-            raise InputError(f"rule 'tradeoff_steps' for {k} needs tradeoff (a Tradeoff or "
-                             "TradeoffFit), which was not given")
-    return {k: chosen[k] for k in HPARAMS if k in hp or k == "lr"}
+    given = {"b_noise": b_noise, "tradeoff": tradeoff}
+    for k in HPARAMS:
+        for need in TRANSFER_RULES[chosen[k]].needs:
+            if (k in hp or k == "lr") and given[need] is None:
+                raise InputError(f"rule {chosen[k]!r} for {k} needs {NEEDS[need]}, "
+                                 "which was not given")
+    return {k: TRANSFER_RULES[chosen[k]] for k in HPARAMS if k in hp or k == "lr"}
 
 
 def _check_tradeoff(tradeoff):
     if tradeoff is None:
         return None, None
     from .fit import TradeoffFit
-    from .tradeoff import Tradeoff
 
     if isinstance(tradeoff, TradeoffFit):
         return tradeoff.tradeoff, (min(tradeoff.batch_sizes), max(tradeoff.batch_sizes))
@@ -275,66 +273,6 @@ def _check_tradeoff(tradeoff):
         return tradeoff, None
     raise InputError(f"tradeoff must be a Tradeoff or a TradeoffFit, got "
                     f"{type(tradeoff).__name__}")
-
-
-# ---------------------------------------------------------------- the rules
-def _noise_regime(b: float, b2: float, b_noise: float | None, what: str):
-    """(in_regime, note) for rules that need max(B, B') << B_noise."""
-    if b_noise is None:
-        return None, f"b_noise not given: {what} regime (B' << B_noise) not checked"
-    top = max(b, b2)
-    ok = top <= REGIME_FRACTION * b_noise
-    note = (f"max(B, B')/B_noise = {top / b_noise:.3g} "
-            f"({'<=' if ok else '>'} {REGIME_FRACTION:g})")
-    return ok, note
-
-
-def _lr_factor(rule: str, b: float, b2: float, b_noise, optimizer: str):
-    """(factor lr'/lr, in_regime, note) of a learning-rate rule."""
-    k = b2 / b
-    adaptive = optimizer != "sgd"
-    if rule == "unchanged":
-        return 1.0, None, "kept as is (no rule applied)"
-    if rule == "linear":
-        ok, note = _noise_regime(b, b2, b_noise, "linear")
-        if ok is False:
-            over = (b2 + b_noise) / (b + b_noise)
-            note += (f"; in the 2018 model the optimal SGD rate changes by {1 / over:.3g}x "
-                     "the linear factor")
-        if adaptive:
-            ok, note = False, "linear scaling is an SGD rule; Adam follows the sqrt rule"
-        return RULES["linear"].factor(k), ok, note
-    if rule == "sqrt":
-        ok, note = _noise_regime(b, b2, b_noise, "square-root")
-        if not adaptive:
-            ok, note = False, "the square-root rule is derived for Adam/RMSprop, not SGD"
-        return RULES["sqrt"].factor(k), ok, note
-    if rule == "sgd_optimal":
-        f = theory.eps_opt(b2, 1.0, b_noise) / theory.eps_opt(b, 1.0, b_noise)
-        if adaptive:
-            return f, False, "the 2018 closed form is an SGD result; use 'surge' for Adam"
-        note = "assumes the old lr was optimal at B and B_noise is unchanged"
-        ok = max(b, b2) <= b_noise
-        if not ok:
-            note += ("; beyond B_noise the rate nears eps_max = lr·(1 + B_noise/B), "
-                     "extrapolated from the old lr: check stability with a short run")
-        return f, ok, note
-    # surge
-    f = theory.surge_eps_opt(b2, 1.0, b_noise) / theory.surge_eps_opt(b, 1.0, b_noise)
-    if not adaptive:
-        return f, False, "the surge law is for Adam-like (sign) updates; use 'sgd_optimal'"
-    return f, True, (f"assumes the old lr was optimal at B; peak at B_noise={b_noise:g}"
-                     + ("; B' is past the peak: the lr falls" if b2 > b_noise else ""))
-
-
-def _one_minus_beta(name: str, beta: float, k: float) -> float:
-    m = k * (1.0 - beta)
-    if m >= 1.0:
-        raise InputError(
-            f"{name}: the square-root rule gives 1-{name}' = κ(1-{name}) = {m:.4g} >= 1 "
-            f"(κ={k:g}), no valid {name}; use rule={{'{name}': 'half_life' or 'unchanged'}}"
-        )
-    return 1.0 - m
 
 
 def transfer(
@@ -419,77 +357,24 @@ def transfer(
     hp = _check_hparams(hparams, optimizer)
     curve, fitted_range = _check_tradeoff(tradeoff)
     rules = _check_rules(rule, optimizer, hp, bn, curve)
-    k = b2 / b
-
-    lr_f, lr_ok, lr_note = _lr_factor(rules["lr"], b, b2, bn, optimizer)
-    out: dict[str, tuple[float, bool | None, str]] = {}
-    ok: bool | None
-    # steps first: the weight-decay timescale needs D'/D
+    # steps first: the weight-decay timescale needs D'/D; the learning rate next: the
+    # rules of weight decay and the EMA read its outcome (the lr rule's move of a unit
+    # rate is its factor)
+    move = Move(b, b2, optimizer, bn, curve, fitted_range, lr=hp.get("lr"))
+    out: dict[str, Applied] = {}
     for name in _STEPS:
-        if name not in hp:
-            continue
-        if rules[name] == "constant_examples":
-            f = 1.0 / k
-            ok, note = _noise_regime(b, b2, bn, "constant-examples")
-            if ok is False and bn is not None:
-                more = (1 + b2 / bn) / (1 + b / bn)
-                note += (f"; with B_crit ≈ B_noise the hyperbola needs {more:.3g}x the "
-                         "examples (pass tradeoff)")
-        elif rules[name] == "tradeoff_steps":
-            f = curve.steps(b2) / curve.steps(b)
-            note = f"B_crit={curve.b_crit:.4g}; S(B')/S(B)={f:.4g}"
-            ok = True
-            if fitted_range is not None:
-                ok = fitted_range[0] <= b2 <= fitted_range[1]
-                if not ok:
-                    note += (f"; B' outside the fitted batch sizes [{fitted_range[0]:g}, "
-                             f"{fitted_range[1]:g}] (extrapolated)")
-        else:
-            f, ok, note = 1.0, None, "kept as is"
-        exact = hp[name] * f
-        new = float(math.ceil(exact - 1e-9 * max(1.0, exact)))  # not up from float noise
-        out[name] = (new, ok, note + "; rounded up to whole steps")
+        if name in hp:
+            exact, ok, note = rules[name].apply(name, hp[name], move)
+            new = float(math.ceil(exact - 1e-9 * max(1.0, exact)))  # not up from float noise
+            out[name] = (new, ok, note + "; rounded up to whole steps")
     if "total_steps" in hp:
-        d_ratio = out["total_steps"][0] * b2 / (hp["total_steps"] * b)
-    else:
-        d_ratio = 1.0
-
+        move = replace(move, data_ratio=out["total_steps"][0] * b2 / (hp["total_steps"] * b))
+    lr_f, lr_ok, lr_note = rules["lr"].apply("lr", 1.0, move)
+    move = replace(move, lr_factor=lr_f, lr_in_regime=lr_ok, lr_note=lr_note)
     for name in HPARAMS:
-        if name not in hp or name in _STEPS:
-            continue
-        x, r = hp[name], rules[name]
-        if name == "lr":
-            out[name] = (x * lr_f, lr_ok, lr_note)
-        elif r == "unchanged":
-            out[name] = (x, None, "kept as is (no rule applied)")
-        elif r == "sqrt":
-            ok, note = _noise_regime(b, b2, bn, "square-root")
-            new = x / math.sqrt(k) if name == "eps" else _one_minus_beta(name, x, k)
-            out[name] = (new, ok, note)
-        elif r == "half_life":
-            new = x ** k
-            ok = new >= 0.5
-            half = math.log(0.5) / math.log(new)
-            out[name] = (new, ok, f"half-life {half:.3g} steps = "
-                                  f"{half * b2:.4g} examples (unchanged)")
-        elif r == "ema":
-            out[name] = (x ** k, lr_ok, "holds where the lr rule does: " + lr_note)
-        elif r == "timescale":
-            new = x * k / lr_f / d_ratio
-            notes = [f"τ = B/(lr·λ·D) kept; D'/D = {d_ratio:.4g}"]
-            ok = True
-            if optimizer == "adam":
-                ok = False
-                notes.append("coupled L2 decay in Adam is not the AdamW timescale")
-            if abs(d_ratio - 1.0) > 0.1:
-                ok = False
-                notes.append("D changes: the optimal τ itself moves with D/N (Bergsma et al.)")
-            if "lr" in hp and hp["lr"] * lr_f * new >= 1.0:
-                ok = False
-                notes.append("lr'·λ' >= 1: not an EMA any more")
-            out[name] = (new, ok, "; ".join(notes))
-        else:  # pragma: no cover - _check_rules admits only the rules above
-            raise AssertionError(r)
+        if name in hp and name not in _STEPS:
+            out[name] = ((hp[name] * lr_f, lr_ok, lr_note) if name == "lr"
+                         else rules[name].apply(name, hp[name], move))
 
     values, messages = [], []
     for name in HPARAMS:
@@ -497,11 +382,10 @@ def transfer(
             continue
         new, ok, note = out[name]
         r = rules[name]
-        values.append(TransferredValue(name, hp[name], float(new), r,
-                                       TRANSFER_RULES[r].citation, ok, note))
+        values.append(TransferredValue(name, hp[name], float(new), r.name, r.citation, ok,
+                                       note))
         if ok is False:
-            messages.append(f"{name}: rule {r!r} outside its regime "
-                            f"({TRANSFER_RULES[r].regime}): {note}")
+            messages.append(f"{name}: rule {r.name!r} outside its regime ({r.regime}): {note}")
     for m in messages:
         warnings.warn(m, RegimeWarning, stacklevel=2)
     return TransferResult(b, b2, optimizer, bn, tuple(values), tuple(messages))

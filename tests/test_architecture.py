@@ -123,6 +123,7 @@ LAYERS: dict[str, int] = {
     "empirical_batch._frozen": 0,
     "empirical_batch._numeric": 0,
     "empirical_batch.params": 0,
+    "empirical_batch.units": 0,
     # 1 theory: closed forms of the paper
     "empirical_batch.one_step": 1,
     "empirical_batch.quadratic_model": 1,
@@ -137,6 +138,7 @@ LAYERS: dict[str, int] = {
     "empirical_batch.branched": 2,
     "empirical_batch.rules": 2,
     "empirical_batch.sweeps": 2,
+    "empirical_batch.noise_log": 2,
     # 3 analysis: fits, the simulator, planning, transfer, schedules, loaders
     "empirical_batch.fit": 3,
     "empirical_batch.simulate": 3,

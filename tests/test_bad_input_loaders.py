@@ -198,7 +198,7 @@ def test_damaged_rcp_json_is_refused(tmp_path, obj, raw, words):
 def test_a_good_rcp_entry_loads(tmp_path):
     from empirical_batch.loaders import load_mlperf_rcp
 
-    frame = load_mlperf_rcp(_rcp(tmp_path, {"a": GOOD_ENTRY}))
+    frame = load_mlperf_rcp(_rcp(tmp_path, {"a": GOOD_ENTRY})).frame
     assert len(frame) == 3 and (frame["batch_size"] == 256).all()
 
 

@@ -65,7 +65,7 @@ def test_plan_all_rows_and_grids(capsys):
     assert main(["plan", "--e-min", "6400", "--b-crit", "64", "--batch-sizes", "16,64,256",
                  "--devices", "1,4", "--all"]) == 0
     text = capsys.readouterr().out
-    assert "S_min = 100, E_min = 6400, B_crit = 64" in text
+    assert "S_min = 100 steps, E_min = 6400 examples, B_crit = 64 examples" in text
     assert "6 feasible candidates" in text
 
 

@@ -27,8 +27,8 @@ def test_fit_reads_a_steps_table_with_where(tmp_path, capsys):
             for m, k in (("small", 1.0), ("big", 3.0)) for x in b]
     path = tmp_path / "steps.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
-    out = _json(["fit", str(path), "--where", "model == 'big'", "--n-boot", "200", "--json"],
-                capsys)
+    out = _json(["fit", str(path), "--where", "model == 'big'", "--n-boot", "200", "--json",
+                 "--fractional-steps"], capsys)  # exact (fractional) steps of the curve
     (fit,) = out["fits"]
     assert fit["b_crit"] == pytest.approx(100.0, rel=1e-6)
     assert fit["s_min"] == pytest.approx(6000.0, rel=1e-6) and fit["status"] == "identified"
@@ -76,7 +76,7 @@ def test_fit_json_feeds_plan(tmp_path, capsys):
     src = tmp_path / "steps.csv"
     pd.DataFrame({"batch_size": b, "steps": t.steps(b)}).to_csv(src, index=False)
     fit_json = tmp_path / "fit.json"
-    assert main(["fit", str(src), "--n-boot", "200", "--json"]) == 0
+    assert main(["fit", str(src), "--n-boot", "200", "--json", "--fractional-steps"]) == 0
     fit_json.write_text(capsys.readouterr().out)
     out = _json(["plan", "--fit", str(fit_json), "--json"], capsys)
     assert out["b_crit"] == pytest.approx(300.0, rel=1e-6)
@@ -131,7 +131,7 @@ def test_csv_output_of_fit_simulate_and_plan(tmp_path, capsys):
     b = [16, 32, 64, 128, 256, 512]
     src = tmp_path / "steps.csv"
     pd.DataFrame({"batch_size": b, "steps": t.steps(b)}).to_csv(src, index=False)
-    assert main(["fit", str(src), "--n-boot", "0", "--csv"]) == 0
+    assert main(["fit", str(src), "--n-boot", "0", "--csv", "--fractional-steps"]) == 0
     fit = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert fit["batch_size"].tolist() == b
     assert main(["simulate", "--dims", "50", "--steps", "500", "--csv", "--quiet"]) == 0

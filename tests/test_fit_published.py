@@ -29,7 +29,7 @@ def test_zhang2024_b_crit_grows_with_model_size(shared_data):
 
 
 def test_mlperf_rcp_b_crit_with_intervals(shared_data):
-    t = load_mlperf_rcp(shared_data / "mlperf_rcp" / "raw")
+    t = load_mlperf_rcp(shared_data / "mlperf_rcp" / "raw").frame
     latest = t[t["ruleset"].str.startswith("training")].groupby("benchmark")["ruleset"].max()
     fitted = {}
     for bench, ruleset in latest.items():

@@ -26,7 +26,7 @@ B = 2 ** np.arange(0, 11)
 
 def _sweep(lrs, **kw):
     return simulate_sweep(NoisyQuadratic.zhang(200, **kw), B, lrs, max_steps=20_000,
-                          n_points=40)
+                          n_points=40).frame
 
 
 @pytest.mark.parametrize("options", [{}, {"momentum": 0.5}, {"precondition": 0.5}])

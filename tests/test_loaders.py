@@ -41,7 +41,7 @@ def test_rcp_units_and_steps(tmp_path):
         "ssd_ref_256": {"Benchmark": "ssd", "BS": 256, "Hyperparams": {},
                         "Epochs to converge": [4, 5]},
     })
-    t = load_mlperf_rcp(tmp_path)
+    t = load_mlperf_rcp(tmp_path).frame
     bert = t[t["benchmark"] == "bert"]
     assert bert["steps"].tolist() == [10.0, 20.0]  # train samples / batch size
     assert bert["learning_rate"].iloc[0] == 3.5e-4
@@ -50,7 +50,7 @@ def test_rcp_units_and_steps(tmp_path):
     ssd = t[t["benchmark"] == "ssd"]  # RetinaNet era: epochs of an unrecorded size
     assert ssd["steps"].isna().all() and ssd["steps_rel"].tolist() == [4 / 256, 5 / 256]
     assert set(t["run"]) >= {"training_5.0.0/bert_ref_256/0", "training_5.0.0/bert_ref_256/1"}
-    assert len(load_mlperf_rcp(tmp_path, benchmark="gpt3")) == 1
+    assert len(load_mlperf_rcp(tmp_path, benchmark="gpt3").frame) == 1
 
 
 def test_rcp_errors(tmp_path):
@@ -65,7 +65,7 @@ def test_rcp_errors(tmp_path):
 
 def test_rcp_shared_data_matches_published_csv(shared_data):
     """Per-seed values and derived examples agree with the provider's own tables."""
-    t = load_mlperf_rcp(shared_data / "mlperf_rcp" / "raw", benchmark="bert")
+    t = load_mlperf_rcp(shared_data / "mlperf_rcp" / "raw", benchmark="bert").frame
     points = pd.read_csv(shared_data / "mlperf_rcp" / "mlperf_rcp_points.csv")
     runs = pd.read_csv(shared_data / "mlperf_rcp" / "mlperf_rcp_runs.csv")
     points = points[points["benchmark"] == "bert"]

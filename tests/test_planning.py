@@ -39,7 +39,7 @@ def test_plan_pareto_flags_match_brute_force(s_min, b_crit, ov, ar, lat, max_dev
     t = Tradeoff(s_min, s_min * b_crit)
     hw = Hardware(throughput=500.0, max_device_batch=32, step_overhead_s=ov, allreduce_s=ar,
                   latency_s=lat, max_devices=max_dev)
-    df = plan(t, hw)
+    df = plan(t, hw).frame
     np.testing.assert_array_equal(
         df["pareto"].to_numpy(), brute_pareto(df["wall_hours"].to_numpy(), df["cost"].to_numpy())
     )
@@ -57,7 +57,7 @@ def test_no_overhead_limit(s_min, b_crit, thr, price):
     """No overheads: cost = price·E/throughput; at fixed per-device batch, time ∝ S."""
     t = Tradeoff(s_min, s_min * b_crit)
     df = plan(t, Hardware(throughput=thr, max_device_batch=16, price_per_device_hour=price,
-                          max_devices=4096))
+                          max_devices=4096)).frame
     np.testing.assert_allclose(df["cost"], price * df["examples"] / thr / 3600, rtol=1e-12)
     for _, grp in df.groupby("device_batch"):
         ratio = grp["wall_hours"] / grp["steps"]
@@ -67,7 +67,7 @@ def test_no_overhead_limit(s_min, b_crit, thr, price):
 @pytest.mark.parametrize("b_crit", [64.0, 100.0, 300.0, 1000.0])
 def test_bend_is_at_critical_batch_without_overheads(b_crit):
     t = Tradeoff(1e4, 1e4 * b_crit)
-    df = plan(t, Hardware(max_device_batch=8, max_devices=2**16))
+    df = plan(t, Hardware(max_device_batch=8, max_devices=2**16)).frame
     bend = frontier_bend(df)
     # time × cost ∝ (1 + Bc/B)(1 + B/Bc) is symmetric in log(B/Bc): on a powers-of-two
     # grid the bend is the grid point nearest B_crit in log2, within half an octave
@@ -79,9 +79,9 @@ def test_bend_is_at_critical_batch_without_overheads(b_crit):
 
 def test_overheads_make_large_batches_slower_per_example():
     t = Tradeoff(1e4, 1e6)
-    fast = plan(t, Hardware(max_devices=64))
+    fast = plan(t, Hardware(max_devices=64)).frame
     slow = plan(t, Hardware(max_devices=64, allreduce_s=0.1, latency_s=0.01,
-                            step_overhead_s=0.01))
+                            step_overhead_s=0.01)).frame
     assert (slow["wall_hours"].to_numpy() > fast["wall_hours"].to_numpy()).all()
 
 
@@ -96,7 +96,7 @@ def test_hardware_comm_model():
 def test_custom_grids_and_frontier():
     t = Tradeoff(100, 6400)
     df = plan(t, Hardware(max_device_batch=64, max_devices=8), batch_sizes=[8, 64, 512],
-              devices=[1, 2, 8, 16])
+              devices=[1, 2, 8, 16]).frame
     assert set(df["batch_size"]) <= {8, 64, 512}
     assert df["devices"].max() <= 8
     f = frontier(df)
@@ -129,7 +129,7 @@ def test_plot_frontier_marks_bend_and_b_crit():
     from empirical_batch.plot.planning import plot_frontier
 
     t = Tradeoff(1e4, 1e6)
-    df = plan(t, Hardware(max_device_batch=8, max_devices=4096))
+    df = plan(t, Hardware(max_device_batch=8, max_devices=4096)).frame
     ax = plot_frontier(df, tradeoff=t)
     labels = [line.get_label() for line in ax.get_lines()]
     assert any(lab.startswith("bend") and "B=128" in lab for lab in labels)

@@ -72,3 +72,47 @@ def test_the_users_of_the_registry_read_it():
     # transfer() picks the registry's default rule
     res = transfer.transfer({"lr": 0.1}, 256, 1024, optimizer="adam")
     assert res["lr"].rule == default_lr_rule("adam")
+
+
+def test_every_rule_moves_values_and_names_what_it_needs():
+    from empirical_batch.rules import NEEDS, Move
+
+    m = Move(256, 1024, "sgd", b_noise=1e4)
+    for r in RULES.values():
+        assert r.move is not None and set(r.needs) <= set(NEEDS)
+        assert "move" not in r.to_dict()
+    assert RULES["linear"].apply("lr", 0.1, m)[0] == pytest.approx(0.4)
+    assert RULES["ema"].apply("ema_decay", 0.99, m)[0] == pytest.approx(0.99 ** 4)
+    with pytest.raises(InputError, match="does not apply to beta2"):
+        RULES["linear"].apply("beta2", 0.9, m)
+    with pytest.raises(InputError, match="needs b_noise"):
+        RULES["surge"].apply("lr", 0.1, Move(256, 1024, "adam"))
+    with pytest.raises(InputError, match="needs tradeoff"):
+        RULES["tradeoff_steps"].apply("total_steps", 100, m)
+
+
+@given(st.sampled_from((*lr_rules(), "unchanged")), st.booleans())
+def test_default_rules_follow_the_lr_rule(lr_rule, tradeoff_known):
+    from empirical_batch.rules import default_rules
+
+    d = default_rules(lr_rule, tradeoff_known=tradeoff_known)
+    assert set(d) == set(HPARAMS) and d["lr"] == lr_rule
+    for k, r in d.items():
+        assert k in RULES[r].applies_to
+    assert d["beta2"] == ("sqrt" if lr_rule == "sqrt" else "half_life")
+    assert d["total_steps"] == ("tradeoff_steps" if tradeoff_known else "constant_examples")
+
+
+def test_transfer_applies_whatever_rule_the_registry_holds(monkeypatch):
+    """transfer() has no rule of its own: a rule swapped in the registry is the one applied."""
+    import dataclasses
+    from types import MappingProxyType
+
+    from empirical_batch import transfer as tr
+
+    seven = dataclasses.replace(RULES["linear"],
+                                move=lambda m, name, x: (7 * x, True, "times seven"))
+    monkeypatch.setattr(tr, "TRANSFER_RULES", MappingProxyType({**RULES, "linear": seven}))
+    res = tr.transfer({"lr": 0.1, "momentum": 0.9}, 256, 1024, optimizer="sgd", rule="linear")
+    assert res["lr"].new == pytest.approx(0.7) and res["lr"].note == "times seven"
+    assert res["momentum"].new == 0.9

@@ -205,7 +205,7 @@ def test_trajectory_from_a_collector_log_and_from_branched_brackets():
     from empirical_batch.branched import BranchedCriticalBatch
 
     log = pd.DataFrame({"examples": [0, 100, 200, 400], "b_simple": [2.0, 4.0, 8.0, 16.0]})
-    t = NoiseTrajectory.from_log(log, batch_size=8)
+    t = NoiseTrajectory.from_log(log, batch_size=8, quantity="b_simple")
     # ds/de = 1/(B + B_noise): the first interval's progress by the trapezoid rule
     assert t.progress[1] == pytest.approx(100 * 0.5 * (1 / 10 + 1 / 12))
     mk = [BranchedCriticalBatch(8, 64, (1, 2), (0.1, 0.2), (0, 1), np.zeros((2, 2)),

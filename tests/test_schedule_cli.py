@@ -18,7 +18,7 @@ def log(tmp_path):
     e = np.linspace(0, 1e6, 200)
     path = tmp_path / "gns.csv"
     pd.DataFrame({"examples": e, "b_simple": 50 * (1 + e / 1e5),
-                  "b_simple_lo": 30 * (1 + e / 1e5)}).to_csv(path, index=False)
+                  "b_simple_low": 30 * (1 + e / 1e5)}).to_csv(path, index=False)
     return path
 
 
@@ -32,7 +32,7 @@ def curve(tmp_path):
 
 def test_from_a_log_to_megatron(log, capsys):
     assert main(["schedule", "--log", str(log), "--batch-size", "64", "--base-batch", "64",
-                 "--granularity", "32", "--lower-column", "b_simple_lo",
+                 "--granularity", "32", "--lower-column", "b_simple_low",
                  "--format", "megatron", "--tokens-per-sample", "1024"]) == 0
     out = capsys.readouterr().out.strip()
     assert out.startswith("--step-batch-size-schedule ")
@@ -45,7 +45,7 @@ def test_from_a_power_law_table_and_levanter(curve, capsys):
     assert main(["schedule", "--power-law", "2000,0.5", "--loss-curve", str(curve),
                  "--batch-size", "128", "--base-batch", "128", "--policy", "app_d"]) == 0
     text = capsys.readouterr().out
-    assert "BatchSchedule(app_d" in text and "examples_saving" in text
+    assert "BatchSchedule(app_d" in text and "saved" in text
     assert main(["schedule", "--power-law", "2000,0.5", "--loss-curve", str(curve),
                  "--batch-size", "128", "--base-batch", "128", "--format", "levanter"]) == 0
     lev = json.loads(capsys.readouterr().out)
@@ -78,14 +78,81 @@ def test_seesaw_csv(capsys):
     (["--power-law", "2000", "--loss-curve", "CURVE", "--batch-size", "8", "--base-batch",
       "8"], "B_STAR,ALPHA"),
     (["--power-law", "2000,0.5", "--batch-size", "8", "--base-batch", "8"], "--loss-curve"),
-    (["--log", "LOG", "--batch-size", "8", "--base-batch", "12", "--granularity", "8"],
-     "multiple"),
+    (["--log", "LOG", "--batch-size", "8", "--base-batch", "12", "--granularity", "8",
+      "--quantity", "b_simple"], "multiple"),
     (["--log", "LOG", "--batch-size", "8", "--base-batch", "8", "--column", "nope"],
      "missing columns"),
-    (["--log", "LOG", "--batch-size", "8", "--base-batch", "8", "--out", "x.txt"], "--out"),
+    (["--log", "LOG", "--batch-size", "8", "--base-batch", "8", "--out", "x.txt",
+      "--quantity", "b_simple"], "--out"),
 ])
 def test_user_errors(argv, word, log, curve, capsys):
     argv = [str(log) if a == "LOG" else str(curve) if a == "CURVE" else a for a in argv]
     assert main(["schedule", *argv]) == 2
     err = capsys.readouterr().err
     assert word in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def _noise_log(tmp_path, b_first=60.0):
+    """A log as NoiseScaleLog writes it: step (no examples column), b_simple and its
+    interval, unit."""
+    step = np.arange(1, 301)
+    b = 50 * (1 + step / 40.0)
+    b[0] = b_first
+    path = tmp_path / "noise.csv"
+    pd.DataFrame({"step": step, "loss": 1 / step, "b_simple": b, "b_simple_low": 0.7 * b,
+                  "b_simple_high": 1.4 * b, "unit": "examples"}).to_csv(path, index=False)
+    return path
+
+
+def test_the_documented_log_gives_whole_steps_and_a_figure(tmp_path, capsys):
+    path = _noise_log(tmp_path)
+    fig = tmp_path / "schedule.png"
+    assert main(["schedule", "--log", str(path), "--batch-size", "64", "--base-batch", "64",
+                 "--lower-column", "b_simple_low", "--quantity", "b_simple",
+                 "--plot", str(fig)]) == 0
+    out = capsys.readouterr().out
+    assert "in examples" in out and "B_simple" in out and fig.stat().st_size > 1000
+    rows = out[out.index("start_step"):out.index("predicted by")].splitlines()[1:]
+    starts = [r.split()[1] for r in rows]
+    assert len(starts) >= 2 and all(s.isdigit() for s in starts)  # whole steps
+    assert "steps_saving" not in out and "saved" in out
+
+
+def test_a_log_in_examples_scheduled_in_tokens(tmp_path, capsys):
+    path = _noise_log(tmp_path)
+    argv = ["schedule", "--log", str(path), "--batch-size", "64", "--quantity", "b_simple",
+            "--base-batch", str(64 * 128), "--unit", "tokens", "--format", "json"]
+    assert main(argv) == 2
+    assert "tokens_per_example" in capsys.readouterr().err
+    assert main([*argv, "--tokens-per-sample", "128"]) == 0
+    stages = json.loads(capsys.readouterr().out)["stages"]
+    assert stages[0]["batch_size"] == 64 * 128 and len(stages) >= 2
+
+
+def test_unresolved_rows_are_refused_with_a_count(tmp_path, capsys):
+    path = _noise_log(tmp_path, b_first=-20.0)
+    argv = ["schedule", "--log", str(path), "--batch-size", "64", "--base-batch", "64",
+            "--quantity", "b_simple"]
+    assert main(argv) == 2
+    assert "1 of 300 rows" in capsys.readouterr().err
+    assert main([*argv, "--unresolved", "drop"]) == 0
+    assert "1 log rows dropped" in capsys.readouterr().out
+
+
+def test_b_simple_for_b_noise_is_said(tmp_path, capsys):
+    path = _noise_log(tmp_path)
+    assert main(["schedule", "--log", str(path), "--batch-size", "64",
+                 "--base-batch", "64"]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "B_simple" in err and "--quantity b_simple" in err
+
+
+def test_framework_exports_refuse_batch_sizes_in_tokens(tmp_path, capsys):
+    path = _noise_log(tmp_path)
+    argv = ["schedule", "--log", str(path), "--batch-size", "64", "--quantity", "b_simple",
+            "--base-batch", "8192", "--unit", "tokens", "--tokens-per-sample", "128",
+            "--format", "megatron"]
+    assert main(argv) == 2
+    assert "in samples" in capsys.readouterr().err
+    argv[argv.index("--base-batch") + 1], argv[argv.index("--unit") + 1] = "64", "sequences"
+    assert main(argv) == 0

@@ -13,7 +13,7 @@ SCHEMA = ["run", "batch_size", "learning_rate", "step", "examples", "metric"]
 def test_exact_sweep_schema_and_values():
     nq = NoisyQuadratic.zhang(50)
     bs, lrs = [1, 4, 64], [0.05, 0.5, 2.5]
-    df = simulate_sweep(nq, bs, lrs, max_steps=1000, n_points=20)
+    df = simulate_sweep(nq, bs, lrs, max_steps=1000, n_points=20).frame
     assert list(df.columns[:6]) == SCHEMA and {"seed", "method"} <= set(df.columns)
     assert df["run"].nunique() == 9
     assert (df["examples"] == df["step"] * df["batch_size"]).all()
@@ -31,7 +31,7 @@ def test_exact_sweep_schema_and_values():
 def test_steps_to_target_from_the_table_matches_exact():
     """A user reading the first logged step below the target brackets the exact answer."""
     nq = NoisyQuadratic.zhang(50)
-    df = simulate_sweep(nq, [8], [0.3], max_steps=5000, n_points=60)
+    df = simulate_sweep(nq, [8], [0.3], max_steps=5000, n_points=60).frame
     target = 0.2 * nq.initial_loss()
     k = nq.steps_to_target(target, 0.3, 8)
     logged = df[df.metric <= target]["step"].min()
@@ -43,7 +43,7 @@ def test_monte_carlo_sweep():
     pytest.importorskip("torch")
     nq = NoisyQuadratic.zhang(20)
     df = simulate_sweep(nq, [2, 16], [0.2], max_steps=50, n_points=5, method="monte_carlo",
-                        seeds=3, seed=4)
+                        seeds=3, seed=4).frame
     assert df["run"].nunique() == 6
     assert sorted(df["seed"].unique().tolist()) == [0, 1, 2]
     assert (df["method"] == "monte_carlo").all()

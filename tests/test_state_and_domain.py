@@ -313,7 +313,7 @@ def _refused_or_finite(call, name):
 @given(v=odd_count, which=st.sampled_from(["batch_sizes", "devices"]))
 def test_planner_counts_are_refused_or_planned(v, which):
     t = Tradeoff(100.0, 6400.0)
-    df = _refused_or_finite(lambda: plan(t, **{which: [v]}), which)
+    df = _refused_or_finite(lambda: plan(t, **{which: [v]}).frame, which)
     if df is not None:
         assert np.isfinite(df[["steps", "wall_hours", "cost"]].to_numpy()).all()
 

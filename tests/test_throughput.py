@@ -53,8 +53,8 @@ def test_plan_with_a_linear_model_matches_the_fixed_throughput_plan():
     hw = Hardware(throughput=500.0, max_device_batch=64, allreduce_s=0.0)
     linear = ThroughputModel(0.0, 1 / 500.0, 0.0, 0.0, 1.0, 0.0, 0)
     t = Tradeoff.from_b_crit(200.0, s_min=1000)
-    a = plan(t, hw, batch_sizes=[64, 128, 256], devices=[1, 2, 4])
-    b = plan(t, hw, batch_sizes=[64, 128, 256], devices=[1, 2, 4], throughput_model=linear)
+    a = plan(t, hw, batch_sizes=[64, 128, 256], devices=[1, 2, 4]).frame
+    b = plan(t, hw, batch_sizes=[64, 128, 256], devices=[1, 2, 4], throughput_model=linear).frame
     assert set(b.columns) - set(a.columns) == {"accumulation", "saturated"}
     merged = a.merge(b, on=["batch_size", "devices"], suffixes=("", "_m"))
     np.testing.assert_allclose(merged.step_seconds, merged.step_seconds_m, rtol=1e-12)

@@ -36,6 +36,7 @@ def test_json_round_trips_to_the_library_result(capsys):
     out, err = capsys.readouterr()
     assert rc == 0 and err == ""
     d = json.loads(out)
+    assert d.pop("unit") == "examples"  # the CLI adds the unit of the batch sizes
     ref = transfer({"lr": 0.1, "momentum": 0.9}, 256, 2048, optimizer="sgd", rule="linear",
                    b_noise=1e6).to_dict()
     assert d == json.loads(json.dumps(ref))

@@ -50,7 +50,7 @@ class DemoContext:
     model: Any = None  # QuadraticModel, set by section_theory
     tradeoff: Any = None  # Tradeoff, set by section_tradeoff
     hardware: Any = None  # Hardware, set by section_planner
-    plan: Any = None  # the plan() table
+    plan: Any = None  # the plan() result (a Plan)
     results: dict = field(default_factory=dict)
     panels: list[Callable] = field(default_factory=list)
     echo: Callable[[str], None] = print
@@ -157,7 +157,8 @@ def section_planner(ctx: DemoContext) -> None:
     if ctx.tradeoff is None:
         section_tradeoff(ctx)
     hw = ctx.hardware = Hardware(**DEMO_HARDWARE)
-    df = ctx.plan = plan(ctx.tradeoff, hw)
+    ctx.plan = plan(ctx.tradeoff, hw)
+    df = ctx.plan.frame
     _heading(ctx, "Planner: batch size × devices → time and cost")
     ctx.echo(
         "Hardware (illustrative): "
@@ -192,7 +193,7 @@ def section_simulated_sweep(ctx: DemoContext) -> None:
     target = 0.1 * nq.initial_loss()
     b = 2 ** np.arange(0, 13)
     lrs = np.geomspace(1e-2, 1.9, 16)
-    sweep = simulate_sweep(nq, b, lrs, max_steps=200_000, n_points=60)
+    sweep = simulate_sweep(nq, b, lrs, max_steps=200_000, n_points=60).frame
     _heading(ctx, "Simulated sweep → fitted critical batch (§3)")
     ctx.echo(
         f"Noisy quadratic of Zhang et al. (2019): h_i = 1/i, Σ = H, d = {ctx.n}; exact "

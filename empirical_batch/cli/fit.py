@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 
 from ..errors import InputError
+from ..sweeps import STEPS_ALIASES
+from .fit_steps import differing_columns, steps_columns, steps_frame, unit_of
 from .output import command
 
 _EPILOG = """\
@@ -22,12 +24,23 @@ map others with --column). Each run is one batch size, one learning rate and one
 For each target it finds the steps at which every run first reaches it, keeps the
 best learning rate per batch size, and fits S(B) = S_min (1 + B_crit/B).
 
-A table with columns batch_size and steps (or steps_to_target), one row per batch size
-or per seed, is a steps-to-target table: it is fitted as it is.
+A table with a batch-size column (batch_size, bs, global_bs, ...) and a steps column
+(steps_to_target, steps, num_steps, ...) and no metric, one row per batch size or per
+seed, is a steps-to-target table: it is fitted as it is. Steps must be whole step counts
+(--fractional-steps for interpolated ones). Rows of several experiments (a column such as
+model or target that splits the table into tables over the same batch sizes) are refused
+with that column named: keep one with --where, or fit each with --group-by.
+
+Units: B_crit and E_min are in the unit of the batch column: tokens when its name says
+so (e.g. --column batch_size=tokens_per_step), else examples (sequences for a language
+model); --unit states it.
 
 examples:
   empirical-batch fit sweep.csv --target 3.5
   empirical-batch fit steps_to_target.csv --where "model == '151M'"
+  empirical-batch fit steps_to_target.csv --where "model == '151M'" \\
+      --column batch_size=tokens_per_step
+  empirical-batch fit steps_to_target.csv --group-by model
   empirical-batch fit rcps_bert.json --json > fit.json && empirical-batch plan --fit fit.json
   empirical-batch fit sweep.csv --target 4.0 3.5 3.2 --out b_crit.png
   empirical-batch fit runs.csv --metric val_acc --higher-is-better --target 0.9 \\
@@ -47,6 +60,14 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         "B_crit curve")
     p.add_argument("--where", metavar="EXPR",
                    help="keep only rows matching this pandas query, e.g. \"model == '151M'\"")
+    p.add_argument("--group-by", metavar="COLUMN",
+                   help="steps-to-target table: one fit per value of this column")
+    p.add_argument("--unit", choices=("examples", "sequences", "tokens"),
+                   help="what the batch column counts (default: tokens when its name says "
+                        "so, else examples)")
+    p.add_argument("--fractional-steps", action="store_true",
+                   help="steps-to-target table: accept steps that are not whole numbers "
+                        "(interpolated between logged points)")
     out_fmt = p.add_mutually_exclusive_group()
     out_fmt.add_argument("--json", action="store_true",
                          help="print the fit(s) as JSON instead of tables")
@@ -91,16 +112,73 @@ def _where(frame, expr: str | None, label: str):
     return out
 
 
-def _steps_table(frame):
-    """A steps-to-target table (batch_size and steps/steps_to_target, no step/metric)?"""
-    cols = set(frame.columns)
-    if "batch_size" not in cols or {"step", "metric", "loss"} & cols:
-        return None
-    for name in ("steps", "steps_to_target"):
-        if name in cols:
-            out = frame.rename(columns={name: "steps"})[["batch_size", "steps"]]
-            return out.apply(lambda c: c.astype(float))
-    return None
+def _column_map(items) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise InputError(f"--column expects SCHEMA=SOURCE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _groups(args, frame, cols, label):
+    """(group value, batch_size/steps frame) per group; refuses mixed experiments."""
+    batch, steps = cols
+    exclude = [steps] if args.group_by is None else [steps, args.group_by]
+    if args.group_by is not None and args.group_by not in frame.columns:
+        raise InputError(f"--group-by {args.group_by!r}: no such column in {label}; "
+                         f"columns are {list(map(str, frame.columns))}")
+    parts = ([(None, frame)] if args.group_by is None
+             else list(frame.groupby(args.group_by, sort=False)))
+    out = []
+    for key, part in parts:
+        mixed = differing_columns(part, batch, exclude)
+        if mixed:
+            where = label if key is None else f"{label}, {args.group_by} = {key!r}"
+            example = part[mixed[0]].iloc[0]
+            raise InputError(
+                f"{where}: the rows differ in {', '.join(mixed)}: they hold several "
+                f"experiments over the same batch sizes, which one fit would mix. Keep one "
+                f"with --where (e.g. --where \"{mixed[0]} == {example!r}\") or fit each "
+                f"with --group-by {mixed[0]}")
+        out.append((key, steps_frame(part, batch, steps, label,
+                                     fractional=args.fractional_steps)))
+    return out
+
+
+def _fit_steps_tables(args, groups, label, batch, say) -> int:
+    from empirical_batch.cli.output import dumps
+    from empirical_batch.fit import fit_tradeoff
+
+    if args.out and len(groups) > 1:
+        raise InputError("--out draws one fit; with --group-by keep one group with --where")
+    unit, why = unit_of(batch, args.unit)
+    fits = []
+    for key, steps in groups:
+        head = "" if key is None else f"{args.group_by} = {key}: "
+        say(f"{head}{label}: steps-to-target table, {len(steps)} rows, "
+            f"{steps['batch_size'].nunique()} batch sizes in {unit} ({why})")
+        fit = _with_progress(lambda steps=steps: fit_tradeoff(
+            steps, level=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
+            combine=args.combine, unit=unit), args.n_boot)
+        say()
+        say(fit.summary())
+        say()
+        fits.append((key, fit))
+    if args.json:
+        print(dumps({"source": label, "unit": unit, "fits": [
+            fit.to_dict() | {"status": fit.status}
+            | ({} if key is None else {"group": {args.group_by: key}})
+            for key, fit in fits]}))
+    if args.csv:
+        import pandas as pd
+
+        frames = [fit.to_frame().assign(**({} if key is None else {args.group_by: key}))
+                  for key, fit in fits]
+        print(pd.concat(frames).to_csv(index=False), end="")
+    fig = _fit_figure(fits[0][1]) if args.out else None
+    return _save(fig, args.out, say)
 
 
 def run(args) -> int:
@@ -119,51 +197,45 @@ def run(args) -> int:
     if path.suffix.lower() == ".json":
         from empirical_batch.loaders import load_mlperf_rcp
 
-        frame, label = load_mlperf_rcp(path), str(path)
+        frame, label = load_mlperf_rcp(path).to_frame(), str(path)
     else:
         frame, label, _ = read_table(path)
     frame = _where(frame, args.where, label)
-    steps = _steps_table(frame)
+    column_map = _column_map(args.column)
+    cols = None if path.suffix.lower() == ".json" else steps_columns(frame, column_map, label)
+    if path.suffix.lower() == ".json" or cols is not None:
+        if args.target:
+            raise InputError(f"{label} is a steps-to-target table (a batch-size and a steps "
+                             "column): it is fitted as it is, without --target")
     if path.suffix.lower() == ".json":
         steps = frame.dropna(subset=["steps"])[["batch_size", "steps"]]
         if steps.empty:
             raise InputError(f"{label}: no entry's unit converts to steps")
-    fig = None
-    if steps is not None:
-        if args.target:
-            raise InputError(f"{label} is a steps-to-target table (columns batch_size and "
-                             "steps): it is fitted as it is, without --target")
-        say(f"{label}: steps-to-target table, {len(steps)} rows, "
-            f"{steps['batch_size'].nunique()} batch sizes")
-        fit = _with_progress(lambda: fit_tradeoff(
-            steps, level=args.ci, n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
-            combine=args.combine), args.n_boot)
-        say()
-        say(fit.summary())
-        if args.json:
-            print(dumps({"source": label, "fits": [fit.to_dict() | {"status": fit.status}]}))
-        if args.csv:
-            print(fit.to_frame().to_csv(index=False), end="")
-        if args.out:
-            fig = _fit_figure(fit)
-        return _save(fig, args.out, say)
+        return _fit_steps_tables(args, [(None, steps)], label, "batch_size", say)
+    if cols is not None:
+        return _fit_steps_tables(args, _groups(args, frame, cols, label), label, cols[0], say)
+    if args.group_by:
+        raise InputError("--group-by is for steps-to-target tables; for a sweep log keep "
+                         "one experiment with --where")
     if not args.target:
-        raise InputError("--target is required for a sweep log (one row per logged point)")
-    column_map = {}
-    for item in args.column:
-        if "=" not in item:
-            raise InputError(f"--column expects SCHEMA=SOURCE, got {item!r}")
-        k, v = item.split("=", 1)
-        column_map[k.strip()] = v.strip()
+        raise InputError(
+            "--target is required for a sweep log (one row per logged point); a "
+            "steps-to-target table needs a batch-size column and a steps column (names: "
+            f"{', '.join(STEPS_ALIASES)}; or --column steps=NAME) and no metric column")
+    column_map.pop("steps", None)
     if args.metric:
         column_map["metric"] = args.metric
     # the file itself when unfiltered: errors then name its lines
     sweep = load_sweep(frame if args.where else path, higher_is_better=args.higher_is_better,
                        **column_map)
+    unit, why = unit_of(sweep.metadata["columns"]["batch_size"], args.unit)
+    fig = None
     config = [c.strip() for c in args.config.split(",") if c.strip()]
     say(sweep)
+    say(f"batch sizes in {unit} ({why})")
     if len(args.target) == 1:
-        table = steps_to_target(sweep, args.target[0], combine=args.combine, config=config)
+        table = steps_to_target(sweep, args.target[0], combine=args.combine, config=config,
+                                unit=unit)
         if not table.reached.any():
             raise InputError(_unreached_message(sweep, args.target[0], table.best_metric))
         at_first = table.frame["n_at_first_point"] == table.frame["n_runs"]
@@ -186,7 +258,8 @@ def run(args) -> int:
         say()
         say(fit.summary())
         if args.json:
-            print(dumps({"source": label, "fits": [fit.to_dict() | {"status": fit.status}]}))
+            print(dumps({"source": label, "unit": unit,
+                         "fits": [fit.to_dict() | {"status": fit.status}]}))
         if args.csv:
             print(shown.to_csv(index=False), end="")
         if args.out:
@@ -195,13 +268,13 @@ def run(args) -> int:
         curve = critical_batch_curve(
             sweep, args.target, combine=args.combine, config=config, level=args.ci,
             n_boot=args.n_boot, seed=args.seed, bounded=args.bounded,
-            errors="report", progress=sys.stderr.isatty())
-        say("\ncritical batch size per target:")
+            errors="report", progress=sys.stderr.isatty(), unit=unit)
+        say(f"\ncritical batch size per target (in {unit}):")
         say(curve.frame.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
         if (curve.to_frame()["status"] == "not fitted").all():
             raise InputError("no target was reached by at least 3 batch sizes")
         if args.json:
-            print(dumps({"source": label, "fits": [
+            print(dumps({"source": label, "unit": unit, "fits": [
                 None if f is None else f.to_dict() for f in curve.fits]}))
         if args.csv:
             print(curve.to_frame().to_csv(index=False), end="")

@@ -30,9 +30,17 @@ Give two of --s-min, --e-min, --b-crit (the third follows from B_crit = E_min/S_
 `empirical-batch fit` prints them), describe the hardware, and get the Pareto frontier
 of wall time against cost (every candidate with --all), with an optional figure.
 
-example:
+Or take the tradeoff from a noise log of a run that reached the target at its end
+(--noise-log LOG --batch-size B_REF): S_min is the run's progress in infinite-batch
+steps and B_crit the progress average of its noise scale (McCandlish et al. 2018,
+eq. 2.11 and App. D). Batch sizes, examples and throughput are in --unit (default the
+fit's or the log's unit, else examples; converted with --tokens-per-example).
+Without hardware options the plan runs on a placeholder device (it says so).
+
+examples:
   empirical-batch plan --b-crit 1200 --s-min 10000 --throughput 800 \\
       --max-device-batch 128 --allreduce 0.03 --price 2.5 --out frontier.png
+  empirical-batch plan --noise-log gns.csv --batch-size 256 --throughput 800
 """
 
 
@@ -45,6 +53,12 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
         return super()._get_help_string(action)
 
 
+_HARDWARE = {"throughput": "throughput", "max_device_batch": "max_device_batch",
+             "step_overhead": "step_overhead_s", "allreduce": "allreduce_s",
+             "latency": "latency_s", "price": "price_per_device_hour",
+             "max_devices": "max_devices"}
+
+
 def add_parser(subparsers, name: str, help_text: str) -> None:
     d = Hardware()
     parser = subparsers.add_parser(
@@ -54,20 +68,40 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     g.add_argument("--s-min", type=float, help="fewest steps to the target (infinite batch)")
     g.add_argument("--e-min", type=float, help="fewest examples to the target (batch 1 limit)")
     g.add_argument("--b-crit", type=float, help="critical batch size E_min/S_min")
-    h = parser.add_argument_group("hardware")
-    h.add_argument("--throughput", type=float, default=d.throughput,
-                   help="examples per second per device")
-    h.add_argument("--max-device-batch", type=int, default=d.max_device_batch,
-                   help="largest per-device batch that fits")
-    h.add_argument("--step-overhead", type=float, default=d.step_overhead_s,
-                   help="fixed seconds per step")
-    h.add_argument("--allreduce", type=float, default=d.allreduce_s,
-                   help="all-reduce bandwidth seconds per step (many-device limit)")
-    h.add_argument("--latency", type=float, default=d.latency_s,
-                   help="all-reduce seconds per log2(devices) hop")
-    h.add_argument("--price", type=float, default=d.price_per_device_hour,
-                   help="price per device-hour")
-    h.add_argument("--max-devices", type=int, default=d.max_devices, help="devices available")
+    g.add_argument("--noise-log", type=Path, metavar="LOG",
+                   help="take S_min and B_crit from a noise log (CSV or JSONL) of a run at "
+                        "--batch-size that reached the target at its end")
+    g.add_argument("--batch-size", type=float, help="the --noise-log run's batch size")
+    g.add_argument("--log-where", metavar="EXPR",
+                   help="keep one run of a --noise-log that holds several (a pandas query)")
+    g.add_argument("--quantity", choices=("b_simple", "b_noise"),
+                   help="noise scale of --noise-log (default b_noise where the log has it, "
+                        "else b_simple with a warning)")
+    parser.add_argument("--unit", choices=("examples", "sequences", "tokens"),
+                        help="unit of batch sizes, examples and throughput (default the "
+                             "fit's or the log's, else examples)")
+    parser.add_argument("--tokens-per-example", type=float,
+                        help="tokens per example (sequence), to convert the fit's or the "
+                             "log's unit to --unit")
+    h = parser.add_argument_group(
+        "hardware (each one not given takes the placeholder value shown, and is reported)")
+    h.add_argument("--throughput", type=float,
+                   help=f"examples per second per device (placeholder {d.throughput:g})")
+    h.add_argument("--max-device-batch", type=int,
+                   help=f"largest per-device batch that fits (placeholder "
+                        f"{d.max_device_batch})")
+    h.add_argument("--step-overhead", type=float,
+                   help=f"fixed seconds per step (placeholder {d.step_overhead_s:g})")
+    h.add_argument("--allreduce", type=float,
+                   help="all-reduce bandwidth seconds per step (many-device limit; "
+                        f"placeholder {d.allreduce_s:g})")
+    h.add_argument("--latency", type=float,
+                   help=f"all-reduce seconds per log2(devices) hop (placeholder "
+                        f"{d.latency_s:g})")
+    h.add_argument("--price", type=float,
+                   help=f"price per device-hour (placeholder {d.price_per_device_hour:g})")
+    h.add_argument("--max-devices", type=int,
+                   help=f"devices available (placeholder {d.max_devices})")
     parser.add_argument("--batch-sizes", type=_int_list,
                         help="comma-separated global batch sizes (default: powers of two "
                              "around B_crit)")
@@ -88,7 +122,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                      help="print the plan as JSON (frontier, bend, inputs) instead of tables")
     fmt.add_argument("--csv", action="store_true",
                      help="print the frontier (every candidate with --all) as CSV")
-    parser.set_defaults(run=command(run, inputs=("fit", "timings"), outputs=("out",)))
+    parser.set_defaults(run=command(run, inputs=("fit", "timings", "noise_log"),
+                                            outputs=("out",)))
 
 
 def tradeoff_from_args(s_min=None, e_min=None, b_crit=None):
@@ -110,16 +145,30 @@ def tradeoff_from_args(s_min=None, e_min=None, b_crit=None):
 
 
 def tradeoff_from_fit_json(path: Path):
-    """The Tradeoff of the first identified fit in ``empirical-batch fit --json`` output."""
+    """The Tradeoff of the first identified fit in ``empirical-batch fit --json`` output
+    (its unit: `tradeoff_and_unit_from_fit_json`)."""
+    return tradeoff_and_unit_from_fit_json(path)[0]
+
+
+def tradeoff_and_unit_from_fit_json(path: Path):
+    """The Tradeoff of the first identified fit in ``empirical-batch fit --json`` output
+    and the fit's unit (``"examples"`` for output that names none)."""
     from .._io import read_json
     from ..tradeoff import Tradeoff
 
     data = read_json(path)
     fits = data.get("fits", [data]) if isinstance(data, dict) else data
+    groups = [f["group"] for f in fits if isinstance(f, dict) and f.get("group")] \
+        if isinstance(fits, list) else []
+    if len(groups) > 1:
+        raise InputError(f"{path}: one fit per group ({groups[0]}, {groups[1]}, ...): plan one "
+                         "experiment; fit it alone with --where")
     for f in fits if isinstance(fits, list) else []:
         if isinstance(f, dict) and f.get("status") == "identified":
+            unit = f.get("unit", data.get("unit", "examples") if isinstance(data, dict)
+                         else "examples")
             try:
-                return Tradeoff(s_min=float(f["s_min"]), e_min=float(f["e_min"]))
+                return Tradeoff(s_min=float(f["s_min"]), e_min=float(f["e_min"])), str(unit)
             except (KeyError, TypeError, ValueError) as exc:
                 raise DataError(f"{path}: the identified fit lacks a numeric s_min or e_min "
                                 f"({type(exc).__name__}: {exc})") from None
@@ -133,18 +182,10 @@ def run(args) -> int:
     from ..planning import frontier, frontier_bend, plan
     from .demo import format_table
 
-    if args.fit is not None:
-        if any(v is not None for v in (args.s_min, args.e_min, args.b_crit)):
-            raise InputError("give either --fit or two of --s-min, --e-min, --b-crit")
-        t = tradeoff_from_fit_json(args.fit)
-    else:
-        t = tradeoff_from_args(args.s_min, args.e_min, args.b_crit)
-    hw = Hardware(
-        throughput=args.throughput, max_device_batch=args.max_device_batch,
-        step_overhead_s=args.step_overhead, allreduce_s=args.allreduce,
-        latency_s=args.latency, price_per_device_hour=args.price,
-        max_devices=args.max_devices,
-    )
+    t, unit, source = _tradeoff(args)
+    given = {k: getattr(args, k) for k in _HARDWARE if getattr(args, k) is not None}
+    hw = Hardware(**{_HARDWARE[k]: v for k, v in given.items()})
+    notes = _hardware_notes(given, hw, args.timings is not None)
     model = None
     if args.timings is not None:
         from .._io import read_csv
@@ -152,11 +193,14 @@ def run(args) -> int:
 
         model = fit_throughput(read_csv(args.timings))
     df = plan(t, hw, batch_sizes=args.batch_sizes, devices=args.devices,
-              throughput_model=model)
+              throughput_model=model).frame
     f = frontier(df)
     bend = frontier_bend(df)
+    notes += _edge_notes(df, bend, hw)
     if args.json:
-        out = {"s_min": t.s_min, "e_min": t.e_min, "b_crit": t.b_crit,
+        out = {"s_min": t.s_min, "e_min": t.e_min, "b_crit": t.b_crit, "unit": unit,
+               "source": source, "notes": notes,
+               "placeholder_hardware": sorted(set(_HARDWARE) - set(given)),
                "hardware": hw.to_dict(),
                "throughput_model": None if model is None else model.to_dict(),
                "frontier": json.loads(f.to_json(orient="records")),
@@ -168,7 +212,10 @@ def run(args) -> int:
     if args.csv:
         print((df if args.all else f).to_csv(index=False), end="")
         return 0
-    print(f"S_min = {t.s_min:.6g}, E_min = {t.e_min:.6g}, B_crit = {t.b_crit:.6g}")
+    if source:
+        print(source)
+    print(f"S_min = {t.s_min:.6g} steps, E_min = {t.e_min:.6g} {unit}, "
+          f"B_crit = {t.b_crit:.6g} {unit}; batch sizes and throughput in {unit}")
     if model is not None:
         print(model)
         for note in model.notes:
@@ -183,6 +230,8 @@ def run(args) -> int:
         f"bend (least time × cost): batch_size={int(bend.batch_size)} "
         f"devices={int(bend.devices)} wall_hours={bend.wall_hours:.4g} cost={bend.cost:.4g}"
     )
+    for note in notes:
+        print(f"note: {note}")
     if args.out is not None:
         import matplotlib
 
@@ -201,3 +250,82 @@ def run(args) -> int:
         plt.close(ax.figure)
         print(f"figure: {args.out}")
     return 0
+
+
+def _tradeoff(args):
+    """(Tradeoff, unit, where it came from) from --fit, --noise-log or two numbers, in
+    --unit."""
+    from ..units import check_unit, convert
+
+    sources = [n for n, v in (("--fit", args.fit), ("--noise-log", args.noise_log)) if v]
+    numbers = any(v is not None for v in (args.s_min, args.e_min, args.b_crit))
+    if len(sources) > 1 or (sources and numbers):
+        raise InputError("give one of --fit, --noise-log, or two of --s-min, --e-min, "
+                         "--b-crit")
+    if args.batch_size is not None and args.noise_log is None:
+        raise InputError("--batch-size is the --noise-log run's batch size; give --noise-log")
+    source = ""
+    if args.fit is not None:
+        t, unit = tradeoff_and_unit_from_fit_json(args.fit)
+        source = f"tradeoff from {args.fit}"
+    elif args.noise_log is not None:
+        from ..schedule import NoiseTrajectory
+
+        if args.batch_size is None:
+            raise InputError("--noise-log needs --batch-size (the logged run's batch size, "
+                             "in the log's unit)")
+        traj = NoiseTrajectory.from_log(args.noise_log, args.batch_size,
+                                        quantity=args.quantity, where=args.log_where)
+        t, unit = traj.tradeoff(), traj.unit
+        name = "B_noise" if traj.quantity == "b_noise" else "B_simple (for B_noise)"
+        source = (f"tradeoff from {args.noise_log}: S_min = the run's progress, B_crit = "
+                  f"the progress average of its {name}, for a target reached at the end "
+                  "of the logged run (the model at the optimal learning rate, App. D)")
+    else:
+        t, unit = tradeoff_from_args(args.s_min, args.e_min, args.b_crit), "examples"
+        if args.unit is not None:
+            unit = check_unit(args.unit, "--unit")
+    unit = check_unit(unit, "the tradeoff's unit")
+    if args.unit is not None and check_unit(args.unit, "--unit") != unit:
+        from ..tradeoff import Tradeoff
+
+        f = convert(1.0, unit, args.unit, tokens_per_example=args.tokens_per_example)
+        t, unit = Tradeoff(s_min=t.s_min, e_min=t.e_min * f), check_unit(args.unit)
+    return t, unit, source
+
+
+def _hardware_notes(given: dict, hw: Hardware, timings: bool) -> list[str]:
+    """What of the hardware is the built-in placeholder (measured --timings replace the
+    throughput and communication terms, not the memory, price or device count)."""
+    if not given and not timings:
+        return ["the hardware is the built-in placeholder (throughput "
+                f"{hw.throughput:g} per device per second, {hw.max_device_batch} per device, "
+                f"no step overhead or communication time, price {hw.price_per_device_hour:g}"
+                f", {hw.max_devices} devices): the times and costs illustrate the method, "
+                "they are not your cluster's; describe it with --throughput, "
+                "--max-device-batch, --allreduce, --price (or --timings)"]
+    relevant = ("max_device_batch", "price", "max_devices") if timings else tuple(_HARDWARE)
+    missing = [f"--{k.replace('_', '-')} {getattr(hw, _HARDWARE[k]):g}" for k in relevant
+               if k not in given]
+    return ([f"placeholder values for the hardware not described: {', '.join(missing)}"]
+            if missing else [])
+
+
+def _edge_notes(df, bend, hw: Hardware) -> list[str]:
+    """Whether the bend sits at an edge of the candidate grid (the best choice may lie
+    beyond it)."""
+    notes = []
+    b = df["batch_size"].to_numpy()
+    if bend.batch_size >= b.max():
+        notes.append(f"the bend is at the largest batch size tried ({int(b.max())}): a "
+                     "larger one may be better; widen --batch-sizes (or --max-device-batch "
+                     "/ --max-devices, which cap it)")
+    elif bend.batch_size <= b.min():
+        notes.append(f"the bend is at the smallest batch size tried ({int(b.min())}): a "
+                     "smaller one may be better; widen --batch-sizes")
+    n = df["devices"].to_numpy()
+    if bend.devices >= n.max():
+        cap = " (the --max-devices limit)" if n.max() >= hw.max_devices else ""
+        notes.append(f"the bend uses the most devices tried, {int(n.max())}{cap}: more "
+                     "devices may be better")
+    return notes

@@ -1,14 +1,18 @@
 """`empirical-batch schedule`: design a batch-size schedule and print or export it.
 
-The critical batch along training comes from a collector log (``--log``), from a
-B_crit(L) law (``--power-law B_STAR,ALPHA`` or ``--fit FIT.json`` of several targets)
-together with a reference run's loss curve (``--loss-curve``), or the schedule converts a
-learning-rate schedule (``--seesaw``).
+The critical batch along training comes from a noise log (``--log``, the schema of
+`empirical_batch.noise_log`), from a B_crit(L) law (``--power-law B_STAR,ALPHA`` or
+``--fit FIT.json`` of several targets) together with a reference run's loss curve
+(``--loss-curve``), or the schedule converts a learning-rate schedule (``--seesaw``).
+Batch sizes are in ``--unit`` (default the log's or the fit's unit; converted with
+``--tokens-per-sample`` where tokens meet sequences); the table gives stage starts in
+whole optimizer steps; ``--plot`` draws the schedule.
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import DataError, InputError
@@ -18,6 +22,8 @@ _EPILOG = """\
 examples:
   empirical-batch schedule --log gns_log.csv --batch-size 256 --base-batch 256 \\
       --policy doubling --granularity 64 --format megatron --tokens-per-sample 2048
+  empirical-batch schedule --log gns_log.jsonl --quantity b_simple --batch-size 256 \\
+      --base-batch 256 --plot schedule.png
   empirical-batch schedule --power-law 2e8,0.21 --loss-curve run.csv --batch-size 512 \\
       --base-batch 512 --policy app_d
   empirical-batch schedule --seesaw cosine --total-steps 100000 --base-batch 256 \\
@@ -31,8 +37,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p = subparsers.add_parser(name, help=help_text, description=__doc__, epilog=_EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_argument_group("where the critical batch comes from (one of)")
-    src.add_argument("--log", type=Path, help="collector log CSV (columns examples and "
-                     "b_simple, e.g. NoiseScaleLog.to_csv) of a run at --batch-size")
+    src.add_argument("--log", type=Path, help="noise log (CSV or JSONL: step and b_simple "
+                     "or b_noise, e.g. NoiseScaleLog.to_csv) of a run at --batch-size")
     src.add_argument("--power-law", metavar="B_STAR,ALPHA",
                      help="B_crit(L) = B_STAR / L^(1/ALPHA), with --loss-curve")
     src.add_argument("--fit", type=Path, metavar="FIT.json",
@@ -42,10 +48,24 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                      help="convert this learning-rate schedule (Seesaw) over --total-steps")
     p.add_argument("--loss-curve", type=Path,
                    help="CSV with columns examples and loss of the reference run")
-    p.add_argument("--batch-size", type=float, help="the reference run's batch size")
-    p.add_argument("--column", default="b_simple", help="noise-scale column of --log")
-    p.add_argument("--lower-column", help="lower-bound column of --log (doubling waits "
-                   "until it reaches twice the batch)")
+    p.add_argument("--batch-size", type=float,
+                   help="the reference run's batch size, in the unit of the log or the fit "
+                        "(so are the examples of --loss-curve)")
+    p.add_argument("--quantity", choices=("b_simple", "b_noise"),
+                   help="noise scale of --log to follow (default b_noise where the log has "
+                        "it, else b_simple with a warning: the model needs B_noise)")
+    p.add_argument("--column", help="a noise-scale column of --log with another name")
+    p.add_argument("--lower-column", help="lower-bound column of --log, e.g. b_simple_low "
+                   "(doubling waits until it reaches twice the batch)")
+    p.add_argument("--log-where", metavar="EXPR",
+                   help="keep one run of a --log that holds several (a pandas query, e.g. "
+                        "\"task == 'text_lm' and optimizer == 'adam'\")")
+    p.add_argument("--unresolved", choices=("refuse", "drop"), default="refuse",
+                   help="log rows with a NaN or non-positive noise scale: refuse (default) "
+                        "or leave them out (counted)")
+    p.add_argument("--unit", choices=("examples", "sequences", "tokens"),
+                   help="unit of the batch sizes (default: the log's or the fit's, else "
+                        "examples)")
     p.add_argument("--total-steps", type=int, help="the base run's steps (--seesaw)")
     p.add_argument("--policy", choices=("doubling", "app_d"), default="doubling")
     p.add_argument("--base-batch", type=int, required=True, help="the first stage's batch")
@@ -56,10 +76,15 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--max-batch", type=int, help="largest batch size")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--tokens-per-sample", type=int,
-                   help="Megatron format: stage starts in tokens instead of samples")
+                   help="tokens per example (sequence): converts between --unit and the "
+                        "log's unit; Megatron format: stage starts in tokens")
     p.add_argument("--out", type=Path, help="write the export here (json, csv) instead of "
                    "printing it")
-    p.set_defaults(run=command(run, inputs=("log", "fit", "loss_curve"), outputs=("out",)))
+    p.add_argument("--plot", type=Path, metavar="PATH",
+                   help="draw the schedule (batch size against steps, with the critical "
+                        "batch it follows) to this figure (png, pdf, svg)")
+    p.set_defaults(run=command(run, inputs=("log", "fit", "loss_curve"),
+                                       outputs=("out", "plot")))
 
 
 def _csv(path: Path, columns: tuple[str, ...]):
@@ -73,6 +98,7 @@ def _csv(path: Path, columns: tuple[str, ...]):
 
 
 def _law_from_fit_json(path: Path):
+    """The B_crit(L) law interpolated between the fits, and the fits' unit."""
     import numpy as np
 
     from .._io import read_json
@@ -82,18 +108,25 @@ def _law_from_fit_json(path: Path):
     if not isinstance(fits, list) or not all(isinstance(f, dict | None) for f in fits):
         raise DataError(f"{path}: not `empirical-batch fit --json` output (expected an "
                         "object with a list of fits under 'fits')")
+    if sum(bool(f and f.get("group")) for f in fits) > 1:
+        raise InputError(f"{path}: one fit per group (`fit --group-by`), not fits of one "
+                         "sweep at several targets")
+    fits = [f for f in fits
+            if f and f.get("status") == "identified" and f.get("target") is not None]
     try:
-        pts = sorted((float(f["target"]), float(f["b_crit"])) for f in fits
-                     if f and f.get("status") == "identified" and f.get("target") is not None)
+        pts = sorted((float(f["target"]), float(f["b_crit"])) for f in fits)
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{path}: an identified fit lacks a numeric target or b_crit "
                         f"({type(exc).__name__}: {exc})") from None
     if len(pts) < 2:
         raise InputError(f"{path}: needs at least 2 identified fits with targets "
                          "(`empirical-batch fit --target L1 L2 ... --json`)")
+    units = {f.get("unit", data.get("unit", "examples")) for f in fits}
+    if len(units) > 1:
+        raise InputError(f"{path}: fits in several units {sorted(units)}")
     x = np.log([p[0] for p in pts])
     y = np.log([p[1] for p in pts])
-    return lambda loss: np.exp(np.interp(np.log(loss), x, y))
+    return (lambda loss: np.exp(np.interp(np.log(loss), x, y))), units.pop()
 
 
 def _trajectory(args):
@@ -108,12 +141,15 @@ def _trajectory(args):
     if args.batch_size is None or not args.batch_size > 0:
         raise InputError("--batch-size (the reference run's batch size, > 0) is required")
     if args.log:
-        cols = (args.column,) + ((args.lower_column,) if args.lower_column else ())
-        return NoiseTrajectory.from_log(_csv(args.log, ("examples", *cols)), args.batch_size,
-                                        column=args.column, level_column=args.lower_column)
+        if args.column and args.quantity:
+            raise InputError("give --quantity or --column, not both")
+        return NoiseTrajectory.from_log(args.log, args.batch_size, quantity=args.quantity,
+                                        column=args.column, level_column=args.lower_column,
+                                        unresolved=args.unresolved, where=args.log_where)
     if args.loss_curve is None:
         raise InputError("--power-law and --fit need --loss-curve (examples, loss)")
     curve = _csv(args.loss_curve, ("examples", "loss"))
+    unit = args.unit or "examples"
     if args.power_law:
         try:
             b_star, alpha = (float(v) for v in args.power_law.split(","))
@@ -126,12 +162,14 @@ def _trajectory(args):
         def law(loss):
             return b_star / loss ** (1.0 / alpha)
     else:
-        law = _law_from_fit_json(args.fit)
-    return NoiseTrajectory.from_power_law(law, curve["examples"].to_numpy(float),
+        law, unit = _law_from_fit_json(args.fit)
+    traj = NoiseTrajectory.from_power_law(law, curve["examples"].to_numpy(float),
                                           curve["loss"].to_numpy(float), args.batch_size)
+    return replace(traj, unit=unit)
 
 
 def run(args) -> int:
+    from empirical_batch.cli.schedule_table import table
     from empirical_batch.result import dumps
     from empirical_batch.schedule import (
         design_schedule,
@@ -143,6 +181,14 @@ def run(args) -> int:
     )
 
     traj = _trajectory(args)
+    unit = args.unit or (traj.unit if traj is not None else "examples")
+    if traj is not None and traj.unit != unit:
+        # the trajectory in the unit of the batch sizes asked for
+        traj = traj.to_unit(unit, tokens_per_example=args.tokens_per_sample)
+    if unit == "tokens" and args.format in ("megatron", "levanter"):
+        raise InputError(f"--format {args.format} takes batch sizes in samples (sequences), "
+                         "and this schedule's are in tokens: pass --unit sequences with "
+                         "--tokens-per-sample")
     if traj is None:
         if args.total_steps is None:
             raise InputError("--seesaw needs --total-steps")
@@ -156,18 +202,43 @@ def run(args) -> int:
     if args.format in ("json", "csv") and args.out:
         (to_json if args.format == "json" else to_csv)(sch, args.out)
         print(f"{args.format} written to {args.out}")
+        if args.plot:
+            _plot(sch, traj, unit, args)
         return 0
     if args.out:
         raise InputError("--out is for --format json or csv")
     if args.format == "table":
-        print(sch.summary())
+        print(table(sch, traj, unit))
     elif args.format == "megatron":
         text = to_megatron(sch, tokens_per_sample=args.tokens_per_sample)
         print(f'--step-batch-size-schedule "{text}"')
     elif args.format == "levanter":
         print(dumps(to_levanter(sch)))
     elif args.format == "json":
-        print(dumps(sch.to_dict()))
+        print(dumps(sch.to_dict() | {"unit": unit}))
     else:
         print(sch.to_frame().to_csv(index=False), end="")
+    if args.plot:
+        _plot(sch, traj, unit, args)
     return 0
+
+
+def _plot(sch, traj, unit, args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from empirical_batch._io import atomic_path
+    from empirical_batch.plot.schedule import plot_schedule
+
+    ax = plot_schedule(sch, traj, unit=unit, end=args.total_steps if traj is None else None)
+    ax.figure.tight_layout()
+    with atomic_path(args.plot) as tmp:
+        ax.figure.savefig(tmp, dpi=120)
+    plt.close(ax.figure)
+    import sys
+
+    # machine-readable output keeps stdout to itself
+    print(f"figure written to {args.plot}",
+          file=sys.stdout if args.format == "table" else sys.stderr)

@@ -105,7 +105,7 @@ def run(args) -> int:
         nq, bs, lrs, args.steps, method=args.method, n_seeds=args.seeds, n_points=args.n_points,
         seed=args.seed, device=args.device, dtype=args.dtype, dataset_size=args.dataset_size,
         progress=(args.method == "monte_carlo" and not args.quiet),
-    )
+    ).frame
     if args.out:
         from empirical_batch._io import atomic_path
 

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import warnings
+from pathlib import Path
 
 from ..errors import InputError
 from ..rules import lr_rules
@@ -22,8 +23,11 @@ Move optimizer hyperparameters from batch B to batch B' with published rules
 (linear, 2018 closed form, square-root/SDE, surge law, β2 half-life, model-EMA,
 AdamW timescale, steps from the fitted tradeoff) and check each rule's regime.
 Give --b-noise (the gradient noise scale) to use the 2018 closed form (SGD) or the
-surge law (Adam) and to check regimes; give two of --b-crit/--s-min/--e-min
-(`empirical-batch fit` prints them) to scale steps along the fitted tradeoff.
+surge law (Adam) and to check regimes, or --noise-log to take it from a noise log (its
+last resolved value: the noise scale where training is now); give two of
+--b-crit/--s-min/--e-min (`empirical-batch fit` prints them) to scale steps along the
+fitted tradeoff. The batch sizes, B_noise and B_crit share one unit (--unit; the log's
+is converted with --tokens-per-example, or mixing is refused).
 
 example:
   empirical-batch transfer --from-batch 256 --to-batch 2048 --optimizer adamw \\
@@ -65,12 +69,26 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         help=f"rule for one hyperparameter, repeatable; rules: "
                              f"{', '.join(TRANSFER_RULES)}")
     parser.add_argument("--b-noise", type=float, help="gradient noise scale B_noise")
+    parser.add_argument("--noise-log", type=Path, metavar="LOG",
+                        help="take B_noise from a noise log (CSV or JSONL): its last "
+                             "resolved value")
+    parser.add_argument("--log-where", metavar="EXPR",
+                        help="keep one run of a --noise-log that holds several (a pandas "
+                             "query)")
+    parser.add_argument("--quantity", choices=("b_simple", "b_noise"),
+                        help="noise scale of --noise-log (default b_noise where the log has "
+                             "it, else b_simple with a warning)")
+    parser.add_argument("--unit", choices=("examples", "sequences", "tokens"),
+                        help="unit of --from-batch, --to-batch and --b-noise (default the "
+                             "log's, else examples)")
+    parser.add_argument("--tokens-per-example", type=float,
+                        help="tokens per example (sequence), to convert the log's unit")
     g = parser.add_argument_group("fitted tradeoff (give two, optional)")
     g.add_argument("--b-crit", type=float, help="critical batch size E_min/S_min")
     g.add_argument("--s-min", type=float, help="fewest steps to the target")
     g.add_argument("--e-min", type=float, help="fewest examples to the target")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.set_defaults(run=command(run))
+    parser.set_defaults(run=command(run, inputs=("noise_log",)))
 
 
 def _regime(ok) -> str:
@@ -94,22 +112,25 @@ def run(args) -> int:
             rule.setdefault("lr", args.rule)
     elif args.rule is not None:
         rule = args.rule
+    b_noise, unit, source = _b_noise(args)
     tradeoff = None
     if any(v is not None for v in (args.b_crit, args.s_min, args.e_min)):
         tradeoff = tradeoff_from_args(args.s_min, args.e_min, args.b_crit)
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always", RegimeWarning)
         result = transfer(hparams, args.from_batch, args.to_batch, optimizer=args.optimizer,
-                          rule=rule, b_noise=args.b_noise, tradeoff=tradeoff)
+                          rule=rule, b_noise=b_noise, tradeoff=tradeoff)
     prog = "empirical-batch transfer"
     for message in result.warnings:
         print(f"{prog}: warning: {message}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps(result.to_dict() | {"unit": unit}, indent=2))
         return 0
-    print(f"batch {result.from_batch:g} → {result.to_batch:g} (κ = {result.kappa:.4g}), "
+    if source:
+        print(source)
+    print(f"batch {result.from_batch:g} → {result.to_batch:g} {unit} (κ = {result.kappa:.4g}), "
           f"optimizer {result.optimizer}"
-          + (f", B_noise = {result.b_noise:g}" if result.b_noise is not None else ""))
+          + (f", B_noise = {result.b_noise:.6g} {unit}" if result.b_noise is not None else ""))
     table = pd.DataFrame({
         "hyperparameter": [v.name for v in result.values],
         "old": [v.old for v in result.values],
@@ -126,3 +147,23 @@ def run(args) -> int:
         if r != "unchanged":
             print(f"  {r}: {TRANSFER_RULES[r].formula} ({TRANSFER_RULES[r].citation})")
     return 0
+
+
+def _b_noise(args):
+    """(B_noise or None, the unit of the batch sizes, where B_noise came from)."""
+    from ..noise_log import final_noise_scale
+    from ..units import check_unit, convert
+
+    if args.noise_log is None:
+        if args.quantity is not None:
+            raise InputError("--quantity names the noise scale of --noise-log; give the log")
+        return args.b_noise, check_unit(args.unit or "examples", "--unit"), ""
+    if args.b_noise is not None:
+        raise InputError("give --b-noise or --noise-log, not both")
+    final = final_noise_scale(args.noise_log, args.quantity, args.log_where)
+    unit = check_unit(args.unit or final.unit, "--unit")
+    value = convert(final.value, final.unit, unit, tokens_per_example=args.tokens_per_example)
+    note = f"{args.noise_log}: {final.describe()}"
+    if unit != final.unit:
+        note += f" = {value:.6g} {unit}"
+    return value, unit, note

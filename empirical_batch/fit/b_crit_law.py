@@ -45,9 +45,12 @@ account for that. Seeds resampled jointly across targets would (not done here).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, stats
 
 from .._numeric import exp_or_inf
@@ -115,13 +118,14 @@ class BCritLaw(Result):
     log_b_star: float = math.nan
     note: str = ""
 
-    def __call__(self, loss):
+    def __call__(self, loss: ArrayLike) -> float | np.ndarray:
         """$B_*/L^{1/\\alpha_B}$ at ``loss``."""
         loss = check_positive(np.asarray(loss, dtype=float), "loss")
         log_b_star = self.log_b_star if np.isfinite(self.log_b_star) else math.log(self.b_star)
         with np.errstate(over="ignore"):
             out = np.exp(log_b_star + self.exponent * np.log(loss))
-        return float(out) if np.ndim(out) == 0 else out
+        arr: np.ndarray = out
+        return float(arr) if np.ndim(arr) == 0 else arr
 
     _legacy_ci = ("alpha_b", "b_star", "exponent")
     alpha_b_ci = deprecated_alias("alpha_b_interval", "tuple", "alpha_b_ci")
@@ -147,7 +151,8 @@ class BCritLaw(Result):
                 + (", note: B_* overflow" if self.note else "") + ")")
 
 
-def _wls(x, y, var):
+def _wls(x: np.ndarray, y: np.ndarray,
+         var: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """Weighted least squares of y on (1, x): coefficients, covariance, weighted RSS."""
     w = 1.0 / var
     X = np.column_stack([np.ones_like(x), x])
@@ -157,8 +162,10 @@ def _wls(x, y, var):
     return beta, cov, float(np.sum(w * resid**2))
 
 
-def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 0.95,
-                   level: float | None = None, statuses=("identified",)) -> BCritLaw:
+def fit_b_crit_law(loss: Any, b_crit: ArrayLike | None = None, *, lo: ArrayLike | None = None,
+                   hi: ArrayLike | None = None, input_level: float = 0.95,
+                   level: float | None = None,
+                   statuses: Sequence[str] = ("identified",)) -> BCritLaw:
     r"""Fit $B_{crit}(L) = B_*/L^{1/\alpha_B}$ (Kaplan et al. 2020, §5.1) with intervals.
 
     Parameters
@@ -246,7 +253,7 @@ def fit_b_crit_law(loss, b_crit=None, *, lo=None, hi=None, input_level: float = 
     else:
         s2 = np.maximum(s2, 1e-12)  # a zero-width interval: a (nearly) exact point
 
-        def excess(tau2):
+        def excess(tau2: float) -> float:
             return _wls(x, y, s2 + tau2)[2] - dof
 
         tau2 = 0.0

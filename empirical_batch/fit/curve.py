@@ -3,7 +3,7 @@ r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target (§3).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import as_array, check_level
 from ..errors import InputError
-from .steps import FrameView, as_sweep, check_combine, prepare, steps_table
+from .steps import FrameView, as_sweep, check_combine, prepare, steps_table, sweep_unit
 from .tradeoff_fit import NotEnoughBatchSizes, TargetAtStart, TradeoffFit, fit_tradeoff
 
 __all__ = ["CriticalBatchCurve", "critical_batch_curve"]
@@ -31,6 +31,8 @@ class CriticalBatchCurve(FrameView):
         Why a target was not fitted, or which batch sizes did not reach it.
     metric_name : str
     higher_is_better : bool
+    unit : str
+        What ``b_crit`` and ``e_min`` count (`empirical_batch.units`).
     frame : pandas.DataFrame
         One row per target: ``target, s_min, e_min, b_crit, b_crit_lo, b_crit_hi,
         n_batch_sizes, log_rmse, extrapolation, status, note, b_crit_bound``
@@ -49,6 +51,7 @@ class CriticalBatchCurve(FrameView):
     metric_name: str
     higher_is_better: bool
     _table: pd.DataFrame = field(repr=False)
+    unit: str = "examples"
 
     @property
     def frame(self) -> pd.DataFrame:  # type: ignore[override]
@@ -69,7 +72,7 @@ class CriticalBatchCurve(FrameView):
         ok = sum(f is not None for f in self.fits)
         ident = sum(s == "identified" for s in self.status)
         b = self.b_crit[np.isfinite(self.b_crit)]
-        span = f", B_crit {b.min():.4g}..{b.max():.4g}" if b.size else ""
+        span = f", B_crit {b.min():.4g}..{b.max():.4g} {self.unit}" if b.size else ""
         bounds = [float(f.b_crit_bound) for f in self.fits
                   if f is not None and f.status == "lower_bound"]
         low = f", B_crit > {min(bounds):.4g} at {len(bounds)} targets" if bounds else ""
@@ -84,7 +87,7 @@ class CriticalBatchCurve(FrameView):
     def to_dict(self) -> dict[str, Any]:
         return {
             "metric_name": self.metric_name, "higher_is_better": self.higher_is_better,
-            "rows": self.frame.to_dict(orient="records"),
+            "unit": self.unit, "rows": self.frame.to_dict(orient="records"),
         }
 
 
@@ -102,6 +105,7 @@ def critical_batch_curve(
     interval: str = "profile",
     bounded: bool = False,
     ci: float | None = None,
+    unit: str | None = None,
 ) -> CriticalBatchCurve:
     r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target.
 
@@ -118,7 +122,7 @@ def critical_batch_curve(
         once either way.
     progress : bool
         Show a tqdm progress bar over targets.
-    combine, config, level, n_boot, seed, interval, bounded
+    combine, config, level, n_boot, seed, interval, bounded, unit
         As in `steps_to_target` and `fit_tradeoff` (one
         ``numpy.random.Generator`` drives all targets).
 
@@ -135,6 +139,7 @@ def critical_batch_curve(
         raise InputError(f"errors must be 'raise' or 'report', got {errors!r}")
     check_combine(combine)
     lvl = check_level(level, ci)
+    unit = sweep_unit(sweep, unit)
     p = prepare(sweep, config)
     rng = np.random.default_rng(seed)
     it: Any = targets
@@ -148,8 +153,8 @@ def critical_batch_curve(
     for t in it:
         table = steps_table(p, float(t), combine)
         try:
-            fit = fit_tradeoff(table, level=lvl, n_boot=n_boot, seed=rng, combine=combine,
-                               interval=interval, bounded=bounded)
+            fit = fit_tradeoff(replace(table, unit=unit), level=lvl, n_boot=n_boot, seed=rng,
+                               combine=combine, interval=interval, bounded=bounded)
         except (NotEnoughBatchSizes, TargetAtStart) as exc:
             if errors == "raise":
                 raise type(exc)(f"target {t:g}: {exc}") from None
@@ -177,7 +182,7 @@ def critical_batch_curve(
     return CriticalBatchCurve(
         targets=tuple(float(t) for t in targets), fits=tuple(fits), notes=tuple(notes),
         metric_name=sweep.metric_name, higher_is_better=sweep.higher_is_better,
-        _table=pd.DataFrame(rows, columns=list(COLUMNS)),
+        _table=pd.DataFrame(rows, columns=list(COLUMNS)), unit=unit,
     )
 
 

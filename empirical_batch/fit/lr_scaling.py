@@ -22,15 +22,17 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import optimize, stats
 
 from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..errors import InputError
-from ..result import Interval, Result, deprecated_alias
+from ..result import Interval, Result, deprecated_alias, unwrap_table
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
@@ -125,7 +127,7 @@ class LRScalingFit(Result):
         """Confidence level of the intervals."""
         return self.eps_star_interval.level
 
-    def learning_rate(self, batch_size):
+    def learning_rate(self, batch_size: ArrayLike) -> Any:
         r"""The fitted law at ``batch_size``: $\epsilon_*/(1 + B_*/B)^\alpha$
         (``"power"``, ``"sgd"``) or the surge law (``"surge"``, with
         $\epsilon_* = \epsilon_{max}$, $B_* = B_{noise}$)."""
@@ -151,7 +153,7 @@ class LRScalingFit(Result):
             steps = examples = math.nan
         return LRRecommendation(b, lr, Interval(*lr_ci, self.level), steps, examples)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in super().to_dict().items() if k != "_draws"}
         d["tradeoff_fit"] = None if self.tradeoff_fit is None else self.tradeoff_fit.to_dict()
         d["b_star_bound"] = self.b_star_bound
@@ -161,6 +163,7 @@ class LRScalingFit(Result):
 
 
 FAMILIES = ("power", "sgd", "surge", "auto")
+_Num = float | np.ndarray
 
 
 def _tails(ci: float, df: int) -> list[float]:
@@ -175,22 +178,26 @@ def _tails(ci: float, df: int) -> list[float]:
     return [1.0 - p, p]
 
 
-def _law(family, eps, b_star, alpha, b):
+def _law(family: str, eps: _Num, b_star: _Num, alpha: _Num, b: _Num) -> _Num:
+    """The fitted law's learning rate at ``b`` (numbers or arrays, broadcast)."""
     if family == "surge":
         return eps / (0.5 * (np.sqrt(b_star / b) + np.sqrt(b / b_star)))
     return eps / (1.0 + b_star / b) ** alpha
 
 
-def _surge_profile(Y, log_b, grid):
+def _surge_profile(Y: np.ndarray, log_b: np.ndarray,
+                   grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per (draw, log B_noise grid point): RSS and intercept log eps_max of the surge law
     log eps = a - log(cosh((log B - c)/2))."""
     F = -np.log(np.cosh((log_b[None, :] - grid[:, None]) / 2.0))  # (G, n)
     icpt = Y.mean(1)[:, None] - F.mean(1)[None, :]  # (D, G)
     R = Y[:, None, :] - F[None, :, :] - icpt[:, :, None]
-    return np.sum(R * R, axis=2), icpt
+    rss: np.ndarray = np.sum(R * R, axis=2)
+    return rss, icpt
 
 
-def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
+def _fit_surge(b: np.ndarray, lr: np.ndarray, refined: np.ndarray, ci: float, n_boot: int,
+               rng: np.random.Generator, tradeoff_fit: TradeoffFit | None) -> LRScalingFit:
     log_b, y = np.log(b), np.log(lr)
     grid = profile_grid(log_b)
     rss, _ = _surge_profile(y[None, :], log_b, grid)
@@ -232,7 +239,9 @@ def _fit_surge(b, lr, refined, ci, n_boot, rng, tradeoff_fit) -> LRScalingFit:
     )
 
 
-def _edge_status(rss, grid, dof, ci, b_ci, family) -> tuple[str, tuple[float, float]]:
+def _edge_status(rss: np.ndarray, grid: np.ndarray, dof: int, ci: float,
+                 b_ci: tuple[float, float],
+                 family: str) -> tuple[str, tuple[float, float]]:
     r"""Whether the data bound $B_*$: the profile set $\{B_* : F \le F_{1,dof}(ci)\}$,
     $F = [\mathrm{RSS}(B_*) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/dof]$, on the
     searched grid. A set that reaches the top of the grid (1000 times the largest batch
@@ -285,7 +294,8 @@ def _best_lr_refined(cfg: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndar
     return np.array(bs), np.array(lrs), np.array(refined)
 
 
-def _lr_profile(Y, log_b, grid, alpha):
+def _lr_profile(Y: np.ndarray, log_b: np.ndarray, grid: np.ndarray,
+                alpha: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per (draw, B* grid point): RSS, intercept a and exponent α of
     log ε = a − α log(1 + B*/B)."""
     n = Y.shape[1]
@@ -307,14 +317,14 @@ def _lr_profile(Y, log_b, grid, alpha):
 
 
 def fit_lr_scaling(
-    source,
+    source: Any,
     target: float | None = None,
     *,
     alpha: float | None = None,
     combine: str = "mean",
     level: float | None = None,
     n_boot: int = 1000,
-    seed=0,
+    seed: int | np.random.Generator | None = 0,
     family: str = "power",
     ci: float | None = None,
 ) -> LRScalingFit:
@@ -362,6 +372,7 @@ def fit_lr_scaling(
     if family in ("sgd", "surge") and alpha is not None:
         raise InputError(f"alpha applies to family='power' only, not {family!r}")
     tradeoff_fit = None
+    source = unwrap_table(source)
     if isinstance(source, Sweep) or (
         isinstance(source, pd.DataFrame) and "metric" in source.columns
     ):
@@ -411,7 +422,7 @@ def fit_lr_scaling(
     rss, icpt, al = _lr_profile(y[None, :], log_b, grid, alpha)
     k = int(np.argmin(rss[0]))
     if 0 < k < len(grid) - 1:
-        def obj(g):
+        def obj(g: float) -> float:
             r, _, _ = _lr_profile(y[None, :], log_b, np.array([g]), alpha)
             return float(r[0, 0])
 
@@ -462,7 +473,9 @@ def _overflow_note(log_eps_star: float, log_b_star: float) -> str:
             "decades apart")
 
 
-def _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit) -> LRScalingFit:
+def _select(b: np.ndarray, lr: np.ndarray, refined: np.ndarray, ci: float, n_boot: int,
+            seed: int | np.random.Generator | None,
+            tradeoff_fit: TradeoffFit | None) -> LRScalingFit:
     """Fit every family and select one by `lr_selection.select_family`."""
     from dataclasses import replace
 

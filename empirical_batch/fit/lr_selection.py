@@ -61,8 +61,8 @@ class Selection:
     family: str
     status: str
     candidates: tuple[str, ...]
-    p_values: dict
-    aicc: dict
+    p_values: dict[str, float]
+    aicc: dict[str, float]
     note: str
 
 
@@ -76,7 +76,8 @@ def _general_rss(log_b: np.ndarray, y: np.ndarray) -> float:
         coef = np.einsum("gij,gj->gi", np.linalg.pinv(np.einsum("gni,gnj->gij", X, X)),
                          np.einsum("gni,n->gi", X, y))
         r = y[None, :] - np.einsum("gni,gi->gn", X, coef)
-        return np.sum(r * r, axis=1)
+        out: np.ndarray = np.sum(r * r, axis=1)
+        return out
 
     grid = profile_grid(log_b, per_decade=50)
     values = rss(grid)
@@ -93,7 +94,7 @@ def _aicc(rss: float, n: int, k: int, floor: float) -> float:
     return n * math.log(max(rss, floor) / n) + 2 * k + 2 * k * (k + 1) / max(n - k - 1, 1)
 
 
-def select_family(b: np.ndarray, lr: np.ndarray, rss: dict, rss_half: float,
+def select_family(b: np.ndarray, lr: np.ndarray, rss: dict[str, float], rss_half: float,
                   level: float = 0.05) -> Selection:
     """Select the law from the fitted families' RSS (``rss``: family → RSS of the log
     rates) and the RSS of the power law at $\\alpha = \\tfrac12$ (``rss_half``); see

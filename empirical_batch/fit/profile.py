@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize
 
 __all__ = [
@@ -36,7 +37,8 @@ def profile_grid(log_b: np.ndarray, per_decade: int = _GRID_PER_DECADE) -> np.nd
     return np.linspace(lo, hi, n) * math.log(10)
 
 
-def rss_at(Y: np.ndarray, log_b: np.ndarray, log_c: np.ndarray, bounded: bool = True):
+def rss_at(Y: np.ndarray, log_b: np.ndarray, log_c: ArrayLike,
+           bounded: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """RSS and bounded log S_min of each row of Y (D, n) at its own log B_crit.
 
     ``log_c`` has shape (D,) or (D, K) (K candidate values per row)."""
@@ -54,7 +56,8 @@ def rss_at(Y: np.ndarray, log_b: np.ndarray, log_c: np.ndarray, bounded: bool = 
     return (rss[:, 0], lsm[:, 0]) if squeeze else (rss, lsm)
 
 
-def profile_rss(Y: np.ndarray, log_b: np.ndarray, log_c: np.ndarray, bounded: bool = True):
+def profile_rss(Y: np.ndarray, log_b: np.ndarray, log_c: np.ndarray,
+                bounded: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """RSS and bounded log S_min for every (row of Y, grid point); Y is (D, n) log steps.
 
     One matrix product: RSS = Σy² − 2 y·f + Σf² − 2 lsm Σ(y − f) + n lsm²."""
@@ -99,16 +102,18 @@ def fit_many(Y: np.ndarray, log_b: np.ndarray, bounded: bool = True) -> np.ndarr
         delta = np.where(denom > 0, 0.5 * (y0 - y2) / denom, 0.0)
     delta = np.clip(delta, -1.0, 1.0)
     best = np.where(inner, local[r, jj] + delta * h, local[r, j])
-    return np.clip(best, coarse[0], coarse[-1])
+    out: np.ndarray = np.clip(best, coarse[0], coarse[-1])
+    return out
 
 
-def fit_point(y: np.ndarray, log_b: np.ndarray, grid: np.ndarray, bounded: bool = True):
+def fit_point(y: np.ndarray, log_b: np.ndarray, grid: np.ndarray,
+              bounded: bool = True) -> tuple[float, float, np.ndarray]:
     """(log B_crit, log S_min, profile RSS on grid) of the point fit."""
     Y = y[None, :]
     rss, _ = profile_rss(Y, log_b, grid, bounded)
     k = int(np.argmin(rss[0]))
 
-    def at(lc):  # (RSS, log S_min) at one log B_crit
+    def at(lc: float) -> tuple[float, float]:  # (RSS, log S_min) at one log B_crit
         r, lsm = rss_at(Y, log_b, np.array([lc]), bounded)
         return float(r[0]), float(lsm[0])
 
@@ -127,7 +132,9 @@ def profile_at(y: np.ndarray, log_b: np.ndarray, log_c: float, bounded: bool) ->
     return float(rss_at(y[None, :], log_b, np.array([log_c]), bounded)[0][0])
 
 
-def profile_interval(y, log_b, grid, prof, lc, rss_min, dof, crit, bounded):
+def profile_interval(y: np.ndarray, log_b: np.ndarray, grid: np.ndarray, prof: np.ndarray,
+                     lc: float, rss_min: float, dof: int, crit: float,
+                     bounded: bool) -> tuple[float, float]:
     r"""The set $\{c : [\mathrm{RSS}(c) - \mathrm{RSS}_{min}] / (\mathrm{RSS}_{min}/
     \mathrm{dof}) \le \text{crit}\}$ as $(B_{lo}, B_{hi})$.
 

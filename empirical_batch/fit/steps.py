@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .._validate import as_float
 from ..errors import InputError, NotFoundError
+from ..result import unwrap_table
 from ..sweeps import Sweep, load_sweep
+from ..units import UnitMismatch, check_unit
 
 __all__ = ["StepsTable", "steps_to_target"]
 
 _COMBINE = ("mean", "median", "min")
 
 
-def check_combine(combine) -> None:
+def check_combine(combine: object) -> None:
     """Raise unless ``combine`` is one of ``"mean"``, ``"median"``, ``"min"``."""
     if combine not in _COMBINE:
         raise InputError(f"combine must be one of {_COMBINE}, got {combine!r}")
@@ -31,18 +34,18 @@ class FrameView:
 
     frame: pd.DataFrame
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         return self.frame[key]
 
     def __len__(self) -> int:
         return len(self.frame)
 
     @property
-    def iloc(self):
+    def iloc(self) -> Any:
         return self.frame.iloc
 
     @property
-    def loc(self):
+    def loc(self) -> Any:
         return self.frame.loc
 
     @property
@@ -50,7 +53,8 @@ class FrameView:
         return self.frame.columns
 
     def _repr_html_(self) -> str | None:
-        return self.frame._repr_html_()  # type: ignore[operator]
+        html: str | None = self.frame._repr_html_()  # type: ignore[operator]
+        return html
 
     def to_frame(self) -> pd.DataFrame:
         """A copy of the table as a DataFrame."""
@@ -75,6 +79,8 @@ class StepsTable(FrameView):
         The columns that identify a configuration at one batch size.
     best_metric : float
         The best value any non-diverged point of the sweep logged.
+    unit : str
+        The unit of ``batch_size`` and ``examples`` (`empirical_batch.units`).
     """
 
     frame: pd.DataFrame
@@ -84,6 +90,7 @@ class StepsTable(FrameView):
     combine: str
     config: tuple[str, ...]
     best_metric: float
+    unit: str = "examples"
 
     @property
     def direction(self) -> str:
@@ -130,7 +137,8 @@ class StepsTable(FrameView):
         n, ok = len(self.frame), int(self.reached.sum())
         return (
             f"StepsTable(target={self.target:.6g} ({self.metric_name}, {self.direction} is "
-            f"better), {ok} of {n} batch sizes reached, combine={self.combine!r})"
+            f"better), {ok} of {n} batch sizes reached, combine={self.combine!r}, "
+            f"batch in {self.unit})"
         )
 
     def summary(self) -> str:
@@ -139,11 +147,11 @@ class StepsTable(FrameView):
                 "lr_at_grid_edge"]
         return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target, "metric_name": self.metric_name,
             "higher_is_better": self.higher_is_better, "combine": self.combine,
-            "config": list(self.config), "best_metric": self.best_metric,
+            "config": list(self.config), "best_metric": self.best_metric, "unit": self.unit,
             "rows": self.frame.to_dict(orient="records"),
         }
 
@@ -168,8 +176,10 @@ class Prepared:
     max_stable_lr: float = math.nan  # given to steps_to_target: rates at or above diverge
 
 
-def as_sweep(sweep) -> Sweep:
-    """A `Sweep` from a Sweep or a DataFrame in the sweep schema."""
+def as_sweep(sweep: object) -> Sweep:
+    """A `Sweep` from a Sweep, a DataFrame in the sweep schema or a result holding one
+    (`empirical_batch.simulate.SimulatedSweep`)."""
+    sweep = unwrap_table(sweep)
     if isinstance(sweep, Sweep):
         return sweep
     if isinstance(sweep, pd.DataFrame):
@@ -180,7 +190,8 @@ def as_sweep(sweep) -> Sweep:
 LIMIT = "max_stable_lr"  # optional sweep column: the rate at and above which runs diverge
 
 
-def prepare(sweep: Sweep, config, max_stable_lr: float = math.nan) -> Prepared:
+def prepare(sweep: Sweep, config: str | Sequence[str],
+            max_stable_lr: float = math.nan) -> Prepared:
     """Sorted numpy views of ``sweep`` grouped by configuration ``config`` (reused
     across targets by `steps_table`)."""
     config = (config,) if isinstance(config, str) else tuple(config)
@@ -236,14 +247,15 @@ def prepare(sweep: Sweep, config, max_stable_lr: float = math.nan) -> Prepared:
     )
 
 
-def _interp(lo, hi, frac):
+def _interp(lo: np.ndarray, hi: np.ndarray, frac: np.ndarray) -> np.ndarray:
     """Interpolate linearly in log space where both ends are > 0, else linearly."""
     out = lo + frac * (hi - lo)
     pos = (lo > 0) & (hi > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         logv = np.exp(np.log(np.where(pos, lo, 1.0)) + frac * (
             np.log(np.where(pos, hi, 1.0)) - np.log(np.where(pos, lo, 1.0))))
-    return np.where(pos, logv, out)
+    res: np.ndarray = np.where(pos, logv, out)
+    return res
 
 
 def per_run(p: Prepared, target: float) -> dict[str, np.ndarray]:
@@ -276,8 +288,9 @@ def per_run(p: Prepared, target: float) -> dict[str, np.ndarray]:
             "at_first_point": at_first & reached}
 
 
-def combine_seeds(values: np.ndarray, how: str, axis=-1):
-    """Seeds combined by ``how`` (``"mean"``, ``"median"`` or ``"min"``) along ``axis``."""
+def combine_seeds(values: np.ndarray, how: str, axis: int = -1) -> Any:
+    """Seeds combined by ``how`` (``"mean"``, ``"median"`` or ``"min"``) along ``axis``
+    (an array, or a number where ``values`` is 1-D)."""
     if how == "mean":
         return np.mean(values, axis=axis)
     if how == "median":
@@ -285,7 +298,7 @@ def combine_seeds(values: np.ndarray, how: str, axis=-1):
     return np.min(values, axis=axis)
 
 
-def config_table(p: Prepared, pr: dict, combine: str) -> pd.DataFrame:
+def config_table(p: Prepared, pr: dict[str, np.ndarray], combine: str) -> pd.DataFrame:
     """One row per (batch size, configuration), seeds combined (vectorised)."""
     n_cfg = len(p.cfg_info)
     reached = pr["reached"]
@@ -312,19 +325,21 @@ def config_table(p: Prepared, pr: dict, combine: str) -> pd.DataFrame:
     return out
 
 
-def _seeds_of(p: Prepared, pr: dict, c: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _seeds_of(p: Prepared, pr: dict[str, np.ndarray],
+              c: int) -> tuple[np.ndarray, np.ndarray, int]:
     runs = p.cfg_order[p.cfg_start[c]:p.cfg_start[c + 1]]
     runs = runs[pr["reached"][runs]]
     return pr["steps"][runs], pr["examples"][runs], int(pr["at_first_point"][runs].sum())
 
 
 def steps_to_target(
-    sweep,
+    sweep: object,
     target: float,
     *,
     combine: str = "mean",
     config: str | Sequence[str] = "learning_rate",
     max_stable_lr: float | None = None,
+    unit: str | None = None,
 ) -> StepsTable:
     r"""Steps and examples to first reach ``target``, best configuration per batch size.
 
@@ -357,6 +372,10 @@ def steps_to_target(
         grid is not at the edge when the grid's next value would reach this limit, or
         when a run at that next value (or below it) diverged at this or a larger batch
         size: the divergence is the other side of the bracket.
+    unit : {"examples", "sequences", "tokens"}, optional
+        What the sweep's ``batch_size`` counts; default the sweep's
+        ``metadata["unit"]``, else ``"examples"``. Carried by the table and by the fits
+        made from it (a sweep whose batch is in tokens gives $B_{crit}$ in tokens).
 
     Returns
     -------
@@ -393,7 +412,20 @@ def steps_to_target(
         limit = as_float(max_stable_lr, "max_stable_lr")
         if not limit > 0:
             raise InputError(f"max_stable_lr must be > 0, got {max_stable_lr!r}")
-    return steps_table(prepare(sweep, config, limit), target, combine)
+    table = steps_table(prepare(sweep, config, limit), target, combine)
+    return replace(table, unit=sweep_unit(sweep, unit))
+
+
+def sweep_unit(sweep: Sweep, unit: str | None) -> str:
+    """``unit`` checked, or the sweep's ``metadata["unit"]``, or ``"examples"``; a
+    ``unit`` that contradicts the sweep's metadata raises `UnitMismatch`."""
+    known = sweep.metadata.get("unit")
+    if unit is None:
+        return check_unit(known, "the sweep's unit") if known is not None else "examples"
+    unit = check_unit(unit)
+    if known is not None and check_unit(known, "the sweep's unit") != unit:
+        raise UnitMismatch(f"unit={unit!r} but the sweep's batch_size is in {known}")
+    return unit
 
 
 def steps_table(p: Prepared, target: float, combine: str) -> StepsTable:
@@ -422,7 +454,7 @@ def _beyond_is_unstable(p: Prepared, ct: pd.DataFrame, batch: float,
     return bool(hit.any())
 
 
-def best_per_size(p: Prepared, pr: dict, ct: pd.DataFrame, target: float,
+def best_per_size(p: Prepared, pr: dict[str, np.ndarray], ct: pd.DataFrame, target: float,
                   combine: str) -> StepsTable:
     """The `steps_to_target` table from per-run results and the configuration table."""
     cfg_cols = [c for c in p.config if c not in ("learning_rate", "batch_size")]

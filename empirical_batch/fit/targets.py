@@ -35,8 +35,11 @@ them, so that their $B_{crit}$ are compared at one loss.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
 
@@ -82,7 +85,7 @@ def reach_count(n_batch_sizes: int, min_reach: int = TARGET_MIN_REACH) -> int:
     return int(min(n_batch_sizes, max(min_reach, -(-n_batch_sizes // 2))))
 
 
-def clear_of(target: float, losses, clearance: float = TARGET_CLEARANCE) -> float:
+def clear_of(target: float, losses: ArrayLike, clearance: float = TARGET_CLEARANCE) -> float:
     """``target`` moved up past every loss in ``losses`` within relative ``clearance``.
 
     Each loss ``b`` with |target − b| ≤ clearance·|b| moves the target to
@@ -98,7 +101,8 @@ def clear_of(target: float, losses, clearance: float = TARGET_CLEARANCE) -> floa
     return t
 
 
-def choose_targets(frame: pd.DataFrame, fractions, *, margin: float = TARGET_MARGIN,
+def choose_targets(frame: pd.DataFrame, fractions: Iterable[float], *,
+                   margin: float = TARGET_MARGIN,
                    min_reach: int = TARGET_MIN_REACH,
                    clearance: float = TARGET_CLEARANCE) -> np.ndarray:
     r"""Targets by the rule of the module docstring (descending, distinct).
@@ -130,10 +134,11 @@ def choose_targets(frame: pd.DataFrame, fractions, *, margin: float = TARGET_MAR
                          f"loss over batch sizes, {l_hard:.4g}, is >= initial loss {l0:.4g}")
     targets = [clear_of(l_hard + f * (l0 - l_hard), per_config.to_numpy(float), clearance)
                for f in fractions]
-    return np.unique(targets)[::-1]
+    out: np.ndarray = np.unique(targets)[::-1]
+    return out
 
 
-def common_target(frames, hardest) -> float:
+def common_target(frames: Iterable[pd.DataFrame], hardest: ArrayLike) -> float:
     """The easiest of the ``hardest`` targets (one per sweep), clear of every
     configuration's best loss in every sweep of ``frames`` (module doc)."""
     losses = np.concatenate([best_losses(f)[2].to_numpy(float) for f in frames])

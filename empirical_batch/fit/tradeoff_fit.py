@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +17,9 @@ from scipy import stats
 
 from .._validate import as_float, check_level, check_positive
 from ..errors import EmpiricalBatchWarning, FitError, InputError
-from ..result import Interval, Result, deprecated_alias
+from ..result import Interval, Result, deprecated_alias, unwrap_table
 from ..tradeoff import Tradeoff
+from ..units import UnitMismatch, check_unit
 from .profile import fit_many, fit_point, profile_grid, profile_interval, rss_at
 from .steps import StepsTable, check_combine, combine_seeds
 
@@ -82,6 +84,9 @@ class TradeoffFit(Result):
         steps rising with batch size, fewer than 3 batch sizes on a side of
         $B_{crit}$, too few bootstrap draws for the level); also issued as
         `FitWarning`.
+    unit : str
+        What ``batch_sizes``, ``b_crit`` and ``e_min`` count: ``"examples"``,
+        ``"sequences"`` or ``"tokens"`` (`empirical_batch.units`); steps are steps.
     """
 
     s_min: float
@@ -105,6 +110,7 @@ class TradeoffFit(Result):
     target: float | None = None
     status: str = "identified"
     warnings: tuple[str, ...] = ()
+    unit: str = "examples"
 
     @property
     def tradeoff(self) -> Tradeoff:
@@ -167,14 +173,15 @@ class TradeoffFit(Result):
         """B_crit as the data support it, in words: a value with its interval, a bound or
         "not identified"."""
         lo, hi = self.b_crit_interval
+        u = self.unit
         if self.status == "lower_bound":
-            return f"B_crit > {lo:.4g} (lower bound only)"
+            return f"B_crit > {lo:.4g} {u} (lower bound only)"
         if self.status == "upper_bound":
-            return f"B_crit < {hi:.4g} (upper bound only)"
+            return f"B_crit < {hi:.4g} {u} (upper bound only)"
         if self.status == "unidentified":
             return "B_crit not identified by the data"
         flag = " (extrapolated)" if self.extrapolation else ""
-        return f"B_crit = {self.b_crit:.4g} [{lo:.4g}, {hi:.4g}]{flag}"
+        return f"B_crit = {self.b_crit:.4g} [{lo:.4g}, {hi:.4g}] {u}{flag}"
 
     def __repr__(self) -> str:
         warn = f", {len(self.warnings)} warnings" if self.warnings else ""
@@ -189,7 +196,8 @@ class TradeoffFit(Result):
         lines = [
             f"{self.b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
             f"n_boot={self.n_boot}); status {self.status}",
-            f"S_min = {self.s_min:.4g}, E_min = {self.e_min:.4g}; {self.n_batch_sizes} batch "
+            f"S_min = {self.s_min:.4g} steps, E_min = {self.e_min:.4g} {self.unit}; "
+            f"{self.n_batch_sizes} batch "
             f"sizes ({self.n_below} below, {self.n_above} above B_crit), log-RMSE "
             f"{self.log_rmse:.3g}" + (f"; target {self.target:.6g}" if self.target is not None
                                       else ""),
@@ -230,12 +238,13 @@ def fit_tradeoff(
     *,
     level: float | None = None,
     n_boot: int = 1000,
-    seed=0,
+    seed: int | np.random.Generator | None = 0,
     combine: str | None = None,
     bootstrap: str = "auto",
     interval: str = "profile",
     bounded: bool = False,
     ci: float | None = None,
+    unit: str | None = None,
 ) -> TradeoffFit:
     r"""Fit $S(B) = S_{min}(1 + B_{crit}/B)$ (eq. 2.11) in log space, with a bootstrap.
 
@@ -290,6 +299,10 @@ def fit_tradeoff(
         without it the log-space least-squares fit is unbiased. ``bound`` in the
         result reports whether the constraint was active.
         ``s_min_interval`` and ``e_min_interval`` are always percentile intervals.
+    unit : {"examples", "sequences", "tokens"}, optional
+        What ``batch_size`` counts (carried into the result's ``unit``); default the
+        StepsTable's unit, else ``"examples"``. A unit that contradicts the
+        StepsTable's raises `empirical_batch.units.UnitMismatch`.
 
     Raises
     ------
@@ -319,6 +332,7 @@ def fit_tradeoff(
     (64.0, 1000.0)
     """
     stepstable = table if isinstance(table, StepsTable) else None
+    unit = _unit(stepstable, unit)
     frame = _check_table(table)
     ci, n_boot = _check_options(check_level(level, ci), n_boot, bootstrap, interval)
     combine = combine or (stepstable.combine if stepstable is not None else "mean")
@@ -438,15 +452,27 @@ def fit_tradeoff(
         target=None if target is None else float(target),
         status=status,
         warnings=notes,
+        unit=unit,
     )
 
 
-def _pair(v) -> tuple[float, float]:
+def _unit(stepstable: StepsTable | None, unit: str | None) -> str:
+    if unit is None:
+        return stepstable.unit if stepstable is not None else "examples"
+    unit = check_unit(unit)
+    if stepstable is not None:
+        if stepstable.unit != unit:
+            raise UnitMismatch(f"unit={unit!r} but the steps table's batch_size is in "
+                               f"{stepstable.unit}")
+    return unit
+
+
+def _pair(v: Sequence[float] | np.ndarray) -> tuple[float, float]:
     return float(v[0]), float(v[1])
 
 
-def _check_table(table) -> pd.DataFrame:
-    frame = table.frame if isinstance(table, StepsTable) else table
+def _check_table(table: object) -> pd.DataFrame:
+    frame = table.frame if isinstance(table, StepsTable) else unwrap_table(table)
     if not isinstance(frame, pd.DataFrame):
         raise InputError(
             f"table must be a StepsTable or a pandas DataFrame, got {type(table).__name__}"
@@ -462,7 +488,8 @@ def _check_table(table) -> pd.DataFrame:
     return frame
 
 
-def _check_options(ci, n_boot, bootstrap, interval) -> tuple[float, int]:
+def _check_options(ci: float, n_boot: int, bootstrap: str,
+                   interval: str) -> tuple[float, int]:
     ci = as_float(ci, "ci")
     if not 0 < ci < 1:
         raise InputError(f"ci must be in (0, 1), got {ci}")
@@ -479,8 +506,10 @@ BOOT_CHUNK = 20_000
 """Bootstrap draws fitted at once: memory stays bounded whatever ``n_boot`` is."""
 
 
-def _bootstrap(groups, combine, bootstrap, y, fitted, resid, log_b, lc, n_boot, rng,
-               bounded) -> dict[str, np.ndarray]:
+def _bootstrap(groups: Sequence[np.ndarray], combine: str, bootstrap: str, y: np.ndarray,
+               fitted: np.ndarray, resid: np.ndarray, log_b: np.ndarray, lc: float,
+               n_boot: int, rng: np.random.Generator,
+               bounded: bool) -> dict[str, np.ndarray]:
     """Draws of (B_crit, S_min, E_min) and of the profile statistic at the estimate.
 
     ``"seeds"``: seeds resampled within each batch size and recentred on the fitted
@@ -525,7 +554,8 @@ def _status(b_ci: tuple[float, float]) -> str:
     return "identified"
 
 
-def _warnings(b, y, b_crit, stepstable, n_boot, ci, interval) -> tuple[str, ...]:
+def _warnings(b: np.ndarray, y: np.ndarray, b_crit: float, stepstable: StepsTable | None,
+              n_boot: int, ci: float, interval: str) -> tuple[str, ...]:
     notes = []
     if stepstable is not None:
         edge = stepstable.reached & stepstable.lr_at_grid_edge
@@ -559,7 +589,7 @@ def _warnings(b, y, b_crit, stepstable, n_boot, ci, interval) -> tuple[str, ...]
     return tuple(notes)
 
 
-def _active_bound(y, log_b, lc, lsm) -> str:
+def _active_bound(y: np.ndarray, log_b: np.ndarray, lc: float, lsm: float) -> str:
     """Which constraint of ``bounded`` is active at the optimum (or exceeded)."""
     unc = np.mean(y - np.logaddexp(0.0, lc - log_b))
     if lsm < unc - 1e-12:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 
 from ..errors import InputError
+from ..rules import lr_rules
 from ..schedule.online import AdaptiveBatchRule
 from ..transfer import OPTIMIZERS, transfer
 
 __all__ = ["BatchGrowth"]
 
-_LR_RULES = ("linear", "sqrt", "sgd_optimal", "surge", "unchanged")
+_LR_RULES = (*lr_rules(), "unchanged")
 
 
 class BatchGrowth:

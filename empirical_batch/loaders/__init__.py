@@ -27,12 +27,20 @@ converted to examples is refused unless ``examples_per_epoch`` is given.
 
 from __future__ import annotations
 
-from .mlperf import MLPERF_DIRECTION, MLPERF_UNITS, load_mllog, load_mlperf_curves, load_mlperf_rcp
+from .mlperf import (
+    MLPERF_DIRECTION,
+    MLPERF_UNITS,
+    RCPTable,
+    load_mllog,
+    load_mlperf_curves,
+    load_mlperf_rcp,
+)
 from .trackers import load_tensorboard, load_wandb
 
 __all__ = [
     "MLPERF_DIRECTION",
     "MLPERF_UNITS",
+    "RCPTable",
     "load_mllog",
     "load_mlperf_curves",
     "load_mlperf_rcp",

@@ -8,6 +8,7 @@ import math
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,14 @@ import pandas as pd
 
 from .._io import read_csv
 from ..errors import DataError, EmpiricalBatchWarning, InputError
+from ..result import TableResult
 from ..sweeps import Sweep, load_sweep
 from ._files import a_file
 
 __all__ = [
     "MLPERF_DIRECTION",
     "MLPERF_UNITS",
+    "RCPTable",
     "load_mllog",
     "load_mlperf_curves",
     "load_mlperf_rcp",
@@ -102,7 +105,30 @@ def _positive(value, f, name, key) -> float:
     return v
 
 
-def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
+@dataclass(frozen=True, repr=False, eq=False)
+class RCPTable(TableResult):
+    """Per-seed steps to the benchmark target from MLPerf reference convergence points
+    (the result of `load_mlperf_rcp`); `empirical_batch.fit.fit_tradeoff` takes it as
+    it is.
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        One row per seed (columns documented in `load_mlperf_rcp`).
+    benchmarks : tuple of str
+        The benchmarks in the table, sorted.
+    n_entries : int
+        RCP entries (one batch size and its hyperparameters each).
+    n_rows : int
+        Rows of ``frame`` (seeds over all entries).
+    """
+
+    benchmarks: tuple[str, ...]
+    n_entries: int
+    n_rows: int
+
+
+def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
     """Per-seed steps to the benchmark target from MLPerf ``rcps_*.json`` files.
 
     Parameters
@@ -115,8 +141,9 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
 
     Returns
     -------
-    pandas.DataFrame
-        One row per seed: ``ruleset``, ``benchmark``, ``rcp_name``, ``batch_size``,
+    RCPTable
+        Its ``frame`` has one row per seed: ``ruleset``, ``benchmark``, ``rcp_name``,
+        ``batch_size``,
         ``learning_rate``, ``run``, ``seed`` (index within the entry), ``value`` and
         ``value_unit`` (as published), ``examples`` and ``steps = examples /
         batch_size`` where the unit converts to examples (else NaN), and
@@ -181,7 +208,10 @@ def load_mlperf_rcp(source, *, benchmark: str | None = None) -> pd.DataFrame:
     if not rows:
         raise InputError(f"{path}: no RCP entries" + (f" for benchmark {benchmark!r}"
                                                        if benchmark else ""))
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    return RCPTable(frame=frame, benchmarks=tuple(sorted(set(frame["benchmark"]))),
+                    n_entries=int(frame[["ruleset", "rcp_name"]].drop_duplicates().shape[0]),
+                    n_rows=len(frame))
 
 
 # --------------------------------------------------------------------------- MLPerf curves

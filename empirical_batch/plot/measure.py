@@ -47,7 +47,8 @@ def plot_b_simple(frame, *, x: str = "step", band: str = "interval", ax=None, la
         ax.fill_between(xs, np.clip(b - se, 1e-300, None), b + se, alpha=0.25, lw=0)
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step" if x == "step" else "training loss")
-    ax.set_ylabel("B_simple (examples)")
+    unit = str(frame["unit"].iloc[0]) if "unit" in frame and len(frame) else "examples"
+    ax.set_ylabel(f"B_simple ({unit})")
     if x == "loss":
         ax.invert_xaxis()  # training moves to lower loss
     ax.legend()

@@ -12,6 +12,8 @@ __all__ = ["plot_frontier"]
 def plot_frontier(df, *, tradeoff=None, ax=None, annotate: bool = True):
     r"""Cost against wall time for every candidate, the Pareto frontier and its bend.
 
+    ``df`` is a `empirical_batch.planning.Plan` or its ``frame``.
+
     Grey points are all feasible (batch size, devices) pairs; the line joins the
     Pareto rows (fastest first), labelled with their batch sizes; the star marks
     `empirical_batch.planning.frontier_bend` (least time × cost, where the
@@ -22,7 +24,9 @@ def plot_frontier(df, *, tradeoff=None, ax=None, annotate: bool = True):
     """
 
     from ..planning import frontier, frontier_bend
+    from ..result import unwrap_table
 
+    df = unwrap_table(df)  # a Plan or its table
     f = frontier(df)
     ax = axes(ax, figsize=(6, 4.5))
     ax.scatter(df["wall_hours"], df["cost"], s=8, color="0.75", label="all candidates")

@@ -12,12 +12,13 @@ batch size the reference run happened to use.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pandas as pd
 
-from ..errors import InputError
+from ..errors import DataError, EmpiricalBatchWarning, InputError
+from ..units import check_unit, convert
 
 __all__ = ["NoiseTrajectory"]
 
@@ -28,12 +29,20 @@ class NoiseTrajectory:
 
     ``lower`` (optional) is a lower confidence bound of the critical batch at each
     point (used by the doubling policy to double only when the data support it).
+    ``unit`` is what ``b_noise`` (and the batch sizes of schedules designed from it)
+    count (`empirical_batch.units`); ``quantity`` names what was measured
+    (``"b_noise"``, or ``"b_simple"`` used as its approximation; see
+    `empirical_batch.noise_log`); ``n_dropped`` counts log rows left out by
+    `from_log` (``unresolved="drop"``).
     """
 
     progress: np.ndarray
     b_noise: np.ndarray
     lower: np.ndarray | None = field(default=None)
     source: str = ""
+    unit: str = "examples"
+    quantity: str = "b_noise"
+    n_dropped: int = 0
 
     def __post_init__(self):
         s = np.asarray(self.progress, dtype=float)
@@ -54,6 +63,7 @@ class NoiseTrajectory:
             if v is not None:
                 v.setflags(write=False)
             object.__setattr__(self, name, v)
+        object.__setattr__(self, "unit", check_unit(self.unit))
 
     def __call__(self, s) -> np.ndarray:
         """$\\mathcal B$ at progress ``s`` (log-linear interpolation, held at the
@@ -72,17 +82,50 @@ class NoiseTrajectory:
         """Total progress $s_{end}$."""
         return float(self.progress[-1])
 
+    @property
+    def b_crit(self) -> float:
+        r"""The critical batch of a fixed-batch run over the whole trajectory: the
+        paper's App. D progress average $E_s[\mathcal B] = \frac{1}{s_{end}}
+        \int_0^{s_{end}} \mathcal B(s)\,ds$ (the weighting of
+        `empirical_batch.harness.noise.averaged_scale` with ``weight="progress"``).
+        A run at batch $B$ takes $S = \int_0^{s_{end}} (1 + \mathcal B(s)/B)\,ds =
+        S_{min}(1 + E_s[\mathcal B]/B)$ steps with $S_{min} = s_{end}$: eq. 2.11 with
+        $B_{crit} = E_s[\mathcal B]$ ($\mathcal B$ held at the first point before it,
+        trapezoid rule after). This is the model's prediction when every step takes the
+        optimal rate $\epsilon_{opt}(B)$ (§2.2); runs on another learning-rate schedule
+        can fit a different $B_{crit}$."""
+        s, b = self.progress, self.b_noise
+        area = s[0] * b[0] + float(np.sum(0.5 * (b[1:] + b[:-1]) * np.diff(s)))
+        return area / self.total
+
+    def tradeoff(self):
+        """The `Tradeoff` of a target reached at the end of the trajectory:
+        $S_{min} = s_{end}$, $B_{crit}$ = `b_crit` (in ``unit``)."""
+        from ..tradeoff import Tradeoff
+
+        return Tradeoff.from_b_crit(self.b_crit, s_min=self.total)
+
     def __repr__(self) -> str:
+        what = "B_noise" if self.quantity == "b_noise" else "B_noise ~ B_simple"
         return (f"NoiseTrajectory({self.progress.size} points, progress 0..{self.total:.4g}, "
-                f"B_noise {self.b_noise.min():.4g}..{self.b_noise.max():.4g}"
-                + (f", from {self.source}" if self.source else "") + ")")
+                f"{what} {self.b_noise.min():.4g}..{self.b_noise.max():.4g} {self.unit}"
+                + (f", from {self.source}" if self.source else "")
+                + (f", {self.n_dropped} log rows dropped" if self.n_dropped else "") + ")")
+
+    def to_unit(self, unit: str, *, tokens_per_example=None) -> NoiseTrajectory:
+        """The same trajectory with ``b_noise`` (and ``lower``) in ``unit``; progress,
+        counted in steps, does not change. Tokens need ``tokens_per_example``."""
+        f = convert(1.0, self.unit, unit, tokens_per_example=tokens_per_example)
+        lo = None if self.lower is None else self.lower * f
+        return replace(self, b_noise=self.b_noise * f, lower=lo, unit=check_unit(unit))
 
     # --- constructors ---------------------------------------------------------
     @classmethod
     def from_examples(cls, examples, b_noise, batch_size: float, *, lower=None,
-                      source: str = "") -> NoiseTrajectory:
+                      source: str = "", unit: str = "examples") -> NoiseTrajectory:
         r"""From a reference run at ``batch_size``: $\mathcal B$ against the examples
-        it had used; progress by $ds = de/(B_{ref} + \mathcal B)$ (trapezoid)."""
+        it had used; progress by $ds = de/(B_{ref} + \mathcal B)$ (trapezoid).
+        ``examples``, ``b_noise`` and ``batch_size`` all count ``unit``."""
         e = np.asarray(examples, dtype=float)
         b = np.asarray(b_noise, dtype=float)
         if not (np.isfinite(batch_size) and batch_size > 0):
@@ -94,24 +137,76 @@ class NoiseTrajectory:
         rate = 1.0 / (batch_size + b)
         s = np.concatenate([[0.0], np.cumsum(0.5 * (rate[1:] + rate[:-1]) * np.diff(e))])
         s = s + e[0] * rate[0]
-        return cls(s, b, lower, source)
+        return cls(s, b, lower, source, unit)
 
     @classmethod
-    def from_log(cls, frame: pd.DataFrame, batch_size: float, *, column: str = "b_simple",
-                 level_column: str | None = None) -> NoiseTrajectory:
-        """From a collector log (`empirical_batch.measure.NoiseScaleLog.to_frame()` or any
-        table with ``examples`` and the noise-scale column) of a run at ``batch_size``.
+    def from_log(cls, log, batch_size: float, *, quantity: str | None = None,
+                 column: str | None = None, level_column: str | None = None,
+                 unresolved: str = "refuse", where: str | None = None) -> NoiseTrajectory:
+        r"""From a noise log (`empirical_batch.noise_log`: a path, or a DataFrame such
+        as `empirical_batch.measure.NoiseScaleLog.to_frame()`) of a run at
+        ``batch_size`` (in the log's ``unit``).
 
-        With ``level_column`` (e.g. ``"b_simple_lo"``), that column is the lower bound."""
-        for c in ("examples", column, *([level_column] if level_column else [])):
-            if c not in frame.columns:
-                raise InputError(f"the log needs column {c!r}; got {list(frame.columns)}")
-        f = frame.dropna(subset=["examples", column]).sort_values("examples")
-        f = f[f[column] > 0]
-        lower = f[level_column].to_numpy(dtype=float) if level_column else None
-        return cls.from_examples(f["examples"].to_numpy(dtype=float),
-                                 f[column].to_numpy(dtype=float), batch_size, lower=lower,
-                                 source=f"log ({column})")
+        The noise scale is ``quantity`` (``"b_noise"`` or ``"b_simple"``; default
+        ``b_noise`` where the log has it, else ``b_simple`` with a `BSimpleForBNoise`
+        warning, since the model needs $B_{noise}$), or the named ``column``.
+        ``level_column`` (e.g. ``"b_simple_low"``) is the lower bound. A column named
+        ``*_tokens`` (the callbacks' ``b_simple_tokens``) is in tokens, whatever the
+        log's ``unit``. Progress is
+        counted along the log's ``examples`` (``tokens`` for a log in tokens), or
+        ``step × batch_size`` where the log has no such column.
+
+        Rows whose noise scale or bound is NaN or not > 0 (nothing measured yet, or
+        not resolved) are refused with their count (``unresolved="refuse"``), or
+        left out with a warning and counted in ``n_dropped`` (``"drop"``): leaving
+        them out silently would move the trajectory's start and change its progress.
+        ``where`` keeps one run of a table of several (`load_noise_log`).
+        """
+        from ..noise_log import choose_quantity, load_noise_log
+
+        f = load_noise_log(log, where)
+        if unresolved not in ("refuse", "drop"):
+            raise InputError(f"unresolved must be 'refuse' or 'drop', got {unresolved!r}")
+        if not (np.isfinite(batch_size) and batch_size > 0):
+            raise InputError(f"batch_size must be > 0, got {batch_size!r}")
+        if column is None:
+            column, _ = choose_quantity(f, quantity)
+        else:
+            if quantity is not None:
+                raise InputError("give quantity or column, not both")
+        missing = [c for c in (column, level_column) if c is not None and c not in f.columns]
+        if missing:
+            raise DataError(f"the log has missing columns {missing}; got {list(f.columns)}")
+        unit = str(f["unit"].iat[0])
+        if column.endswith("_tokens"):  # the callbacks' per-token column of a log in sequences
+            unit = "tokens"
+        counter = "tokens" if unit == "tokens" else "examples"
+        if counter in f.columns:
+            e = f[counter].to_numpy(dtype=float)
+        elif "step" in f.columns:
+            e = f["step"].to_numpy(dtype=float) * batch_size
+        else:
+            raise DataError(f"a log in {unit} needs a {counter!r} or 'step' column to count "
+                            f"progress; got {list(f.columns)}")
+        cols = [column, *([level_column] if level_column else [])]
+        vals = f[cols].to_numpy(dtype=float)
+        bad = ~np.all(np.isfinite(vals) & (vals > 0), axis=1) | ~np.isfinite(e)
+        if bad.any():
+            at = "step" if "step" in f.columns else counter
+            steps = f[at][bad]
+            what = (f"{int(bad.sum())} of {len(f)} rows ({at} {steps.iloc[0]:g}"
+                    + (f"..{steps.iloc[-1]:g}" if bad.sum() > 1 else "")
+                    + f") have a NaN or non-positive {' or '.join(cols)}")
+            if unresolved == "refuse":
+                raise DataError(f"{what}: not resolved yet. Smooth the log, start it later, "
+                                "or pass unresolved='drop' to leave them out (counted)")
+            warnings.warn(f"{what}: left out", EmpiricalBatchWarning, stacklevel=2)
+        keep = ~bad
+        traj = cls.from_examples(e[keep], vals[keep, 0], batch_size,
+                                 lower=vals[keep, 1] if level_column else None,
+                                 source=f"log ({column})", unit=unit)
+        return replace(traj, quantity="b_simple" if column.startswith("b_simple")
+                       else "b_noise", n_dropped=int(bad.sum()))
 
     @classmethod
     def from_power_law(cls, law, examples, loss, batch_size: float) -> NoiseTrajectory:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .adaptive import AdaptiveResult, greedy_run, simulate_adaptive
 from .montecarlo import MonteCarloResult, log_steps, monte_carlo_sgd
 from .quadratic import BestLR, NoiseScaleTrace, NoisyQuadratic
-from .sweep import simulate_sweep
+from .sweep import SimulatedSweep, simulate_sweep
 
 __all__ = [
     "AdaptiveResult",
@@ -17,6 +17,7 @@ __all__ = [
     "MonteCarloResult",
     "NoiseScaleTrace",
     "NoisyQuadratic",
+    "SimulatedSweep",
     "greedy_run",
     "log_steps",
     "monte_carlo_sgd",

@@ -201,18 +201,19 @@ def second_moment(problem: QuadraticProblem, lr, batch_size, steps) -> np.ndarra
 
 
 def plain_loss_parts(problem: QuadraticProblem, a: float, k: np.ndarray, *, rows: int = 0):
-    r"""The two sums of plain SGD's expected loss at one rate, affine in :math:`1/B`.
+    r"""The two sums of plain SGD's expected loss at one rate, affine in $1/B$.
 
-    With :math:`x_i = a\hat h_i`, :math:`\rho_i = (1 - x_i)^2` and
-    :math:`g_i(k) = (1 - \rho_i^k)/(1 - \rho_i)` (:math:`= k` at :math:`\rho_i = 1`),
+    With $x_i = a\hat h_i$, $\rho_i = (1 - x_i)^2$ and
+    $g_i(k) = (1 - \rho_i^k)/(1 - \rho_i)$ ($= k$ at $\rho_i = 1$),
 
-    .. math::
-        E[L](k) = \underbrace{\tfrac12\sum_i h_i \rho_i^k m_i(0)}_{P(a, k)}
-        + \frac1B\,\underbrace{\tfrac12\sum_i h_i a^2 \hat c_i\, g_i(k)}_{Q(a, k)},
+    $$
+    E[L](k) = \underbrace{\tfrac12\sum_i h_i \rho_i^k m_i(0)}_{P(a, k)}
+    + \frac1B\,\underbrace{\tfrac12\sum_i h_i a^2 \hat c_i\, g_i(k)}_{Q(a, k)},
+    $$
 
     so one pass over the directions per (rate, step) serves every batch size, and the
-    per-direction factors of one rate are shared by all its steps. ``k`` is 1-D (steps
-    > 0), handled ``rows`` at a time (default: ``CHUNK`` elements); returns ``P, Q`` of
+    per-direction factors of one rate are shared by all its steps. ``k`` is 1-D (positive
+    steps), handled ``rows`` at a time (default: ``CHUNK`` elements); returns ``P, Q`` of
     its shape. The terms are those of `plain_moment` up to rounding (powers below the
     smallest normal double count as 0)."""
     h = problem.curvature

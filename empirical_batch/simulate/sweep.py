@@ -3,20 +3,57 @@
 `simulate_sweep` runs every (batch size, learning rate) pair on a
 `NoisyQuadratic` and returns the long table the fitting code reads: columns
 ``run, batch_size, learning_rate, step, examples, metric`` plus ``seed``,
-``method`` and ``max_stable_lr``. ``metric`` is the loss (lower is better).
+``method`` and ``max_stable_lr``. ``metric`` is the loss (lower is better). The
+table comes in a `SimulatedSweep` result (its ``frame``), which every function that
+reads a sweep takes as it is.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .._validate import MAX_COUNT, as_array, check_positive, resolve_count
 from ..errors import InputError
+from ..result import TableResult
 from .montecarlo import log_steps, monte_carlo_sgd
 from .quadratic import NoisyQuadratic
 
-__all__ = ["simulate_sweep"]
+if TYPE_CHECKING:
+    from ..sweeps import Sweep
+
+__all__ = ["SimulatedSweep", "simulate_sweep"]
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class SimulatedSweep(TableResult):
+    """A simulated sweep (the result of `simulate_sweep`).
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        The long table in the sweep schema, one row per logged point (columns
+        documented in `simulate_sweep`).
+    method : str
+        ``"exact"`` or ``"monte_carlo"``.
+    n_runs : int
+        Runs in the table (pairs × seeds).
+    max_stable_lr : float
+        The problem's divergence limit.
+    """
+
+    method: str
+    n_runs: int
+    max_stable_lr: float
+
+    def to_sweep(self) -> Sweep:
+        """The table as a validated `empirical_batch.sweeps.Sweep`."""
+        from ..sweeps import load_sweep
+
+        return load_sweep(self.frame)
 
 
 def _run_name(b, lr, seed) -> str:
@@ -39,7 +76,7 @@ def simulate_sweep(
     dataset_size: int | None = None,
     progress: bool = False,
     seeds: int | None = None,
-) -> pd.DataFrame:
+) -> SimulatedSweep:
     r"""Simulate a sweep over batch sizes and learning rates; return the sweep table.
 
     Parameters
@@ -63,8 +100,9 @@ def simulate_sweep(
 
     Returns
     -------
-    pandas.DataFrame
-        One row per logged point: ``run`` (str), ``batch_size`` (int), ``learning_rate``,
+    SimulatedSweep
+        Its ``frame`` has one row per logged point: ``run`` (str), ``batch_size`` (int),
+        ``learning_rate``,
         ``step`` (int), ``examples`` (= step × batch_size), ``metric`` (the loss; ``inf``
         once a run diverges), ``seed`` (Int64, NA for exact), ``method`` and
         ``max_stable_lr``, the problem's divergence limit
@@ -74,9 +112,9 @@ def simulate_sweep(
     Examples
     --------
     >>> nq = NoisyQuadratic.zhang(100)
-    >>> df = simulate_sweep(nq, [1, 8], [0.1, 0.5], max_steps=100, n_points=5)
-    >>> sorted(df.columns)[:4], len(df)
-    (['batch_size', 'examples', 'learning_rate', 'max_stable_lr'], 24)
+    >>> sim = simulate_sweep(nq, [1, 8], [0.1, 0.5], max_steps=100, n_points=5)
+    >>> sorted(sim.frame.columns)[:4], len(sim.frame), sim.n_runs
+    (['batch_size', 'examples', 'learning_rate', 'max_stable_lr'], 24, 4)
     """
     count = resolve_count(n_seeds, seeds, 1)
     if not isinstance(problem, NoisyQuadratic):
@@ -123,4 +161,5 @@ def simulate_sweep(
             "max_stable_lr": problem.max_stable_lr,
         }
     )
-    return df
+    return SimulatedSweep(frame=df, method=method, n_runs=nb * nl * ns,
+                          max_stable_lr=float(problem.max_stable_lr))
