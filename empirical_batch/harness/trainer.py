@@ -328,23 +328,25 @@ def train_batched(
     eval_loop = (task.device.type == "cpu"
                  and len(members) * eval_matmul_flops(task) > CPU_BATCH_FLOPS)
     graph = None
+    # warm-up and capture on one side stream (PyTorch's CUDA-graph notes: lazily created
+    # per-stream state, such as cuBLAS workspaces, must exist before the capture)
+    side = torch.cuda.Stream(task.device) if graphed else None
     logs: list[tuple[int, torch.Tensor]] = []  # kept on the device, copied once at the end
     for step in range(steps + 1):
         if step in logged:
             logs.append((step, group.evaluate(eval_loop)))
         if step == steps:
             break
-        group.load(step)
+        group.load(step)  # outside any graph: the generators draw eagerly
         if graph is not None:
             graph.replay()
-        elif graphed and step >= GRAPH_WARMUP:
+        elif side is not None and step >= GRAPH_WARMUP:
             graph = torch.cuda.CUDAGraph()
             torch.cuda.synchronize(task.device)
-            with torch.cuda.graph(graph):
-                group.update()
+            with torch.cuda.graph(graph, stream=side):
+                group.update()  # recorded, not run
             graph.replay()
-        elif graphed:  # warm-up on a side stream, as the capture will run
-            side = torch.cuda.Stream(task.device)
+        elif side is not None:  # an eager warm-up step on the capture's stream
             side.wait_stream(torch.cuda.current_stream(task.device))
             with torch.cuda.stream(side):
                 group.update()
