@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -127,6 +129,21 @@ def test_static_step_equals_the_eager_loop_bit_for_bit(tmp_path, name, optimizer
     want = _eager_reference(task, members, 9, set(logged))
     np.testing.assert_array_equal(got, want.astype(float))
     assert len(np.unique(got[-1])) == len(members)  # the runs differ: lr and seed are used
+
+
+@settings(max_examples=15, deadline=None)
+@given(optimizer=st.sampled_from(["sgd", "adam"]),
+       batch_size=st.integers(1, 9),
+       lrs=st.lists(st.floats(1e-4, 0.5), min_size=1, max_size=3),
+       seeds=st.lists(st.integers(0, 50), min_size=1, max_size=3, unique=True),
+       steps=st.integers(1, 8), n_log=st.integers(1, 5))
+def test_static_step_equals_the_eager_loop_on_random_groups(optimizer, batch_size, lrs, seeds,
+                                                          steps, n_log):
+    task = make_task("teacher_student", **SMALL["teacher_student"]).to("cpu")
+    members = [Member(optimizer, batch_size, lr, s) for lr in lrs for s in seeds]
+    logged = log_steps(steps, n_log)
+    got = _table(train_batched(task, members, steps, logged), members)
+    np.testing.assert_array_equal(got, _eager_reference(task, members, steps, set(logged)))
 
 
 def test_the_setting_is_read_checked_and_restored(monkeypatch):
