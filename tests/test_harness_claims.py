@@ -11,7 +11,12 @@ import pytest
 from empirical_batch.harness.sweep import load_sweeps
 from empirical_batch.validation.claims import claims_table
 from empirical_batch.validation.curves import b_crit_points, select
-from empirical_batch.validation.uncertainty import growth_and_exponent, log_slope, resample_seeds
+from empirical_batch.validation.uncertainty import (
+    SeedPool,
+    growth_and_exponent,
+    log_slope,
+    resample_seeds,
+)
 
 SWEEPS = Path(__file__).resolve().parents[1] / "data" / "harness-full" / "sweeps"
 
@@ -110,6 +115,24 @@ def test_log_slope_and_seed_resampling():
     assert len(draw) == len(frame)
     with pytest.raises(ValueError, match="seed"):
         resample_seeds(frame.drop(columns="seed"), np.random.default_rng(0))
+
+
+def test_a_seed_pool_gives_the_sweeps_load_sweep_gives_of_each_draw():
+    # the bootstrap's fast path: the same draws from the same generator, and the Sweep
+    # load_sweep would make of each (rows sorted by run and step), without revalidation
+    from empirical_batch.sweeps import load_sweep
+
+    frame = select(load_sweeps([SWEEPS / "digits.csv.gz"]), optimizer="sgd").to_frame()
+    pool = SeedPool(frame)
+    slow, fast = np.random.default_rng(3), np.random.default_rng(3)
+    for _ in range(4):
+        want = load_sweep(resample_seeds(frame, slow))
+        got = pool.sweep(pool.draw(fast))
+        pd.testing.assert_frame_equal(got.data, want.data, check_exact=True)
+        assert (got.metric_name, got.higher_is_better) == (want.metric_name,
+                                                           want.higher_is_better)
+    with pytest.raises(ValueError, match="seed"):
+        SeedPool(frame.drop(columns="seed"))
 
 
 def test_growth_intervals_on_a_committed_sweep():

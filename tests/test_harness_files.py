@@ -15,6 +15,7 @@ from empirical_batch.errors import InputError  # noqa: E402
 from empirical_batch.harness.config import get_config  # noqa: E402
 from empirical_batch.harness.files import owned_files  # noqa: E402
 from empirical_batch.harness.pipeline import run_harness  # noqa: E402
+from empirical_batch.validation.study import run_study  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -65,7 +66,7 @@ def test_a_users_report_is_refused_with_and_without_overwrite(tmp_path):
     for overwrite in (False, True):
         with pytest.raises(InputError, match=r"report\.md exists and is not a file of this "
                                              r"harness"):
-            run_harness(config(), out, stage="analyze", device="cpu", progress=False,
+            run_study(config(), out, stage="analyze", device="cpu", progress=False,
                         overwrite=overwrite)
         assert report.read_text() == "# my own notes\n"
 
@@ -112,8 +113,27 @@ def test_sweeps_without_a_manifest_are_analysed_and_their_outputs_guarded(tmp_pa
     mine = out / "results" / "table1.csv"
     mine.write_text("mine\n")
     with pytest.raises(InputError, match=r"table1\.csv exists and is not a file of this"):
-        run_harness(config(), out, stage="analyze", device="cpu", progress=False)
+        run_study(config(), out, stage="analyze", device="cpu", progress=False)
     mine.unlink()
-    run = run_harness(config(), out, stage="analyze", device="cpu", progress=False)
+    run = run_study(config(), out, stage="analyze", device="cpu", progress=False)
     assert run.complete and (out / "report.md").is_file()
     assert (out / "README.md").read_text() == "sweeps from elsewhere\n"
+
+
+def test_the_engine_runs_no_analysis_of_its_own(tmp_path):
+    # the engine (layer 6) never imports the study (layer 7): its analysis is passed in
+    with pytest.raises(InputError, match="needs an analysis"):
+        run_harness(config(), tmp_path / "h", stage="analyze", device="cpu", progress=False)
+    assert not (tmp_path / "h").exists()
+
+
+def test_a_copied_folder_whose_manifest_lists_absolute_paths_is_still_owned(tmp_path):
+    # a manifest written where the folder used to be lists absolute paths there; the
+    # files of the copy are read from those paths' last parts
+    out = tmp_path / "copy"
+    run = sweep(out)
+    m = out / "manifest.sweep.json"
+    info = json.loads(m.read_text())
+    info["files"] = [f"/elsewhere/data/harness/{f}" for f in info["files"]]
+    m.write_text(json.dumps(info))
+    assert owned_files(out) == {p.resolve() for p in run.files} | {m.resolve()}

@@ -169,7 +169,7 @@ def test_cuda_graphs_on_the_cpu_is_refused(tmp_path):
 def test_the_cli_flag_turns_the_capture_off(monkeypatch, tmp_path):
     """``--no-cuda-graphs`` holds the setting off while the harness runs (and restores it)."""
     from empirical_batch.cli import main
-    from empirical_batch.harness import pipeline
+    from empirical_batch.validation import study
 
     seen = []
 
@@ -178,7 +178,7 @@ def test_the_cli_flag_turns_the_capture_off(monkeypatch, tmp_path):
         raise InputError("stop here")
 
     monkeypatch.delenv(CUDA_GRAPHS_ENV, raising=False)
-    monkeypatch.setattr(pipeline, "run_harness", fake_run)
+    monkeypatch.setattr(study, "run_study", fake_run)
     main(["harness", "--config", "tiny", "--device", "cpu", "--no-cuda-graphs",
           "--out", str(tmp_path / "out")])
     main(["harness", "--config", "tiny", "--device", "cpu", "--out", str(tmp_path / "out")])

@@ -20,6 +20,7 @@ from empirical_batch.harness.pipeline import run_harness  # noqa: E402
 from empirical_batch.harness.resume import _EXACT, TimeBudget  # noqa: E402
 from empirical_batch.harness.sweep import parts_folder, run_sweep  # noqa: E402
 from empirical_batch.harness.trainer import group_members  # noqa: E402
+from empirical_batch.validation.study import run_study  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -87,10 +88,10 @@ def test_a_stopped_piece_lists_what_remains_and_the_same_command_continues(tmp_p
 def test_the_analysis_keeps_its_training_stages_per_task(tmp_path, monkeypatch):
     cfg = small_config()
     out = tmp_path / "h"
-    first = run_harness(cfg, out, stage="all", device="cpu", progress=False)
+    first = run_study(cfg, out, stage="all", device="cpu", progress=False)
     assert first.complete
     cached = sorted(p.name.split("-")[0] for p in (out / "cache" / "teacher_student").iterdir())
-    assert cached == ["branched", "branched", "one_step", "reference", "reference"]
+    assert cached == ["branched", "branched", "fits", "one_step", "reference", "reference"]
     crit = read(out / "results" / "b_crit_vs_noise.csv")
     noise_tab = read(out / "results" / "noise_along_reference.csv")
 
@@ -98,7 +99,7 @@ def test_the_analysis_keeps_its_training_stages_per_task(tmp_path, monkeypatch):
         raise AssertionError("a cached reference run was trained again")
 
     monkeypatch.setattr(noise, "_run_reference", no_training)
-    again = run_harness(cfg, out, stage="all", device="cpu", progress=False)
+    again = run_study(cfg, out, stage="all", device="cpu", progress=False)
     assert again.complete
     pd.testing.assert_frame_equal(read(out / "results" / "b_crit_vs_noise.csv"), crit,
                                   check_exact=True)
@@ -116,3 +117,34 @@ def test_time_budget_is_checked():
     assert budget.allows(10) and budget.left() <= 3600
     budget.done()
     assert not budget.allows(7200)
+
+
+def test_a_second_analysis_with_the_same_inputs_refits_nothing(tmp_path, monkeypatch):
+    from empirical_batch.validation import curves, report
+
+    cfg = small_config()
+    out = tmp_path / "h"
+    assert run_study(cfg, out, stage="all", device="cpu", progress=False).complete
+    fits = list((out / "cache" / "teacher_student").glob("fits-all-*.pt"))
+    assert len(fits) == 1  # the task's fits, under a hash of their inputs
+    results = sorted(p for p in (out / "results").iterdir())
+    before = {p.name: p.read_bytes() for p in [*results, out / "report.md"]}
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the task's fits were computed again")
+
+    monkeypatch.setattr(curves, "critical_batch_curve", no_fit)
+    monkeypatch.setattr(report, "fit_targets", no_fit)
+    monkeypatch.setattr(noise, "_run_reference", no_fit)
+    again = run_study(cfg, out, stage="analyze", device="cpu", progress=False)
+    assert again.complete
+    assert {p.name: p.read_bytes() for p in [*results, out / "report.md"]} == before
+    assert any(str(f).endswith(fits[0].name) for f in again.files)  # listed, reused
+
+    # a changed input (the target fractions) is fitted again, under another hash
+    from empirical_batch.harness.resume import StageCache, stage_cache
+
+    changed = replace(cfg, target_fractions=(0.5, 0.25, 0.0))
+    with stage_cache(StageCache(out / "cache")), \
+            pytest.raises(AssertionError, match="computed again"):
+        report.compute_results(changed, out)

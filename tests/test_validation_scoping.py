@@ -18,7 +18,7 @@ from tests._synth_fit import synthetic_sweep  # noqa: E402
 
 def test_run_harness_restores_the_callers_thread_count(tmp_path):
     from empirical_batch.harness.config import get_config
-    from empirical_batch.harness.pipeline import run_harness
+    from empirical_batch.validation.study import run_study
 
     before = torch.get_num_threads()
     mine = 2 if before != 2 else 3
@@ -26,7 +26,7 @@ def test_run_harness_restores_the_callers_thread_count(tmp_path):
     try:
         # the analysis of a folder without sweeps fails after the threads were set
         with pytest.raises((OSError, ValueError)):
-            run_harness(get_config("tiny", ["digits"]), tmp_path / "h", stage="analyze",
+            run_study(get_config("tiny", ["digits"]), tmp_path / "h", stage="analyze",
                         device="cpu", threads=1, progress=False)
         assert torch.get_num_threads() == mine
     finally:

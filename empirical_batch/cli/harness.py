@@ -22,9 +22,10 @@ def _import_harness():
             "the harness needs torch: pip install 'empirical_batch[harness]'"
         ) from None
     del torch
-    from empirical_batch.harness import config, distribute, pipeline, sweep, trainer
+    from empirical_batch.harness import config, distribute, sweep, trainer
+    from empirical_batch.validation import study
 
-    return config, pipeline, sweep, distribute, trainer
+    return config, study, sweep, distribute, trainer
 
 
 def add_parser(subparsers, name: str, help_text: str) -> None:
@@ -78,7 +79,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
 
 def run(args) -> int:
-    config_mod, pipeline, sweep, distribute, trainer = _import_harness()
+    config_mod, study, sweep, distribute, trainer = _import_harness()
     check_device(args.device)
     shard = sweep.parse_shard(args.shard)
     stage = args.stage or ("sweep" if args.shard else "all")
@@ -108,7 +109,7 @@ def run(args) -> int:
             stack.enter_context(trainer.cuda_graphs_setting(False))
         executor = (None if engine is None else
                     stack.enter_context(distribute.open_executor(engine, device=args.device)))
-        result = pipeline.run_harness(
+        result = study.run_study(
             config, args.out, stage=stage, shard=shard, device=args.device,
             progress=not args.no_progress, threads=args.threads, command=command,
             overwrite=args.overwrite, executor=executor, split=args.shard_by,

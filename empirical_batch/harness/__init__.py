@@ -10,7 +10,8 @@ noise scales are measured along reference runs (``noise``) and one SGD step is p
 directly (``one_step``), and the critical batch by branched training (``branched``).
 The validation study that puts B_crit from `empirical_batch.fit` next to them is
 `empirical_batch.validation`. ``config`` holds the presets (``tiny``, ``cpu``, ``full``)
-and ``pipeline`` the stages behind ``empirical-batch harness``; ``resume`` keeps each
+and ``pipeline`` the engine's stages (the analysis stages run an `Analysis` passed
+in: the study's, through `empirical_batch.validation.study.run_study`); ``resume`` keeps each
 finished unit of a run on disk (a rerun continues; ``--time-budget`` stops between
 units), ``files`` the rule that the harness never writes over nor removes a file it
 did not write, ``device`` the device choice shared by the pipeline and the shards.

@@ -270,7 +270,9 @@ def _full() -> HarnessConfig:
                       "objective_windows": 1024}),
             # Tiny Shakespeare, 31,745 parameters, B = 2 … 4096 windows of 64 characters.
             # Not yet run on a GPU; estimated for one H100 at 255-375 s of sweep (25,600
-            # vmapped steps, 1.5e15 matmul FLOPs) and over 280 s of analysis
+            # vmapped steps, 1.5e15 matmul FLOPs) and over 280 s of analysis, nearly all
+            # of it training and float64 Hessian products; the fits, tables and figures
+            # take about 15 s per task on a CPU, about 3 s (the figures) once cached
             # (docs/benchmarks.md).
             # Rates from CPU pilots of this model: best Adam 2^-8 at B = 2 (2048 steps) and
             # 2^-6 at B = 64 (512 steps); best SGD 2^-1 and 2^0, with 2^1 diverging at both

@@ -73,8 +73,11 @@ def listed_paths(out: Path, entries: Iterable) -> set[Path]:
         if not isinstance(entry, str) or not entry:
             continue
         p = Path(entry)
-        candidates = [p] if p.is_absolute() else [root / p] + [
-            root / Path(*p.parts[k:]) for k in range(1, len(p.parts))]
+        # a relative entry (or an absolute one of a folder since moved or copied): the
+        # file of ``out`` it names, read from its last parts
+        parts = p.parts[1:] if p.is_absolute() else p.parts
+        candidates = ([p] if p.is_absolute() else []) + [
+            root / Path(*parts[k:]) for k in range(len(parts))]
         for c in candidates:
             c = c.resolve()
             if _inside(c, root) and c != root and c.is_file():

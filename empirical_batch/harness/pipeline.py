@@ -2,14 +2,17 @@
 
 Stages: ``sweep`` (train this shard's runs, write ``OUT/sweeps/TASK[.shard-i-of-n].csv``;
 with an ``executor``, all shards of the sweep through it, see ``distribute``)
-and ``analyze`` (read the complete sweep of each task back through ``load_sweep``,
-measure the noise scales and the one-step experiment on reference runs, fit
-B_crit and write the report); ``all`` does both. ``report`` redoes only what
-depends on the targets (targets, B_crit fits, Table-1 summary, claims, report) from
+and ``analyze`` (read the complete sweep of each task back, measure the noise
+scales and the one-step experiment on reference runs, fit B_crit and write the
+report); ``all`` does both. ``report`` redoes only what depends on the targets from
 the sweeps and the measured tables an earlier ``analyze`` left in ``OUT/results``: no
-training and no Hessian-vector products, so no GPU
-(`empirical_batch.validation.report.reanalyze`). ``OUT/manifest.json`` records the
-configuration, the library and torch versions, the device and wall times.
+training, so no GPU. ``OUT/manifest.json`` records the configuration, the library
+and torch versions, the device and wall times.
+
+The engine trains; what is made of its sweeps is an `Analysis` passed in by its user
+(the validation study, `empirical_batch.validation.study.run_study`, which is what
+``empirical-batch harness`` runs). The engine never imports the study: without an
+``analysis`` it runs the ``sweep`` stage only.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
@@ -36,6 +40,25 @@ from .threads import restores_torch_threads
 from .trainer import group_members
 
 STAGES = ("all", "sweep", "analyze", "report")
+
+
+class Analysis(Protocol):
+    """What the engine's ``analyze`` and ``report`` stages run (the validation study,
+    `empirical_batch.validation.study.STUDY`, is one); each returns the files it wrote.
+
+    Both run inside the engine's `stage_cache` (``OUT/cache``): their units — the
+    reference runs, one-step and branched training, and whatever the analysis keeps
+    there itself (the study's fits per task) — are cached and budgeted;
+    ``planned_files`` names the files of fixed name the stages write, so that the
+    engine can refuse, before any training, to write over a file it does not own.
+    """
+
+    def analyze(self, config: HarnessConfig, out: Path, *, device: torch.device,
+                progress: bool, timings: dict) -> list[Path]: ...
+
+    def report(self, config: HarnessConfig, out: Path, *, timings: dict) -> list[Path]: ...
+
+    def planned_files(self, config: HarnessConfig, out: Path) -> list[Path]: ...
 
 
 @dataclass
@@ -94,6 +117,7 @@ def run_harness(
     executor: Executor | None = None,
     split: str = "runs",
     time_budget: float | None = None,
+    analysis: Analysis | None = None,
 ) -> HarnessRun:
     """Run ``stage`` of the harness for every task of ``config``; outputs under ``out``.
 
@@ -126,6 +150,9 @@ def run_harness(
     not write, and never removes one. Every manifest lists every file its run wrote or
     reused, relative to ``out``.
 
+    ``analysis`` is what the ``analyze``, ``report`` and ``all`` stages run after the
+    sweep (see `Analysis`); without one only the ``sweep`` stage runs.
+
     ``threads`` sets torch's CPU threads for the call (default: 1 on the CPU, where the
     tiny models of the harness lose more to intra-op threading than they gain; unchanged
     on CUDA); the caller's setting is restored when it returns.
@@ -138,6 +165,10 @@ def run_harness(
     if executor is not None and time_budget is not None:
         raise InputError("--time-budget pieces a run in one process; with --executor the "
                          "shards run elsewhere: do not combine them")
+    if analysis is None and stage != "sweep":
+        raise InputError(f"--stage {stage} needs an analysis of the sweeps: run it through "
+                         "empirical_batch.validation.study.run_study (what `empirical-batch "
+                         "harness` does), or pass analysis=")
     budget = TimeBudget(time_budget)
     if split not in SPLITS:
         raise InputError(f"--shard-by must be one of {SPLITS}, got {split!r}")
@@ -166,7 +197,7 @@ def run_harness(
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
     _check_folder(out, config, overwrite)
     guard = FileGuard.for_folder(out)
-    guard.check_all(_planned_files(out, config, stage, shard))
+    guard.check_all(_planned_files(out, config, stage, shard, analysis))
     out.mkdir(parents=True, exist_ok=True)
     run = HarnessRun(out, config.name, str(dev), stage, shard,
                      executor=None if executor is None else _describe(executor),
@@ -178,22 +209,25 @@ def run_harness(
             _sweep_stage(run, config, out, dev, device, shard, split, progress, threads,
                          executor, budget, guard)
         if stage in ("all", "analyze"):
-            from ..validation.report import analyze
-
+            assert analysis is not None
             t0 = time.perf_counter()
             cache = StageCache(out / "cache", budget, guard=guard.check)
             try:
                 with stage_cache(cache):
-                    run.files += analyze(config, out, device=dev, progress=progress,
-                                         timings=run.wall_s)
+                    run.files += analysis.analyze(config, out, device=dev,
+                                                  progress=progress, timings=run.wall_s)
             finally:
                 run.files += cache.files
             run.wall_s["analyze"] = round(time.perf_counter() - t0, 2)
         if stage == "report":
-            from ..validation.report import report
-
+            assert analysis is not None
             t0 = time.perf_counter()
-            run.files += report(config, out)
+            cache = StageCache(out / "cache", budget, guard=guard.check)
+            try:
+                with stage_cache(cache):
+                    run.files += analysis.report(config, out, timings=run.wall_s)
+            finally:
+                run.files += cache.files
             run.wall_s["report"] = round(time.perf_counter() - t0, 2)
     except BudgetExhausted as stop:
         run.complete = False
@@ -235,17 +269,13 @@ def _sweep_stage(run, config, out, dev, device, shard, split, progress, threads,
 
 
 def _planned_files(out: Path, config: HarnessConfig, stage: str,
-                   shard: tuple[int, int]) -> list[Path]:
+                   shard: tuple[int, int], analysis: Analysis | None) -> list[Path]:
     """The files of fixed name the stage will write (checked before any training)."""
     files = [out / _manifest_name(stage, shard)]
     if stage in ("all", "sweep"):
         files += [sweep_path(out, p.task, shard) for p in config.plans]
-    if stage in ("all", "analyze", "report"):
-        from ..validation.report import RESULT_FILES
-
-        files += [out / "report.md"] + [out / "results" / n for n in RESULT_FILES.values()]
-        files += [out / "figures" / f"{p.task}_{kind}.png" for p in config.plans
-                  for kind in ("tradeoff", "b_crit_vs_loss", "one_step")]
+    if stage in ("all", "analyze", "report") and analysis is not None:
+        files += analysis.planned_files(config, out)
     return files
 
 

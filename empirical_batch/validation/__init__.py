@@ -12,10 +12,12 @@ layer (`empirical_batch.fit`), only through their public functions, as any user 
 - ``b_crit_law``: Kaplan et al.'s B_crit(L) = B*/L^(1/α_B) per task and optimizer;
 - ``claims``: the paper's claims, each with a verdict from its interval;
 - ``report``: the ``analyze`` and ``report`` stages (tables, figures, ``report.md``),
-  with ``markdown`` and ``figures`` for the output;
+  with ``markdown`` and ``figures`` for the output, each task's fits cached under a
+  hash of their inputs;
+- ``study``: `run_study`, the engine's run with the study as its analysis;
 - ``curves``: the study's fit settings (``FIT_OPTIONS``) in one place.
 
-``empirical-batch harness --stage analyze`` and ``--stage report`` run it. Needs torch
+``empirical-batch harness`` runs it (through ``study.run_study``). Needs torch
 (through the harness) and matplotlib for the figures; ``import empirical_batch`` does not
 import this package.
 """

@@ -25,6 +25,9 @@ Hessian-vector products, no GPU).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,15 +39,17 @@ from ..harness.branched import run_branched
 from ..harness.config import HarnessConfig
 from ..harness.noise import run_reference
 from ..harness.one_step import run_one_step
+from ..harness.resume import cached
 from ..harness.sweep import load_sweeps, sweep_files
 from .b_crit_law import law_table, render_law
 from .claims import claims_table
-from .curves import select
+from .curves import FIT_OPTIONS, select
 from .fits import branched_vs_fit, common_target_fits, fit_targets
 from .markdown import render_markdown
+from .uncertainty import N_BOOT
 
-__all__ = ["RESULT_FILES", "AnalysisResults", "analyze", "compute_results", "reanalyze",
-           "report", "write_all"]
+__all__ = ["RESULT_FILES", "AnalysisResults", "analyze", "compute_results", "planned_files",
+           "reanalyze", "report", "write_all"]
 
 
 @dataclass
@@ -69,6 +74,101 @@ class AnalysisResults:
     law: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
+@dataclass
+class TaskFits:
+    """Everything the study fits for one task (all its optimizers): what
+    `task_fits` computes and the analysis cache keeps."""
+
+    crit_rows: list
+    steps: list
+    #: the task's Table-1 rows, B_crit at the common target included
+    table1: pd.DataFrame
+    #: (task, optimizer) -> (CriticalBatchCurve, noise scales along the reference run)
+    curves: dict
+    branched: pd.DataFrame
+    law: pd.DataFrame
+
+
+def task_fits(config: HarnessConfig, plan, sweep, scales: dict,
+              branched: pd.DataFrame) -> TaskFits:
+    """The fits of one task: targets and B_crit per optimizer (`fit_targets`), B_crit at
+    the common target (`common_target_fits`), the branched brackets beside B_crit
+    (`branched_vs_fit`) and the B_crit(L) law (`law_table`). ``scales`` maps each
+    optimizer to the noise scales along its reference run, ``branched`` holds the
+    task's measured branched rows (may be empty)."""
+    crit_rows, table1, steps = [], [], []
+    curves: dict = {}
+    subs: dict = {}
+    for opt in plan.sweep.optimizers:
+        sub = select(sweep, optimizer=opt)
+        fits = fit_targets(plan.task, opt, sub, scales[opt], plan.sweep.learning_rates[opt],
+                           config.target_fractions)
+        crit_rows += fits.crit_rows
+        steps += fits.steps
+        table1.append(fits.table1_row)
+        subs[(plan.task, opt)] = sub
+        curves[(plan.task, opt)] = (fits.curve, scales[opt])
+    return TaskFits(
+        crit_rows=crit_rows, steps=steps,
+        table1=common_target_fits(pd.DataFrame(table1), subs), curves=curves,
+        branched=branched_vs_fit(branched, subs),
+        law=law_table(dataclasses.replace(config, plans=(plan,)), curves))
+
+
+def _frame_hash(frame: pd.DataFrame) -> str:
+    """A hash of a table's columns and values (row order included)."""
+    h = hashlib.sha256(json.dumps([str(c) for c in frame.columns]).encode())
+    if len(frame):
+        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _code_hash() -> str:
+    """A hash of the study's and the fit layer's source: changed code is refitted."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for folder in ("validation", "fit"):
+        for f in sorted((root / folder).glob("*.py")):
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cached_task_fits(config: HarnessConfig, plan, sweep, scales: dict,
+                     branched: pd.DataFrame) -> TaskFits:
+    """`task_fits`, kept per task in the engine's analysis cache
+    (`empirical_batch.harness.resume.cached`, ``OUT/cache/TASK/fits-all-HASH.pt``) when
+    one is active. The hash covers every input: the task's sweep rows, the noise scales
+    of each optimizer, the branched rows, the learning-rate grids, the target fractions,
+    the fit settings (``FIT_OPTIONS``, ``N_BOOT``) and the source of the study and of the
+    fit layer; a rerun with the same inputs reads the fits instead of redoing them."""
+    key = {
+        "sweep": _frame_hash(sweep.to_frame()),
+        "scales": {opt: _frame_hash(s) for opt, s in scales.items()},
+        "branched": _frame_hash(branched),
+        "learning_rates": {o: list(v) for o, v in plan.sweep.learning_rates.items()},
+        "optimizers": list(plan.sweep.optimizers),
+        "target_fractions": list(config.target_fractions),
+        "fit_options": FIT_OPTIONS, "n_boot_growth": N_BOOT, "code": _code_hash(),
+    }
+    return cached(plan.task, "fits", "all", key,
+                  lambda: task_fits(config, plan, sweep, scales, branched))
+
+
+def _assemble(parts: list[TaskFits], **measured) -> AnalysisResults:
+    crit = pd.DataFrame([r for p in parts for r in p.crit_rows])
+    t1 = pd.concat([p.table1 for p in parts], ignore_index=True)
+    tabs = [p.branched for p in parts if not p.branched.empty]
+    branched = pd.concat(tabs, ignore_index=True) if tabs else pd.DataFrame()
+    curves = {k: v for p in parts for k, v in p.curves.items()}
+    return AnalysisResults(
+        crit=crit, table1=t1, steps=pd.concat([s for p in parts for s in p.steps],
+                                              ignore_index=True),
+        curves=curves, branched=branched,
+        claims=claims_table(crit, t1, measured["one_step"], branched),
+        law=pd.DataFrame([r for p in parts for r in p.law.to_dict("records")],
+                         columns=parts[0].law.columns if parts else None), **measured)
+
+
 def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", progress=False,
                     timings: dict | None = None) -> AnalysisResults:
     """Noise scales, one-step experiment and fits for every task of ``config`` on the
@@ -77,10 +177,8 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
 
     out = Path(out)
     timings = {} if timings is None else timings
-    crit_rows, table1, noise_tabs, steps_tabs, os_tabs, os_sums, refs = [], [], [], [], [], [], []
-    branched_tabs: list[pd.DataFrame] = []
-    curves: dict = {}
-    subs: dict = {}
+    noise_tabs, os_tabs, os_sums, refs = [], [], [], []
+    parts: list[TaskFits] = []
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -91,22 +189,17 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
         task = plan.make_task().to(device)
         sweep = load_sweeps(sweep_files(out, plan.task))
         frame = sweep.to_frame()
+        scales: dict = {}
+        branched_tabs: list[pd.DataFrame] = []
         for opt in plan.sweep.optimizers:
             if bar is not None:
                 bar.set_postfix_str(f"{plan.task}/{opt}")
             t0 = time.perf_counter()
-            sub = select(sweep, optimizer=opt)
             ref = run_reference(task, plan, frame, opt)
             refs.append({"task": plan.task, **ref.to_dict()})
             noise_tabs.append(ref.scales)
-            fits = fit_targets(plan.task, opt, sub, ref.scales, plan.sweep.learning_rates[opt],
-                               config.target_fractions)
-            crit_rows += fits.crit_rows
-            steps_tabs += fits.steps
-            table1.append(fits.table1_row)
-            subs[(plan.task, opt)] = sub
-            curves[(plan.task, opt)] = (fits.curve, ref.scales)
-            timings[f"noise+fit/{plan.task}/{opt}"] = round(time.perf_counter() - t0, 2)
+            scales[opt] = ref.scales
+            timings[f"reference/{plan.task}/{opt}"] = round(time.perf_counter() - t0, 2)
             if opt == "sgd":
                 t0 = time.perf_counter()
                 res = run_one_step(task, plan.one_step, ref)
@@ -119,31 +212,33 @@ def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", pro
                 timings[f"branched/{plan.task}/{opt}"] = round(time.perf_counter() - t0, 2)
             if bar is not None:
                 bar.update(1)
+        t0 = time.perf_counter()
+        parts.append(cached_task_fits(
+            config, plan, sweep, scales,
+            pd.concat(branched_tabs, ignore_index=True) if branched_tabs else pd.DataFrame()))
+        timings[f"fits/{plan.task}"] = round(time.perf_counter() - t0, 2)
     if bar is not None:
         bar.close()
-    crit, t1 = pd.DataFrame(crit_rows), common_target_fits(pd.DataFrame(table1), subs)
     one = pd.concat(os_tabs, ignore_index=True) if os_tabs else pd.DataFrame()
-    one_sum = pd.DataFrame(os_sums)
-    branched = branched_vs_fit(pd.concat(branched_tabs, ignore_index=True) if branched_tabs
-                               else pd.DataFrame(), subs)
-    return AnalysisResults(
-        crit=crit, table1=t1, noise=pd.concat(noise_tabs, ignore_index=True),
-        steps=pd.concat(steps_tabs, ignore_index=True), refs=pd.DataFrame(refs),
-        one_step=one, one_step_summary=one_sum, curves=curves,
-        claims=claims_table(crit, t1, one, branched), branched=branched,
-        law=law_table(config, curves),
-    )
+    return _assemble(parts, noise=pd.concat(noise_tabs, ignore_index=True),
+                     refs=pd.DataFrame(refs), one_step=one,
+                     one_step_summary=pd.DataFrame(os_sums))
 
 
-def reanalyze(config: HarnessConfig, out: str | Path) -> AnalysisResults:
+def reanalyze(config: HarnessConfig, out: str | Path, *,
+              timings: dict | None = None) -> AnalysisResults:
     """The target-dependent analysis again, from what ``out`` already holds (no GPU).
 
     Reads the sweeps and the measured tables of an earlier analysis
     (``results/noise_along_reference.csv``, ``reference_runs.csv``, ``one_step.csv``,
     ``one_step_summary.csv``: the reference runs, Hessian-vector products and one-step
     experiment, which do not depend on the targets), chooses the targets, fits B_crit
-    and rebuilds ``b_crit_vs_noise``, ``steps_to_target``, ``table1`` and the claims.
+    and rebuilds ``b_crit_vs_noise``, ``steps_to_target``, ``table1`` and the claims
+    (per task through `cached_task_fits`; ``timings`` gets each task's seconds).
     """
+    import time
+
+    timings = {} if timings is None else timings
     res = Path(out) / "results"
     need = ("noise", "refs", "one_step", "one_step_summary")
     missing = [RESULT_FILES[k] for k in need if not (res / RESULT_FILES[k]).is_file()]
@@ -157,34 +252,25 @@ def reanalyze(config: HarnessConfig, out: str | Path) -> AnalysisResults:
     tasks = set(config.tasks)
     read = {k: (v[v["task"].isin(tasks)].reset_index(drop=True) if "task" in v else v)
             for k, v in read.items()}
-    crit_rows, table1, steps_tabs = [], [], []
-    curves: dict = {}
-    subs: dict = {}
+    parts: list[TaskFits] = []
     for plan in config.plans:
         sweep = load_sweeps(sweep_files(out, plan.task))
+        scales: dict = {}
         for opt in plan.sweep.optimizers:
-            scales = read["noise"][(read["noise"]["task"] == plan.task)
-                                   & (read["noise"]["optimizer"] == opt)]
-            if scales.empty:
+            mine = read["noise"][(read["noise"]["task"] == plan.task)
+                                 & (read["noise"]["optimizer"] == opt)]
+            if mine.empty:
                 raise InputError(f"{res / RESULT_FILES['noise']} has no rows for "
                                  f"{plan.task}/{opt}: run the analyze stage for it first")
-            sub = select(sweep, optimizer=opt)
-            fits = fit_targets(plan.task, opt, sub, scales.reset_index(drop=True),
-                               plan.sweep.learning_rates[opt], config.target_fractions)
-            crit_rows += fits.crit_rows
-            steps_tabs += fits.steps
-            table1.append(fits.table1_row)
-            subs[(plan.task, opt)] = sub
-            curves[(plan.task, opt)] = (fits.curve, scales)
-    crit, t1 = pd.DataFrame(crit_rows), common_target_fits(pd.DataFrame(table1), subs)
-    branched = branched_vs_fit(read["branched"], subs)
-    return AnalysisResults(
-        crit=crit, table1=t1, noise=read["noise"],
-        steps=pd.concat(steps_tabs, ignore_index=True), refs=read["refs"],
-        one_step=read["one_step"], one_step_summary=read["one_step_summary"], curves=curves,
-        claims=claims_table(crit, t1, read["one_step"], branched), branched=branched,
-        law=law_table(config, curves),
-    )
+            scales[opt] = mine.reset_index(drop=True)
+        branched = read["branched"]
+        if not branched.empty:
+            branched = branched[branched["task"] == plan.task].reset_index(drop=True)
+        t0 = time.perf_counter()
+        parts.append(cached_task_fits(config, plan, sweep, scales, branched))
+        timings[f"fits/{plan.task}"] = round(time.perf_counter() - t0, 2)
+    return _assemble(parts, noise=read["noise"], refs=read["refs"],
+                     one_step=read["one_step"], one_step_summary=read["one_step_summary"])
 
 
 RESULT_FILES = {
@@ -194,6 +280,15 @@ RESULT_FILES = {
     "one_step_summary": "one_step_summary.csv", "claims": "claims.csv",
     "branched": "branched.csv", "law": "b_crit_law.csv",
 }
+
+
+def planned_files(config: HarnessConfig, out: str | Path) -> list[Path]:
+    """The files of fixed name the ``analyze`` and ``report`` stages write under ``out``."""
+    out = Path(out)
+    files = [out / "report.md"] + [out / "results" / n for n in RESULT_FILES.values()]
+    files += [out / "figures" / f"{p.task}_{kind}.png" for p in config.plans
+              for kind in ("tradeoff", "b_crit_vs_loss", "one_step")]
+    return files
 
 
 def write_results(results: AnalysisResults, out: str | Path) -> list[Path]:
@@ -244,6 +339,7 @@ def analyze(config: HarnessConfig, out: str | Path, *, device="cpu", progress=Fa
     return write_all(r, config, out)
 
 
-def report(config: HarnessConfig, out: str | Path) -> list[Path]:
+def report(config: HarnessConfig, out: str | Path, *,
+           timings: dict | None = None) -> list[Path]:
     """`reanalyze`, then `write_all` under ``out`` (the ``report`` stage: no GPU)."""
-    return write_all(reanalyze(config, out), config, out)
+    return write_all(reanalyze(config, out, timings=timings), config, out)

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..sweeps import Sweep
 from .curves import b_crit_points
 
 #: bootstrap draws for the growth and exponent intervals
@@ -71,6 +72,52 @@ def log_slope(x, y) -> float:
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
+class SeedPool:
+    """A sweep frame split once by batch size and seed, for many seed-bootstrap draws.
+
+    `draw` gives what `resample_seeds` defines, drawing from ``rng`` in the same order
+    (one ``rng.choice`` per batch size, sizes ascending), so a pool and
+    `resample_seeds` give the same frames from the same generator; the split is done
+    once instead of once per draw.
+    """
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        for col in ("batch_size", "seed", "run"):
+            if col not in frame.columns:
+                raise InputError(f"resample_seeds needs a {col!r} column; got "
+                                 f"{list(frame.columns)}")
+        self.columns = list(frame.columns)
+        self.sizes: list[tuple[np.ndarray, dict]] = []
+        for _, group in frame.groupby("batch_size", sort=True):
+            seeds = np.sort(group["seed"].unique())
+            by_seed = {}
+            for s, g in group.groupby("seed"):
+                g = g.copy()
+                g["run"] = g["run"].astype(str)
+                by_seed[s] = g
+            self.sizes.append((seeds, by_seed))
+
+    def draw(self, rng: np.random.Generator) -> pd.DataFrame:
+        """One seed-bootstrap copy (`resample_seeds`)."""
+        parts = []
+        for seeds, by_seed in self.sizes:
+            drawn = rng.choice(seeds, size=len(seeds), replace=True)
+            for j, s in enumerate(drawn):
+                part = by_seed[s].copy()
+                part["seed"] = j
+                part["run"] = part["run"] + f"#boot{j}"
+                parts.append(part)
+        return pd.concat(parts, ignore_index=True)
+
+    def sweep(self, draw: pd.DataFrame) -> Sweep:
+        """``draw`` as the `Sweep` `load_sweep` makes of it, without validating again:
+        its rows are rows of a validated sweep, renamed (runs stay distinct), so only
+        the order `load_sweep` gives (by run and step) is redone."""
+        data = draw.sort_values(["run", "step"], kind="stable").reset_index(drop=True)
+        return Sweep(data=data, metric_name="metric", higher_is_better=False,
+                     source="<DataFrame>")
+
+
 def resample_seeds(frame: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     """One seed-bootstrap copy of a sweep frame (columns ``batch_size``, ``seed``, ``run``).
 
@@ -78,20 +125,7 @@ def resample_seeds(frame: pd.DataFrame, rng: np.random.Generator) -> pd.DataFram
     runs of the drawn seed at every learning rate, renamed to seed j (and runs
     renamed) so that repeated draws stay distinct runs.
     """
-    for col in ("batch_size", "seed", "run"):
-        if col not in frame.columns:
-            raise InputError(f"resample_seeds needs a {col!r} column; got {list(frame.columns)}")
-    parts = []
-    for _, group in frame.groupby("batch_size", sort=True):
-        seeds = np.sort(group["seed"].unique())
-        drawn = rng.choice(seeds, size=len(seeds), replace=True)
-        by_seed = {s: g for s, g in group.groupby("seed")}
-        for j, s in enumerate(drawn):
-            part = by_seed[s].copy()
-            part["seed"] = j
-            part["run"] = part["run"].astype(str) + f"#boot{j}"
-            parts.append(part)
-    return pd.concat(parts, ignore_index=True)
+    return SeedPool(frame).draw(rng)
 
 
 def growth_and_exponent(frame: pd.DataFrame, targets, b_crit, *, n_boot: int = N_BOOT,
@@ -120,9 +154,10 @@ def growth_and_exponent(frame: pd.DataFrame, targets, b_crit, *, n_boot: int = N
     seeds_per_size = frame.groupby("batch_size")["seed"].nunique()
     if seeds_per_size.min() < 2:  # one seed: every draw is the sweep itself
         n_boot = 0
+    pool = SeedPool(frame) if n_boot else None
     for _ in range(int(n_boot)):
-        draw = resample_seeds(frame, rng)
-        est = b_crit_points(draw, targets)
+        assert pool is not None
+        est = b_crit_points(pool.sweep(pool.draw(rng)), targets)
         if not np.all(np.isfinite(est) & (est > 0)):
             continue
         gs.append(est[hard] / est[loose])

@@ -60,6 +60,16 @@ def default_text_path() -> Path:
     return root / DEFAULT_CORPUS
 
 
+def display_path(path: str | Path) -> str:
+    """``path`` relative to the working directory if that climbs at most two folders,
+    else as given."""
+    try:
+        rel = Path(os.path.relpath(Path(path).resolve(), Path.cwd().resolve()))
+    except ValueError:  # another drive
+        return str(path)
+    return str(rel) if rel.parts[:3] != ("..", "..", "..") else str(path)
+
+
 def file_sha256(path: str | Path) -> str:
     """Hex sha256 of the file's bytes."""
     h = hashlib.sha256()
@@ -166,9 +176,12 @@ class TextLM(CharLM):
         return text
 
     def describe(self) -> dict:
-        """The options, plus the file (name, path, sha256, characters used, vocabulary)."""
+        """The options, plus the file (name, path, sha256, characters used, vocabulary).
+        The path is relative to the working directory when it lies at most two folders
+        above it (as a checkout's ``../shared/data/...``), so that a manifest does not
+        record the machine's own folder layout; the sha256 identifies the text."""
         return {**super().describe(), "text_file": self.path.name,
-                "text_path": str(self.path), "text_sha256": self.sha256,
+                "text_path": display_path(self.path), "text_sha256": self.sha256,
                 "text_chars": len(self.text), "vocab_size": len(set(self.text))}
 
     # -- Task ---------------------------------------------------------------------
