@@ -22,10 +22,10 @@ def _import_harness():
             "the harness needs torch: pip install 'empirical_batch[harness]'"
         ) from None
     del torch
-    from empirical_batch.harness import config, distribute, sweep
+    from empirical_batch.harness import config, distribute, sweep, trainer
     from empirical_batch.validation import study
 
-    return config, study, sweep, distribute
+    return config, study, sweep, distribute, trainer
 
 
 def add_parser(subparsers, name: str, help_text: str) -> None:
@@ -60,6 +60,12 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="torch CPU threads (default 1 on the CPU: the models are tiny and "
                         "intra-op threading costs more than it saves)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-cuda-graphs", action="store_true",
+                   help="on CUDA, run each vmap group's training step eagerly instead of "
+                        "capturing it in a CUDA graph and replaying it (the default); "
+                        "sets EMPIRICAL_BATCH_CUDA_GRAPHS=0, which the command's local "
+                        "worker processes inherit (remote Dask or Ray workers need it "
+                        "set in their own environment)")
     p.add_argument("--overwrite", action="store_true",
                    help="write into --out even if it holds another configuration's results "
                         "(removes only the files its manifests list) or files of your own "
@@ -73,7 +79,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
 
 def run(args) -> int:
-    config_mod, study, sweep, distribute = _import_harness()
+    config_mod, study, sweep, distribute, trainer = _import_harness()
     check_device(args.device)
     shard = sweep.parse_shard(args.shard)
     stage = args.stage or ("sweep" if args.shard else "all")
@@ -94,9 +100,13 @@ def run(args) -> int:
     command += f" --stage {stage} --out {args.out} --device {args.device}"
     if args.threads:
         command += f" --threads {args.threads}"
+    if args.no_cuda_graphs:
+        command += " --no-cuda-graphs"
     if args.time_budget is not None:
         command += f" --time-budget {args.time_budget:g}"
     with contextlib.ExitStack() as stack:
+        if args.no_cuda_graphs:
+            stack.enter_context(trainer.cuda_graphs_setting(False))
         executor = (None if engine is None else
                     stack.enter_context(distribute.open_executor(engine, device=args.device)))
         result = study.run_study(
