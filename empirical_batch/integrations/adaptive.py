@@ -15,13 +15,14 @@ and whether the rate rule was in its regime).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ..errors import InputError
 from ..rules import lr_rules
 from ..schedule.online import AdaptiveBatchRule
 from ..transfer import OPTIMIZERS, transfer
 
-__all__ = ["BatchGrowth"]
+__all__ = ["BatchGrowth", "GrowthCallback"]
 
 _LR_RULES = (*lr_rules(), "unchanged")
 
@@ -155,3 +156,24 @@ class BatchGrowth:
         if not isinstance(changes, list) or not all(isinstance(c, dict) for c in changes):
             raise InputError(f"state['changes'] must be a list of dicts, got {changes!r}")
         self.accumulation, self.last_change_at, self.changes = acc, last, list(changes)
+
+
+class GrowthCallback:
+    """What the frameworks' ``AdaptiveBatchCallback`` classes share: the measuring
+    callback checked (``noise_type``: the framework's ``NoiseScaleCallback``), the
+    `BatchGrowth` loop built, and its `changes`."""
+
+    noise_type: type = object
+
+    def __init__(self, noise, rule: AdaptiveBatchRule | None = None, *,
+                 lr_rule: str = "linear", optimizer: str = "sgd"):
+        if not isinstance(noise, self.noise_type):
+            raise InputError("noise must be the NoiseScaleCallback that measures the run")
+        self.noise: Any = noise  # the framework's NoiseScaleCallback
+        self.growth = BatchGrowth(noise, rule or AdaptiveBatchRule("doubling"),
+                                  lr_rule=lr_rule, optimizer=optimizer)
+
+    @property
+    def changes(self) -> list[dict]:
+        """One row per batch change (see `BatchGrowth`)."""
+        return self.growth.changes

@@ -20,7 +20,7 @@ from transformers.trainer_callback import ExportableState
 from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
 from ..schedule.online import AdaptiveBatchRule
-from .adaptive import BatchGrowth
+from .adaptive import GrowthCallback
 from .loggers import PREFIX
 from .steps import StepAccount, callback_values, token_rule_of
 
@@ -245,7 +245,7 @@ def install(trainer, **kwargs) -> NoiseScaleCallback:
     return cb
 
 
-class AdaptiveBatchCallback(TrainerCallback):
+class AdaptiveBatchCallback(GrowthCallback, TrainerCallback):
     r"""Grow the global batch during ``Trainer.train()`` as the measured noise scale
     grows, and move the learning rate with it (a closed loop; see
     `empirical_batch.integrations.adaptive` and `empirical_batch.schedule.online`).
@@ -274,18 +274,7 @@ class AdaptiveBatchCallback(TrainerCallback):
     optimizer : {"sgd", "adam", "adamw"}
     """
 
-    def __init__(self, noise: NoiseScaleCallback, rule: AdaptiveBatchRule | None = None, *,
-                 lr_rule: str = "linear", optimizer: str = "sgd"):
-        if not isinstance(noise, NoiseScaleCallback):
-            raise InputError("noise must be the NoiseScaleCallback that measures the run")
-        self.noise = noise
-        self.growth = BatchGrowth(noise, rule or AdaptiveBatchRule("doubling"),
-                                  lr_rule=lr_rule, optimizer=optimizer)
-
-    @property
-    def changes(self) -> list[dict]:
-        """One row per batch change (see `BatchGrowth`)."""
-        return self.growth.changes
+    noise_type = NoiseScaleCallback
 
     def on_train_begin(self, args, state, control, **kwargs):
         if int(args.gradient_accumulation_steps) < 2:

@@ -10,8 +10,7 @@ from ..errors import InputError
 from ..estimators import GNSEstimator
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
 from ..measure._common import checked_skipped
-from ..schedule.online import AdaptiveBatchRule
-from .adaptive import BatchGrowth
+from .adaptive import GrowthCallback
 from .loggers import PREFIX
 from .steps import (
     LOSS_NORMALIZATIONS,
@@ -192,7 +191,7 @@ class NoiseScaleCallback(L.Callback):
             self.account.load_state_dict(state["counters"])
 
 
-class AdaptiveBatchCallback(L.Callback):
+class AdaptiveBatchCallback(GrowthCallback, L.Callback):
     r"""Grow the global batch during ``trainer.fit`` as the measured noise scale grows,
     and move the learning rate with it (a closed loop; see
     `empirical_batch.integrations.adaptive` and `empirical_batch.schedule.online`).
@@ -216,18 +215,7 @@ class AdaptiveBatchCallback(L.Callback):
     optimizer : {"sgd", "adam", "adamw"}
     """
 
-    def __init__(self, noise: NoiseScaleCallback, rule: AdaptiveBatchRule | None = None, *,
-                 lr_rule: str = "linear", optimizer: str = "sgd"):
-        if not isinstance(noise, NoiseScaleCallback):
-            raise InputError("noise must be the NoiseScaleCallback that measures the run")
-        self.noise = noise
-        self.growth = BatchGrowth(noise, rule or AdaptiveBatchRule("doubling"),
-                                  lr_rule=lr_rule, optimizer=optimizer)
-
-    @property
-    def changes(self) -> list[dict]:
-        """One row per batch change (see `BatchGrowth`)."""
-        return self.growth.changes
+    noise_type = NoiseScaleCallback
 
     def on_train_start(self, trainer, pl_module):
         if int(trainer.accumulate_grad_batches) < 2:
