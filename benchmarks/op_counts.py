@@ -26,8 +26,8 @@ from torch import nn
 K = 4  # micro-batches per step (micro-batch collector)
 
 
-def linear_stack(n_tensors: int, d: int = 16) -> nn.Module:
-    """``n_tensors / 2`` linear layers with bias, ``tanh`` between them."""
+def _stack(layer, n_tensors: int, d: int) -> nn.Module:
+    """``n_tensors / 2`` layers ``layer(d)`` (two parameter tensors each), ``tanh`` between."""
     if n_tensors < 2 or n_tensors % 2:
         raise ValueError(f"n_tensors must be an even number >= 2, got {n_tensors}")
     torch.manual_seed(0)
@@ -35,21 +35,18 @@ def linear_stack(n_tensors: int, d: int = 16) -> nn.Module:
     for i in range(n_tensors // 2):
         if i:
             layers.append(nn.Tanh())
-        layers.append(nn.Linear(d, d))
+        layers.append(layer(d))
     return nn.Sequential(*layers)
+
+
+def linear_stack(n_tensors: int, d: int = 16) -> nn.Module:
+    """``n_tensors / 2`` linear layers with bias, ``tanh`` between them."""
+    return _stack(lambda k: nn.Linear(k, k), n_tensors, d)
 
 
 def layernorm_stack(n_tensors: int, d: int = 16) -> nn.Module:
     """``n_tensors / 2`` LayerNorm layers (weight and bias), ``tanh`` between them."""
-    if n_tensors < 2 or n_tensors % 2:
-        raise ValueError(f"n_tensors must be an even number >= 2, got {n_tensors}")
-    torch.manual_seed(0)
-    layers: list[nn.Module] = []
-    for i in range(n_tensors // 2):
-        if i:
-            layers.append(nn.Tanh())
-        layers.append(nn.LayerNorm(d))
-    return nn.Sequential(*layers)
+    return _stack(nn.LayerNorm, n_tensors, d)
 
 
 def aten_ops(fn) -> int:
