@@ -2,8 +2,10 @@
 
 For each optimizer, the reference run is the sweep member at batch size
 ``NoiseSpec.batch_size``, seed 0, with the learning rate that reached the lowest
-evaluation loss there. It is retrained with the plain loop (`train_plain`;
-its evaluation curve must reproduce the sweep's, which is checked and recorded),
+evaluation loss there. It is retrained by the program the sweep used for it (one
+vmapped group, `train_batched`, or the plain loop, `train_plain`, as
+`empirical_batch.harness.trainer.prefer_batched` decides; its evaluation curve must
+reproduce the sweep's, which is checked and recorded),
 and at ``n_checkpoints`` of its logged steps (log-spaced, step 0 included) the
 library measures, on a fixed sample of ``n_examples`` of the task's objective data
 (the batches' population):
@@ -51,7 +53,7 @@ from .config import TaskPlan
 from .resume import cached, task_identity
 from .scales import collector_b_simple, hessian_scales
 from .tasks.base import Task
-from .trainer import Member, log_steps, train_plain
+from .trainer import Member, log_steps, prefer_batched, train_batched, train_plain
 
 
 @dataclass(frozen=True)
@@ -139,17 +141,28 @@ def _run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame,
     measured = set(int(s) for s in evenly_spaced(logged, spec.n_checkpoints))
     rows, snaps, opt_snaps = [], {}, {}
 
-    def callback(step, model, loss, opt):
-        if step not in measured:
-            return
+    def record(step, model, loss, state):
         rec = {"step": step, "examples": step * member.batch_size, "eval_loss": loss}
         rec.update(measure_scales(task, model, spec.n_examples))
         rows.append(rec)
-        snaps[step] = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
-        opt_snaps[step] = copy.deepcopy(opt.state_dict())
+        snaps[step], opt_snaps[step] = state
 
-    curve = pd.DataFrame(train_plain(task, member, steps, logged, callback=callback,
-                                     with_optimizer=True))
+    if prefer_batched(task, [member]):  # the program the sweep trained it with
+        def batched_callback(step, group, evals):
+            if step in measured:
+                record(step, group.member_model(0), float(evals[0]),
+                       group.member_state(0, step))
+
+        curve = pd.DataFrame(train_batched(task, [member], steps, logged,
+                                           callback=batched_callback))
+    else:
+        def plain_callback(step, model, loss, opt):
+            if step in measured:
+                weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+                record(step, model, loss, (weights, copy.deepcopy(opt.state_dict())))
+
+        curve = pd.DataFrame(train_plain(task, member, steps, logged, callback=plain_callback,
+                                         with_optimizer=True))
     swept = sweep_frame[sweep_frame.run == member.run].set_index("step")["metric"]
     replay = curve.set_index("step")["metric"]
     both = pd.concat([replay, swept], axis=1, keys=["replay", "sweep"]).dropna()

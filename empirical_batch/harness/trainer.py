@@ -7,8 +7,8 @@ numbers). Runs that share a batch size and an optimizer are trained together: th
 parameters are stacked with `torch.func.stack_module_state` and one step of all
 of them is a single `torch.func.vmap`-ed forward pass, one backward pass and a
 batched update, so a GPU sees one large program instead of many tiny ones; on CUDA
-that step (`GroupStep`) is captured once in a CUDA graph and replayed, so its hundreds
-of small kernels cost one launch.
+that step (`empirical_batch.harness.group_step.GroupStep`) is captured once in a CUDA
+graph and replayed, so its hundreds of small kernels cost one launch.
 `train_plain` is the reference: one ``nn.Module`` and ``torch.optim`` optimizer
 per run, step by step; the tests hold the batched program to it.
 
@@ -18,25 +18,35 @@ log-spaced logging steps (`log_steps`), in the sweep schema (docs/design.md).
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import math
-import os
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from torch.func import functional_call, stack_module_state, vmap
 
 from .._numeric import log_steps
 from ..errors import InputError
+from .group_step import (
+    ADAM_BETAS,
+    ADAM_EPS,
+    CUDA_GRAPHS_ENV,
+    GRAPH_WARMUP,
+    GroupStep,
+    cuda_graphs_enabled,
+    cuda_graphs_setting,
+    run_group,
+    use_graphs,
+)
 from .tasks.base import Task
 
+__all__ = ["ADAM_BETAS", "ADAM_EPS", "CUDA_GRAPHS_ENV", "GRAPH_WARMUP", "OPTIMIZERS",
+           "GroupStep", "Member", "StepBudget", "cuda_graphs_enabled", "cuda_graphs_setting",
+           "group_members", "log_steps", "prefer_batched", "train_batched", "train_grid",
+           "train_group", "train_plain"]
+
 OPTIMIZERS = ("sgd", "adam")
-ADAM_BETAS = (0.9, 0.999)
-ADAM_EPS = 1e-8
 
 
 @dataclass(frozen=True)
@@ -154,161 +164,20 @@ def train_plain(
     return rows
 
 
-# ----------------------------------------------------------------------------- batched
-#: the environment variable that turns the CUDA-graph capture of `train_batched` off
-#: ("0") or on ("1", the default); ``empirical-batch harness --no-cuda-graphs`` sets it
-#: to "0", so that worker processes started by the command inherit it
-CUDA_GRAPHS_ENV = "EMPIRICAL_BATCH_CUDA_GRAPHS"
-#: eager steps on a side stream before a group's step is captured (PyTorch's CUDA-graph
-#: notes: warm-up runs let lazy initialisation happen outside the capture)
-GRAPH_WARMUP = 3
-
-
-def cuda_graphs_enabled() -> bool:
-    """Whether `train_batched` captures its step in a CUDA graph on CUDA (`CUDA_GRAPHS_ENV`)."""
-    value = os.environ.get(CUDA_GRAPHS_ENV, "1")
-    if value not in ("0", "1"):
-        raise InputError(f"{CUDA_GRAPHS_ENV} must be 0 or 1, got {value!r}")
-    return value == "1"
-
-
-@contextlib.contextmanager
-def cuda_graphs_setting(enabled: bool) -> Iterator[None]:
-    """Within the block, `train_batched` captures CUDA graphs (``True``) or not (``False``)."""
-    old = os.environ.get(CUDA_GRAPHS_ENV)
-    os.environ[CUDA_GRAPHS_ENV] = "1" if enabled else "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[CUDA_GRAPHS_ENV]
-        else:
-            os.environ[CUDA_GRAPHS_ENV] = old
-
-
-class GroupStep:
-    """One training step of a vmap group on static tensors.
-
-    The step is split in two: `load` (outside any graph) draws the step's batches with
-    the runs' ``torch.Generator``\\ s, copies them into the static input buffers and
-    writes Adam's bias corrections for step ``t`` into static scalars; `update` (the
-    part a CUDA graph captures) is the vmapped forward pass, the loss, the backward
-    pass and the foreach optimizer update, reading only static tensors and updating the
-    stacked parameters and optimizer state in place. Per member, with learning rate η,
-    gradient g and step t = 1, 2, ...:
-
-    - SGD: θ ← θ − η g;
-    - Adam (β₁, β₂, ε = `ADAM_BETAS`, `ADAM_EPS`; Kingma & Ba 2015, in the arithmetic
-      of ``torch.optim.Adam``'s single-tensor path): m ← β₁ m + (1 − β₁) g,
-      v ← β₂ v + (1 − β₂) g², θ ← θ − (η / (1 − β₁ᵗ)) m / (√v / √(1 − β₂ᵗ) + ε).
-
-    On the CPU ``load(t); update()`` is run as it is; on CUDA `train_batched` runs it
-    eagerly for `GRAPH_WARMUP` steps on a side stream, captures ``update`` once with
-    ``torch.cuda.graph`` and replays it for every later step.
-    """
-
-    def __init__(self, task: Task, members: Sequence[Member]) -> None:
-        self.task = task
-        self.n = len(members)
-        self.optimizer = members[0].optimizer
-        self.batch_size = members[0].batch_size
-        seeds = sorted({m.seed for m in members})
-        models = {s: task.init_model(s) for s in seeds}
-        params, self.buffers = stack_module_state([models[m.seed] for m in members])
-        self.params = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-        self.names = list(self.params)
-        self.plist = [self.params[k] for k in self.names]
-        base = copy.deepcopy(models[seeds[0]]).to("meta")
-
-        def loss_one(p, b, x, y):
-            return task.loss_fn(functional_call(base, (p, b), (x,)), y)
-
-        self.loss_one = loss_one
-        self.one_seed = len(seeds) == 1
-        # Members are independent, so the gradient of the *sum* of their losses with
-        # respect to the stacked parameters is each member's own gradient, exactly: one
-        # vmapped forward and one ordinary backward replace a vmap of torch.func.grad.
-        self.loss_all = vmap(loss_one, in_dims=(0, 0, None, None) if self.one_seed
-                             else (0, 0, 0, 0))
-        self.eval_all = vmap(loss_one, in_dims=(0, 0, None, None))
-        self.where = torch.tensor([seeds.index(m.seed) for m in members], device=task.device)
-        self.gens = [task.generator(s, self.batch_size) for s in seeds]
-        lr = torch.tensor([m.learning_rate for m in members], device=task.device,
-                          dtype=task.dtype)
-        self.lrs = [lr.reshape(-1, *([1] * (p.dim() - 1))) for p in self.plist]
-        if self.optimizer == "adam":
-            self.exp_avg = [torch.zeros_like(p) for p in self.plist]
-            self.exp_avg_sq = [torch.zeros_like(p) for p in self.plist]
-            self.bc1 = torch.ones((), device=task.device, dtype=task.dtype)
-            self.bc2_sqrt = torch.ones((), device=task.device, dtype=task.dtype)
-        self.x: torch.Tensor | None = None  # the static input buffers, made by the first load
-        self.y: torch.Tensor | None = None
-
-    def _draw(self) -> tuple[torch.Tensor, torch.Tensor]:
-        batches = [self.task.sample(g, self.batch_size) for g in self.gens]
-        if self.one_seed:
-            return batches[0]
-        return (torch.stack([b[0] for b in batches])[self.where],
-                torch.stack([b[1] for b in batches])[self.where])
-
-    def load(self, step: int) -> None:
-        """The batches and bias corrections of update ``step + 1`` into the static tensors."""
-        x, y = self._draw()
-        if self.x is None or self.y is None:
-            self.x, self.y = x.clone(), y.clone()
-        else:
-            self.x.copy_(x)
-            self.y.copy_(y)
-        if self.optimizer == "adam":
-            t = step + 1
-            self.bc1.fill_(1 - ADAM_BETAS[0] ** t)
-            self.bc2_sqrt.fill_(math.sqrt(1 - ADAM_BETAS[1] ** t))
-
-    def update(self) -> None:
-        """Forward, loss, backward and the optimizer update, on the static tensors only."""
-        total = self.loss_all(self.params, self.buffers, self.x, self.y).sum()
-        grads = list(torch.autograd.grad(total, self.plist))
-        with torch.no_grad():
-            if self.optimizer == "sgd":
-                torch._foreach_sub_(self.plist, torch._foreach_mul(grads, self.lrs))
-                return
-            b1, b2 = ADAM_BETAS
-            m1, m2 = self.exp_avg, self.exp_avg_sq
-            torch._foreach_lerp_(m1, grads, 1 - b1)
-            torch._foreach_mul_(m2, b2)
-            torch._foreach_addcmul_(m2, grads, grads, value=1 - b2)
-            denom = torch._foreach_sqrt(m2)
-            torch._foreach_div_(denom, self.bc2_sqrt)
-            torch._foreach_add_(denom, ADAM_EPS)
-            update = torch._foreach_mul(torch._foreach_div(self.lrs, self.bc1), m1)
-            torch._foreach_div_(update, denom)
-            torch._foreach_sub_(self.plist, update)
-
-    def evaluate(self, loop: bool) -> torch.Tensor:
-        """Every member's evaluation loss (on the device), vmapped or member by member."""
-        x_ev, y_ev = self.task.eval_data()
-        with torch.no_grad():
-            if not loop:
-                return self.eval_all(self.params, self.buffers, x_ev, y_ev).detach()
-            return torch.stack([
-                self.loss_one({k: v[i] for k, v in self.params.items()},
-                              {k: v[i] for k, v in self.buffers.items()}, x_ev, y_ev)
-                for i in range(self.n)])
-
-
 def train_batched(
     task: Task, members: Sequence[Member], steps: int, logged: Iterable[int], *, progress=None,
     cuda_graphs: bool | None = None,
+    callback: Callable[[int, GroupStep, torch.Tensor], None] | None = None,
 ) -> list[dict]:
     """Train ``members`` (one optimizer, one batch size) together as one vmapped program.
 
     Numerically the same computation as `train_plain` for each member (same
     initialisation, same batches, same update formulas), up to floating-point
-    summation order. Each step is `GroupStep`'s; on CUDA, with ``cuda_graphs`` (None:
-    `cuda_graphs_enabled`, on unless turned off), its update is captured in a CUDA graph
-    after `GRAPH_WARMUP` eager steps and replayed (the same kernels on the same
-    buffers, without the per-operation launch cost). ``cuda_graphs=True`` off CUDA is
-    an `InputError`.
+    summation order. Each step is `GroupStep`'s, driven by `run_group`; on CUDA, with
+    ``cuda_graphs`` (None: `cuda_graphs_enabled`, on unless turned off), its update is
+    captured in a CUDA graph after `GRAPH_WARMUP` eager steps and replayed.
+    ``cuda_graphs=True`` off CUDA is an `InputError`. ``callback(step, group,
+    eval_losses)`` is called at each logged step (the group is live: copy what you keep).
     """
     if not members:
         return []
@@ -319,44 +188,22 @@ def train_batched(
             f"train_batched needs one optimizer and one batch size, got {sorted(opts)} and "
             f"{sorted(sizes)}; use train_grid to group a mixed grid"
         )
-    if cuda_graphs and task.device.type != "cuda":
-        raise InputError(f"cuda_graphs=True needs a CUDA device; the task is on {task.device}")
-    graphed = task.device.type == "cuda" and (
-        cuda_graphs_enabled() if cuda_graphs is None else cuda_graphs)
+    graphed = use_graphs(task, cuda_graphs)
     logged = set(int(s) for s in logged)
     group = GroupStep(task, members)
     # on the CPU a large evaluation runs member by member (the vmapped forward of the
     # transformer tasks costs about twice the loop there); elsewhere in one program
     eval_loop = (task.device.type == "cpu"
                  and len(members) * eval_matmul_flops(task) > CPU_BATCH_FLOPS)
-    graph = None
-    # warm-up and capture on one side stream (PyTorch's CUDA-graph notes: lazily created
-    # per-stream state, such as cuBLAS workspaces, must exist before the capture)
-    side = torch.cuda.Stream(task.device) if graphed else None
     logs: list[tuple[int, torch.Tensor]] = []  # kept on the device, copied once at the end
-    for step in range(steps + 1):
+
+    def log(step: int) -> None:
         if step in logged:
             logs.append((step, group.evaluate(eval_loop)))
-        if step == steps:
-            break
-        group.load(step)  # outside any graph: the generators draw eagerly
-        if graph is not None:
-            graph.replay()
-        elif side is not None and step >= GRAPH_WARMUP:
-            graph = torch.cuda.CUDAGraph()
-            torch.cuda.synchronize(task.device)
-            with torch.cuda.graph(graph, stream=side):
-                group.update()  # recorded, not run
-            graph.replay()
-        elif side is not None:  # an eager warm-up step on the capture's stream
-            side.wait_stream(torch.cuda.current_stream(task.device))
-            with torch.cuda.stream(side):
-                group.update()
-            torch.cuda.current_stream(task.device).wait_stream(side)
-        else:
-            group.update()
-        if progress is not None:
-            progress.update(len(members))
+            if callback is not None:
+                callback(step, group, logs[-1][1])
+
+    run_group(group, steps, graphed=graphed, before_step=log, progress=progress)
     if not logs:
         return []
     table = torch.stack([v for _, v in logs]).cpu().tolist()  # one copy per group
