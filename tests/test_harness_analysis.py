@@ -233,6 +233,51 @@ def test_hvp_chunk_shrinks_with_activation_memory_and_changes_nothing(monkeypatc
         assert chunked[key] == pytest.approx(whole[key], rel=1e-10)
 
 
+def test_degenerate_one_step_fits_give_nan_not_an_error():
+    from empirical_batch.harness.one_step import curvature_line, fit_step_quadratic
+
+    eps = np.array([0.1, 0.2, 0.4, 0.8, 1.6])
+    dl = 2.0 * eps - 2.5 * eps**2
+    a, b = fit_step_quadratic(eps, np.where(eps > 1, -np.inf, dl))  # the largest diverged
+    assert a == pytest.approx(2.0) and b == pytest.approx(5.0)
+    assert np.isnan(fit_step_quadratic(eps, np.array([np.nan] * 3 + [1.0, -np.inf]))).all()
+    bs = np.array([1.0, 4.0, 16.0])
+    assert np.isnan(curvature_line(bs, 1 + 2 / bs, np.ones(3), np.zeros(3))).all()
+    assert np.isnan(curvature_line(bs, 1 + 2 / bs, np.ones(3), [1.0, np.nan, 1.0])).all()
+    a_bar, c, d = curvature_line(bs, 1 + 2 / bs, np.ones(3), np.ones(3))
+    assert (a_bar, c, d) == (pytest.approx(1.0), pytest.approx(1.0), pytest.approx(2.0))
+    # one batch per batch size: no spread, so no weights; the experiment reports NaN
+    task = _Linear().to("cpu", torch.float64)
+    state = {"weight": 0.3 * torch.ones(1, task.options.dim, dtype=torch.float64)}
+    spec = OneStepSpec(batch_sizes=(1, 16), n_batches=1, n_eps=8, n_checkpoints=1,
+                       n_examples=64, n_boot=3)
+    res = one_step_at(task, state, spec, learning_rate=0.1)
+    assert np.isnan(res.summary["b_noise_fit"]) and np.isfinite(res.summary["b_noise_hvp"])
+
+
+def test_grad_chunk_and_the_memory_budget(monkeypatch):
+    from empirical_batch.harness import scales as library
+
+    task = _Linear().to("cpu", torch.float64)
+    model = task.init_model(0).double()
+    x, y = task.objective_data()
+    per = library.saved_bytes_per_example(model, task.loss_fn, x, y)
+    assert library.saved_bytes_budget("cpu") == library.SAVED_BYTES
+    assert library.grad_chunk(model, task.loss_fn, x, y) == x.shape[0]  # all at once
+    assert library.grad_chunk(model, task.loss_fn, x, y, budget=5 * per) == 5
+    assert library.grad_chunk(model, task.loss_fn, x, y, budget=1) == 1
+    assert library.hvp_chunk(model, task.loss_fn, x, y, budget=3 * per * x.shape[0]) == 3
+
+
+@pytest.mark.gpu
+def test_the_budget_on_cuda_is_a_share_of_the_device():
+    from empirical_batch.harness import scales as library
+
+    total = torch.cuda.get_device_properties(0).total_memory
+    want = max(library.SAVED_BYTES, int(total * library.CUDA_MEMORY_FRACTION))
+    assert library.saved_bytes_budget("cuda") == want
+
+
 def _noise_and_one_step(device):
     task = _Linear().to(device, torch.float64)
     state = {"weight": 0.3 * torch.ones(1, task.options.dim, dtype=torch.float64)}

@@ -93,6 +93,15 @@ def test_brute_force_hessian_on_mlp():
     assert res.b_simple == pytest.approx(np.trace(sigma) / (g @ g), rel=1e-9)
 
 
+def test_chunks_change_nothing_but_round_off():
+    model, x, y = _double_mlp(1, 3, 4, 12)
+    whole = hessian_noise_scale(model, _mse, x, y)
+    for hvps, grads in ((3, None), (5, 2), (None, 1), (64, 7)):
+        part = hessian_noise_scale(model, _mse, x, y, chunk_size=hvps, grad_chunk_size=grads)
+        for key in ("g2", "ghg", "trace_sigma", "trace_h_sigma"):
+            assert getattr(part, key) == pytest.approx(getattr(whole, key), rel=1e-12)
+
+
 def test_bad_input():
     model = nn.Linear(2, 1)
     model.requires_grad_(False)
@@ -106,6 +115,8 @@ def test_bad_input():
             hessian_noise_scale(lin, _mean, x3, y3, ddof=bad)
     with pytest.raises(ValueError, match="chunk_size must be >= 1"):
         hessian_noise_scale(lin, _mean, x3, y3, chunk_size=0)
+    with pytest.raises(ValueError, match="grad_chunk_size must be >= 1"):
+        hessian_noise_scale(lin, _mean, x3, y3, grad_chunk_size=0)
     with pytest.raises(ValueError, match=r"targets must have the batch size of inputs \(3\)"):
         hessian_noise_scale(lin, _mean, x3, torch.zeros(()))
     with pytest.raises(TypeError, match="inputs must be a tensor"):

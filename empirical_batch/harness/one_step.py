@@ -71,7 +71,8 @@ def fit_step_quadratic(eps: np.ndarray, mean_dl: np.ndarray) -> tuple[float, flo
     r"""Fit one SGD step's measured improvement to the model $\Delta L(\epsilon) =
     a\epsilon - \tfrac12 b\epsilon^2$ (McCandlish et al. 2018, eq. 2.5), through the
     origin, by least squares over the rates up to twice the best one measured (and at
-    least the three smallest), and return $(a, b)$. The optimum is
+    least the three smallest; non-finite improvements, steps that diverged, left out),
+    and return $(a, b)$: NaN when fewer than 3 improvements are finite. The optimum is
     `step_optimum` ``(a, b)``: $\epsilon_{opt} = a/b$, $\Delta L_{opt} = a^2/2b$.
 
     A library function (the harness's one-step experiment uses it): measure the mean
@@ -87,12 +88,37 @@ def fit_step_quadratic(eps: np.ndarray, mean_dl: np.ndarray) -> tuple[float, flo
     mean_dl = np.asarray(mean_dl, dtype=float)
     if eps.ndim != 1 or eps.shape != mean_dl.shape or eps.size < 3:
         raise InputError("eps and mean_dl must be 1-D arrays of the same length >= 3")
-    k_hat = int(np.nanargmax(mean_dl))
+    finite = np.isfinite(mean_dl)
+    if finite.sum() < 3:  # e.g. every step diverged: no quadratic to fit
+        return float("nan"), float("nan")
+    k_hat = int(np.nanargmax(np.where(finite, mean_dl, -np.inf)))
     keep = eps <= 2 * eps[k_hat]
     keep[:3] = True
+    keep &= finite
+    if keep.sum() < 2:
+        return float("nan"), float("nan")
     x = np.stack([eps[keep], -0.5 * eps[keep] ** 2], axis=1)
     coef, *_ = np.linalg.lstsq(x, mean_dl[keep], rcond=None)
     return float(coef[0]), float(coef[1])
+
+
+def curvature_line(batch_sizes, b, a, sd) -> tuple[float, float, float]:
+    r"""The weighted least-squares line $b_B = c + d/B$ through the per-B curvatures
+    ``b`` (weights $1/\mathrm{sd}^2$) and the weighted mean $\bar a$ of the gains
+    ``a``: $(\bar a, c, d)$, so that $B_{noise} = d/c$ (eq. 2.6). All NaN when an input
+    is not finite or a spread is not positive (no weights: e.g. a single batch per B),
+    and where fewer than two batch sizes remain: a status, not an error.
+    """
+    bs, b, a, sd = (np.asarray(v, float) for v in (batch_sizes, b, a, sd))
+    if (len(bs) < 2 or not np.all(np.isfinite(np.concatenate([bs, b, a, sd])))
+            or not np.all(sd > 0)):
+        return float("nan"), float("nan"), float("nan")
+    w = 1.0 / sd**2
+    if not np.all(np.isfinite(w)):
+        return float("nan"), float("nan"), float("nan")
+    x = np.stack([np.ones_like(bs), 1.0 / bs], axis=1) * np.sqrt(w)[:, None]
+    (c, d), *_ = np.linalg.lstsq(x, b * np.sqrt(w), rcond=None)
+    return float(np.average(a, weights=w)), float(c), float(d)
 
 
 def _pct(values, q: float) -> float:
@@ -128,10 +154,12 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
     eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
 
     # batch gradients in vmap chunks of c batches, c × B × (saved bytes per example)
-    # <= scales.SAVED_BYTES: unchunked, the full preset's sequence task would hold the
-    # float64 activations of 128 × 1024 windows at once (about 1 MB each on the CPU).
+    # <= scales.saved_bytes_budget (2 GiB on the CPU): unchunked, the full preset's
+    # sequence task would hold the float64 activations of 128 × 1024 windows at once
+    # (about 1 MB each on the CPU).
     # The result does not depend on the chunk beyond round-off.
     per_example = saved_bytes_per_example(model, task.loss_fn, x_o, y_o)
+    budget = scales.saved_bytes_budget(device)
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
 
@@ -148,7 +176,7 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         idx = torch.randint(n_obj, (spec.n_batches, b), generator=gen).to(device)
         xs, ys = x_o[idx], y_o[idx]
-        chunk = max(1, scales.SAVED_BYTES // (per_example * int(b)))
+        chunk = max(1, budget // (per_example * int(b)))
         batch_grads = vmap(grad(loss_p), in_dims=(None, 0, 0),
                            chunk_size=chunk if chunk < spec.n_batches else None)
         g = batch_grads(params, xs, ys)  # each [n_batches, ...]
@@ -181,20 +209,13 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
     table = pd.DataFrame(rows)
     bs = table["batch_size"].to_numpy(float)
 
-    def regress(bvals, avals, sd):
-        w = 1.0 / np.maximum(sd, 1e-300) ** 2
-        x = np.stack([np.ones_like(bs), 1.0 / bs], axis=1) * np.sqrt(w)[:, None]
-        (c, d), *_ = np.linalg.lstsq(x, bvals * np.sqrt(w), rcond=None)
-        a_bar = float(np.average(avals, weights=w))
-        return a_bar, c, d
-
     sd = table["b_sd"].to_numpy(float)
-    a_bar, c, d = regress(table["b"].to_numpy(float), table["a"].to_numpy(float), sd)
+    a_bar, c, d = curvature_line(bs, table["b"].to_numpy(float), table["a"].to_numpy(float), sd)
     fit_draws = []
     for i in range(spec.n_boot):
         bi = np.array([boots[b][i, 1] for b in spec.batch_sizes])
         ai = np.array([boots[b][i, 0] for b in spec.batch_sizes])
-        _, ci, di = regress(bi, ai, sd)
+        _, ci, di = curvature_line(bs, bi, ai, sd)
         fit_draws.append(di / ci if ci > 0 else np.nan)
     ok_fit = c > 0 and d >= 0 and a_bar > 0
     b_noise_fit = d / c if ok_fit else float("nan")

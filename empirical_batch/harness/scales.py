@@ -12,8 +12,8 @@ reference runs (`empirical_batch.harness.noise`) and by the one-step experiment
 
 from __future__ import annotations
 
-__all__ = ["HVP_CHUNK", "SAVED_BYTES", "collector_b_simple", "hessian_scales", "hvp_chunk",
-           "saved_bytes_per_example"]
+__all__ = ["HVP_CHUNK", "SAVED_BYTES", "collector_b_simple", "grad_chunk", "hessian_scales",
+           "hvp_chunk", "saved_bytes_budget", "saved_bytes_per_example"]
 
 #: most Hessian-vector products evaluated at once by ``hessian_noise_scale``
 HVP_CHUNK = 64
@@ -24,6 +24,21 @@ HVP_CHUNK = 64
 #: transformer was about 6× this product for HVPs (double backward) and 3× for
 #: batch gradients, so 2 GiB here is roughly 6–12 GiB of memory.
 SAVED_BYTES = 2**31
+#: on CUDA the bound is this fraction of the device's memory (at least `SAVED_BYTES`):
+#: about 5 GB on an 80 GB H100, so the peak (≤ 6× the bound) stays under half the device
+CUDA_MEMORY_FRACTION = 1 / 16
+
+
+def saved_bytes_budget(device) -> int:
+    """The bound on (saved bytes per example) × (examples in one chunk) on ``device``:
+    `SAVED_BYTES` on the CPU; on CUDA `CUDA_MEMORY_FRACTION` of the device's memory."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return SAVED_BYTES
+    total = torch.cuda.get_device_properties(device).total_memory
+    return max(SAVED_BYTES, int(total * CUDA_MEMORY_FRACTION))
 
 
 def saved_bytes_per_example(model, loss_fn, inputs, targets) -> int:
@@ -48,20 +63,34 @@ def saved_bytes_per_example(model, loss_fn, inputs, targets) -> int:
     return max(saved(2) - saved(1), 1)
 
 
-def hvp_chunk(model, loss_fn, inputs, targets) -> int:
+def hvp_chunk(model, loss_fn, inputs, targets, budget: int | None = None) -> int:
     """HVPs per vmapped chunk: ``HVP_CHUNK``, fewer when the activations are large.
 
     Each HVP of the mean loss over the ``n`` examples is a double backward through
     all of them, so a chunk of c HVPs holds about c × n × (saved bytes per example)
     several times over; c is the largest value (at most ``HVP_CHUNK``, at least 1)
-    with c × n × saved bytes <= ``SAVED_BYTES``. The ``full`` preset's sequence
-    task (1,024 windows in float64) would otherwise need over 100 GiB at c = 64.
+    with c × n × saved bytes <= ``budget`` (default `saved_bytes_budget` of the
+    inputs' device). The ``full`` preset's sequence task (1,024 windows in float64)
+    would otherwise need over 100 GiB at c = 64.
     """
     n = int(inputs.shape[0])
     if n < 2:
         return HVP_CHUNK
+    if budget is None:
+        budget = saved_bytes_budget(inputs.device)
     per = saved_bytes_per_example(model, loss_fn, inputs, targets)
-    return int(max(1, min(HVP_CHUNK, SAVED_BYTES // (per * n))))
+    return int(max(1, min(HVP_CHUNK, budget // (per * n))))
+
+
+def grad_chunk(model, loss_fn, inputs, targets, budget: int | None = None) -> int:
+    """Per-example gradients per vmapped chunk: each is one backward through one
+    example, so c × (saved bytes per example) <= ``budget`` (default
+    `saved_bytes_budget` of the inputs' device), at least 1, at most the examples."""
+    n = int(inputs.shape[0])
+    if budget is None:
+        budget = saved_bytes_budget(inputs.device)
+    per = saved_bytes_per_example(model, loss_fn, inputs, targets) if n >= 2 else 1
+    return int(max(1, min(n, budget // per)))
 
 
 def hessian_scales(model, loss_fn, inputs, targets) -> dict:
@@ -71,12 +100,14 @@ def hessian_scales(model, loss_fn, inputs, targets) -> dict:
     ``b_noise_pop``/``b_simple_pop`` are the estimates for the population they were
     drawn from (``HessianNoiseScale.unbiased``).
     Hessian-vector products run `hvp_chunk` at a time (memory n × chunk
-    activations; the result does not depend on it beyond round-off).
+    activations) and per-example gradients `grad_chunk` at a time; the result does not
+    depend on either beyond round-off.
     """
     from empirical_batch.measure import hessian_noise_scale
 
     chunk = hvp_chunk(model, loss_fn, inputs, targets)
-    r = hessian_noise_scale(model, loss_fn, inputs, targets, chunk_size=chunk)
+    r = hessian_noise_scale(model, loss_fn, inputs, targets, chunk_size=chunk,
+                            grad_chunk_size=grad_chunk(model, loss_fn, inputs, targets))
     pop = r.unbiased()
     return {**r.to_dict(), "b_noise_pop": pop.b_noise, "b_simple_pop": pop.b_simple}
 

@@ -92,12 +92,16 @@ class HessianNoiseScale:
 
 
 def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: int = 0,
-                        chunk_size: int | None = None) -> HessianNoiseScale:
+                        chunk_size: int | None = None,
+                        grad_chunk_size: int | None = None) -> HessianNoiseScale:
     """$B_{noise}$ and $B_{simple}$ at the current parameters.
 
     ``loss_fn(outputs, targets)`` is the batch-mean loss; ``ddof=0`` treats the
     ``n`` examples as the whole data set (population covariance), ``ddof=1`` as a
-    sample from a larger one. ``chunk_size`` limits how many HVPs run at once.
+    sample from a larger one. ``chunk_size`` limits how many HVPs run at once (each
+    a double backward through all ``n`` examples) and ``grad_chunk_size`` how many
+    per-example gradients (default: ``chunk_size``); neither changes the result
+    beyond round-off.
     Computation is in the parameters' dtype (use float64 for exact checks).
     """
     from torch.func import functional_call, grad, vmap
@@ -108,6 +112,10 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
         raise InputError(f"ddof must be a non-negative integer (0 or 1), got {ddof!r}")
     if chunk_size is not None:
         chunk_size = check_batch_size(chunk_size, "chunk_size")
+    if grad_chunk_size is None:
+        grad_chunk_size = chunk_size
+    else:
+        grad_chunk_size = check_batch_size(grad_chunk_size, "grad_chunk_size")
     if n - ddof < 1:
         raise InputError(f"need more than ddof={ddof} examples, got {n}")
     names = [k for k, _ in chosen]
@@ -124,7 +132,7 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
         return loss_fn(functional_call(model, {**fixed, **unflat(vec)}, (x,)), y)
 
     per = vmap(grad(lambda v, x, y: loss_at(v, x.unsqueeze(0), y.unsqueeze(0))),
-               in_dims=(None, 0, 0), chunk_size=chunk_size)(theta, inputs, targets)
+               in_dims=(None, 0, 0), chunk_size=grad_chunk_size)(theta, inputs, targets)
     g = per.mean(0)
     dev = per - g
     g_full = grad(lambda v: loss_at(v, inputs, targets))
