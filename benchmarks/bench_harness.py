@@ -7,7 +7,7 @@ SGD and Adam) with step budgets × ``--scale`` in each mode of ``--modes``:
   looped by `empirical_batch.harness.trainer.prefer_batched`);
 - ``batched``: every group as one vmapped program, run eagerly (no CUDA graph);
 - ``graphed`` (CUDA only): every group as one vmapped program whose step is captured in a
-  CUDA graph and replayed (`empirical_batch.harness.trainer.GroupStep`; what ``auto``
+  CUDA graph and replayed (`empirical_batch.harness.group_step.GroupStep`; what ``auto``
   does on CUDA unless ``EMPIRICAL_BATCH_CUDA_GRAPHS=0``);
 - ``plain``: one run at a time with ``torch.optim``.
 
@@ -24,18 +24,13 @@ is preceded by a short untimed warm-up.
     python benchmarks/bench_harness.py --config full --scale 0.05 --device cuda --modes auto batched
     python benchmarks/bench_harness.py --config full --scale 0.05 --device cuda \
         --modes graphed batched            # CUDA graphs against eager steps
-    python benchmarks/bench_harness.py --config full --estimate-only --op-us 24 \
-        --peak-tflops 50                   # a device's time from op counts (no training)
-    python benchmarks/bench_harness.py --config full --estimate-only --op-us 24 \
-        --peak-tflops 50 --graph-op-us 2   # ... with each group's update graph-replayed
+    python benchmarks/bench_harness.py --config full --scale 0.05 --device cuda \
+        --modes graphed --estimate         # ... and the preset at scale 1 from counts
 
-``--estimate`` prints, per task, the preset's sweep and analysis time at scale 1 from
-counts, not training: aten operations per vmapped step and per plain-loop step (counted
-with a dispatch mode), the steps each takes, and matmul FLOPs, at a time per operation
-and a matmul rate (measured on this device, or given). With ``--graph-op-us`` the
-sweep's steps are priced as CUDA-graph replays: the operations of `GroupStep.update`
-(captured) at that time each, those of `GroupStep.load` (the batches drawn and copied
-outside the graph) still at the time per operation.
+``--estimate`` (or ``--estimate-only``, no timed training) prints the preset's time at
+scale 1 from operation counts and FLOPs, sweeps and analysis, with
+``benchmarks/estimate_harness.py`` at the rates measured here (or given with
+``--op-us``, ``--graph-op-us``, ``--peak-tflops``).
 """
 
 from __future__ import annotations
@@ -53,14 +48,10 @@ import torch
 from empirical_batch.harness.config import get_config, scale_budget
 from empirical_batch.harness.device import resolve_device, sync_device
 from empirical_batch.harness.trainer import (
-    GroupStep,
-    Member,
     StepBudget,
     group_members,
     log_steps,
-    train_batched,
     train_grid,
-    train_plain,
 )
 
 MODES = ("auto", "graphed", "batched", "plain")
@@ -147,88 +138,6 @@ def count_ops(fn) -> int:
     return Count.n
 
 
-def ops_per_step(task, group) -> tuple[int, int]:
-    """aten ops of one step of ``group`` as one vmapped program, and of one run's step
-    in the plain loop: the ops of 3 steps minus those of 2 (the same evaluations)."""
-    def batched(s):
-        return count_ops(lambda: train_batched(task, group, s, log_steps(s, 2)))
-
-    def plain(s):
-        return count_ops(lambda: train_plain(task, group[0], s, log_steps(s, 2)))
-
-    batched(1)  # one-time work (the FLOP counts of the batched/loop rule) not counted
-    return batched(3) - batched(2), plain(3) - plain(2)
-
-
-def graph_ops(task, group) -> tuple[int, int]:
-    """aten ops of one step of ``group`` outside a CUDA graph (`GroupStep.load`: draw
-    the batches, copy them into the static buffers) and inside it (`GroupStep.update`)."""
-    step = GroupStep(task, group)
-    step.load(0)
-    step.update()  # one-time work not counted
-    return count_ops(lambda: step.load(1)), count_ops(step.update)
-
-
-def analysis_plain_steps(plan) -> int:
-    """Training steps the analysis takes in the plain loop for one task: the reference
-    runs (one per optimizer) and branched training (at each checkpoint the k = 1
-    reference branch and every factor × seed branch)."""
-    opts = plan.sweep.optimizers
-    steps = len(opts) * plan.sweep.budget.steps(plan.noise.batch_size)
-    b = plan.branched
-    if b is not None:
-        per_checkpoint = b.steps_at_base + len(b.seeds) * sum(
-            -(-b.steps_at_base // k) for k in b.factors)
-        steps += len(opts) * b.n_checkpoints * per_checkpoint
-    return steps
-
-
-def estimate(cfg, dev, peak: float, t_op: float, t_graph: float | None = None) -> None:
-    """The preset's time at scale 1 on this device, from op counts and FLOPs (no training);
-    with ``t_graph`` (seconds per operation replayed in a CUDA graph) the sweep's updates
-    are priced as graph replays."""
-    print()
-    graphs = "" if t_graph is None else f", {t_graph * 1e6:.1f} us per graph-replayed op"
-    print(f"estimate at scale 1, {t_op * 1e6:.1f} us per op{graphs}, "
-          f"{peak / 1e12:.2f} TFLOP/s matmul:")
-    head = (f"{'task':16s} {'vm-steps':>9s} {'ops/vm-step':>11s} {'plain steps':>11s} "
-            f"{'ops/step':>9s} {'TFLOP':>8s} {'sweep s':>8s} {'analysis s':>10s}")
-    if t_graph is not None:
-        head = head.replace("ops/vm-step", "ops out+in")
-    print(head)
-    print("-" * len(head))
-    tot = [0.0, 0.0]
-    for plan in cfg.plans:
-        task = plan.make_task().to(dev)
-        members = plan.sweep.members()
-        groups = group_members(members)
-        mid = groups[len(groups) // 2]
-        small = [Member(m.optimizer, 4, m.learning_rate, m.seed) for m in mid]
-        ops_b, ops_p = ops_per_step(task, small)
-        vm = sum(plan.sweep.budget.steps(g[0].batch_size) for g in groups)
-        plain = analysis_plain_steps(plan)
-        flops = sweep_flops(task, members, plan.sweep.budget)
-        sweep_s = vm * ops_b * t_op + flops / peak
-        ops_col = f"{ops_b:11d}"
-        if t_graph is not None:
-            ops_out, ops_in = graph_ops(task, small)
-            sweep_s = vm * (ops_out * t_op + ops_in * t_graph) + flops / peak
-            ops_col = f"{f'{ops_out}+{ops_in}':>11s}"
-        analysis_s = plain * ops_p * t_op
-        tot[0] += sweep_s
-        tot[1] += analysis_s
-        print(f"{plan.task:16s} {vm:9d} {ops_col} {plain:11d} {ops_p:9d} {flops / 1e12:8.3f} "
-              f"{sweep_s:8.1f} {analysis_s:10.1f}")
-    print(f"{'all':16s} {'':9s} {'':11s} {'':11s} {'':9s} {'':8s} {tot[0]:8.1f} {tot[1]:10.1f}")
-    print("sweep s = vm-steps × ops/vm-step × s/op + matmul FLOPs / rate; analysis s = plain "
-          "steps (reference runs, branched training) × ops/step × s/op; one-step experiment, "
-          "Hessian products and fits not included")
-    if t_graph is not None:
-        print("with graphs: sweep s = vm-steps × (ops outside the graph × s/op + ops in the "
-              "graph × s/graph-op) + matmul FLOPs / rate; the analysis's plain loops are not "
-              "captured")
-
-
 def step_flops(task, batch_size: int) -> tuple[float, float]:
     """Matmul FLOPs of one training step (forward + backward) at ``batch_size`` and of
     one evaluation of the evaluation set, for one run."""
@@ -252,6 +161,24 @@ def sweep_flops(task, members, budget: StepBudget) -> float:
         train, ev = per_b[m.batch_size]
         total += steps * train + len(log_steps(steps, budget.n_log)) * ev
     return total
+
+
+def estimate(args, peak: float, t_op: float, t_graph: float | None) -> int:
+    """The preset at scale 1 priced by `estimate_harness` at the given rates, or at the
+    ones measured here (`matmul_rate`, `op_seconds`, `graph_op_seconds`)."""
+    import estimate_harness
+
+    print()
+    dev = resolve_device(args.device)
+    memory = (torch.cuda.get_device_properties(dev).total_memory / 2**30
+              if dev.type == "cuda" else 0)
+    argv = ["--config", args.config, "--device", args.device,
+            "--device-memory-gib", str(memory),
+            "--op-us", str(args.op_us or t_op * 1e6),
+            "--peak-tflops", str(args.peak_tflops or peak / 1e12)]
+    graph_us = args.graph_op_us or (None if t_graph is None else t_graph * 1e6)
+    argv += ["--no-graphs"] if graph_us is None else ["--graph-op-us", str(graph_us)]
+    return estimate_harness.main(argv + (["--tasks", *args.tasks] if args.tasks else []))
 
 
 def main(argv=None) -> int:
@@ -296,10 +223,7 @@ def main(argv=None) -> int:
           f"{t_op * 1e6:.2f} us per small op"
           + ("" if t_graph is None else f", {t_graph * 1e6:.2f} us replayed in a CUDA graph"))
     if args.estimate_only:
-        estimate(cfg, dev, 1e12 * args.peak_tflops if args.peak_tflops else peak,
-                 1e-6 * args.op_us if args.op_us else t_op,
-                 t_graph if args.graph_op_us is None else 1e-6 * args.graph_op_us)
-        return 0
+        return estimate(args, peak, t_op, t_graph)
     modes = [m for m in MODES if m in args.modes]
     head = f"{'task':16s} {'runs':>5s} {'run-steps':>10s} {'vm-steps':>9s} " + " ".join(
         f"{m + ' s':>10s}" for m in modes)
@@ -346,9 +270,7 @@ def main(argv=None) -> int:
     print(f"run-steps/s, vs plain (plain s / {first} s) and roofline (matmul FLOP/s as a share "
           f"of the rate above) are for the {first} mode")
     if args.estimate:
-        estimate(cfg, dev, 1e12 * args.peak_tflops if args.peak_tflops else peak,
-                 1e-6 * args.op_us if args.op_us else t_op,
-                 t_graph if args.graph_op_us is None else 1e-6 * args.graph_op_us)
+        return estimate(args, peak, t_op, t_graph)
     return 0
 
 

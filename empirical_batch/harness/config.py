@@ -239,9 +239,10 @@ def _cpu() -> HarnessConfig:
 def _full() -> HarnessConfig:
     # GPU preset. The sweeps take 152,320 vmapped steps in all (`python -m
     # empirical_batch.harness.config full`); a step of these models is bound by
-    # per-operation overhead (2.7-12 ms per step on an H100 for an earlier version), so
-    # the whole preset is estimated at 22-24 minutes on one H100 (docs/benchmarks.md,
-    # "The full preset on one H100"): run it in pieces with --time-budget.
+    # per-operation overhead, so the preset is priced from operation counts at about
+    # 7-8 minutes on one H100 with CUDA graphs and 20 minutes without
+    # (`benchmarks/estimate_harness.py`; docs/benchmarks.md, "The full preset on one
+    # H100"). --time-budget runs it in pieces where a command's time is shorter.
     bs = tuple(2**k for k in range(0, 11))  # 1 … 1024: 11 powers of two
     budget = StepBudget(examples=2**14, min_steps=256, max_steps=2**13, n_log=32)
     one = OneStepSpec(batch_sizes=tuple(2**k for k in range(0, 12)), n_batches=256, n_eps=32,
@@ -269,11 +270,8 @@ def _full() -> HarnessConfig:
                      {"context": 32, "n_layers": 2, "eval_windows": 512,
                       "objective_windows": 1024}),
             # Tiny Shakespeare, 31,745 parameters, B = 2 … 4096 windows of 64 characters.
-            # Not yet run on a GPU; estimated for one H100 at 255-375 s of sweep (25,600
-            # vmapped steps, 1.5e15 matmul FLOPs) and over 280 s of analysis, nearly all
-            # of it training and float64 Hessian products; the fits, tables and figures
-            # take about 15 s per task on a CPU, about 3 s (the figures) once cached
-            # (docs/benchmarks.md).
+            # Not yet run on a GPU; priced at about 156 s on one H100 (88 s of sweep,
+            # 1.9e15 matmul FLOPs in all, 47 s of float64 measurements; docs/benchmarks.md).
             # Rates from CPU pilots of this model: best Adam 2^-8 at B = 2 (2048 steps) and
             # 2^-6 at B = 64 (512 steps); best SGD 2^-1 and 2^0, with 2^1 diverging at both
             TaskPlan("text_lm",

@@ -15,7 +15,8 @@ from __future__ import annotations
 __all__ = ["HVP_CHUNK", "SAVED_BYTES", "collector_b_simple", "grad_chunk", "hessian_scales",
            "hvp_chunk", "saved_bytes_budget", "saved_bytes_per_example"]
 
-#: most Hessian-vector products evaluated at once by ``hessian_noise_scale``
+#: most Hessian-vector products evaluated at once by ``hessian_noise_scale`` on the CPU
+#: (on CUDA only the memory bound, `saved_bytes_budget`, limits a chunk)
 HVP_CHUNK = 64
 
 #: bound on (bytes autograd saves per example) × (examples in one vmapped chunk) for
@@ -64,22 +65,24 @@ def saved_bytes_per_example(model, loss_fn, inputs, targets) -> int:
 
 
 def hvp_chunk(model, loss_fn, inputs, targets, budget: int | None = None) -> int:
-    """HVPs per vmapped chunk: ``HVP_CHUNK``, fewer when the activations are large.
+    """HVPs per vmapped chunk: at most ``HVP_CHUNK`` on the CPU and ``n`` on CUDA, fewer
+    when the activations are large.
 
     Each HVP of the mean loss over the ``n`` examples is a double backward through
     all of them, so a chunk of c HVPs holds about c × n × (saved bytes per example)
-    several times over; c is the largest value (at most ``HVP_CHUNK``, at least 1)
+    several times over; c is the largest value (at most the cap above, at least 1)
     with c × n × saved bytes <= ``budget`` (default `saved_bytes_budget` of the
     inputs' device). The ``full`` preset's sequence task (1,024 windows in float64)
     would otherwise need over 100 GiB at c = 64.
     """
     n = int(inputs.shape[0])
+    cap = HVP_CHUNK if inputs.device.type == "cpu" else max(n, 1)
     if n < 2:
-        return HVP_CHUNK
+        return cap
     if budget is None:
         budget = saved_bytes_budget(inputs.device)
     per = saved_bytes_per_example(model, loss_fn, inputs, targets)
-    return int(max(1, min(HVP_CHUNK, budget // (per * n))))
+    return int(max(1, min(cap, budget // (per * n))))
 
 
 def grad_chunk(model, loss_fn, inputs, targets, budget: int | None = None) -> int:
