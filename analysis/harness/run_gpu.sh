@@ -28,7 +28,8 @@
 #                  (fills the "harness report full" section of docs/validation.md and
 #                  docs/img/harness-full/; in the smoke mode a copy under OUT/docs instead)
 #   bench_harness  python benchmarks/bench_harness.py --config full --scale 0.05 --device cuda
-#                  --modes auto batched
+#                  --modes graphed batched --estimate (and the preset priced at the rates
+#                  measured there: benchmarks/estimate_harness.py)
 #   bench_simulate python benchmarks/bench_simulate.py
 #   bench_measure  python benchmarks/bench_measure.py --device cuda --reps 15
 #   bench_measure_gpt2  python benchmarks/bench_measure.py --device cuda --models gpt2 --bf16
@@ -39,7 +40,7 @@
 # exits 1 if any step failed, and the summary names them.
 set -euo pipefail
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -e/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
 
 SMOKE="${CPU_SMOKE:-0}"
 OUT=""
@@ -83,7 +84,7 @@ else
     MODE="GPU (full config)"
     DEVICE=cuda
     HARNESS_ARGS=(--config full --device cuda)
-    BENCH_HARNESS_ARGS=(--config full --scale 0.05 --device cuda --modes auto batched)
+    BENCH_HARNESS_ARGS=(--config full --scale 0.05 --device cuda --modes graphed batched --estimate)
     BENCH_SIMULATE_ARGS=()
     BENCH_MEASURE_ARGS=(--device cuda --reps 15)
     BENCH_GPT2_ARGS=(--device cuda --models gpt2 --bf16 --gpt2-batch 32 --reps 15 --no-ddp)
