@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import bench_harness  # noqa: E402
-import estimate_harness  # noqa: E402
+import bench_harness
+import estimate_harness
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
