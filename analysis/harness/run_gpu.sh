@@ -3,7 +3,7 @@
 # "Running the GPU validation"). Run from anywhere inside a checkout; no install
 # needed (PYTHONPATH is set to the checkout root).
 #
-#   analysis/harness/run_gpu.sh [OUT]            # one CUDA GPU; OUT defaults to data/harness-full
+#   analysis/harness/run_gpu.sh [OUT]            # one CUDA GPU; OUT defaults to data/harness-gpu
 #   analysis/harness/run_gpu.sh --dry-run [OUT]  # CPU smoke test: tiny config, small benchmarks
 #   CPU_SMOKE=1 analysis/harness/run_gpu.sh      # the same as --dry-run
 #   PYTHON=/path/to/python analysis/harness/run_gpu.sh
@@ -62,7 +62,7 @@ PYTHON="${PYTHON:-python3}"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export MPLBACKEND=Agg
 if [[ -z "$OUT" ]]; then
-    if [[ "$SMOKE" == 1 ]]; then OUT="$(mktemp -d)/harness-smoke"; else OUT="data/harness-full"; fi
+    if [[ "$SMOKE" == 1 ]]; then OUT="$(mktemp -d)/harness-smoke"; else OUT="data/harness-gpu"; fi
 fi
 mkdir -p "$OUT/logs"
 OUT="$(cd "$OUT" && pwd)"
