@@ -80,20 +80,29 @@ def test_a_diverging_branch_is_nan_from_its_first_bad_loss_and_spares_the_others
     assert all(np.all(np.isfinite(v)) for v in calm.values())
 
 
-@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "both"])
 def test_member_state_restarts_a_group_where_it_stopped(optimizer):
     task = _task()
-    members = [Member(optimizer, 4, lr, s) for lr in (1e-2, 5e-2) for s in (0, 1)]
+    opts = ("adam", "sgd") if optimizer == "both" else (optimizer, optimizer)
+    members = [Member(o, 4, lr, s) for o, lr in zip(opts, (1e-2, 5e-2), strict=True)
+               for s in (0, 1)]
     whole = GroupStep(task, members, record_loss=True)
     losses_whole = run_group(whole, 9, graphed=False)
     first = GroupStep(task, members, record_loss=True)
     run_group(first, 5, graphed=False)
-    states = [first.member_state(i, 5) for i in range(len(members))]
-    if optimizer == "adam":
-        assert int(states[0][1]["state"][0]["step"]) == 5
-        torch.optim.Adam(task.init_model(0).parameters()).load_state_dict(states[0][1])
+    # the group's own order (SGD first); the states back in the members' order
+    states = [None] * len(members)
+    for j, i in enumerate(first.order):
+        states[i] = first.member_state(j, 5)
+    for m, (_, opt_state) in zip(members, states, strict=True):
+        if m.optimizer == "adam":
+            assert int(opt_state["state"][0]["step"]) == 5
+            torch.optim.Adam(task.init_model(0).parameters()).load_state_dict(opt_state)
+        else:
+            assert not opt_state["state"]
     # the second half draws the same batches as the whole run's steps 6..9
     second = GroupStep(task, members, start=states, record_loss=True)
+    assert second.order == whole.order
     for g in second.gens:
         for _ in range(5):
             task.sample(g, 4)

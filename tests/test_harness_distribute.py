@@ -134,7 +134,7 @@ def test_a_failed_shard_raises_naming_the_shard(tiny):
     plan, _ = tiny
     task = _FailsAtB64(**plan.options).to("cpu")
     with (cf.ThreadPoolExecutor(1) as pool,
-          pytest.raises(ShardError, match=r"shard \d/6 \(\d runs\) of task 'teacher_student' "
+          pytest.raises(ShardError, match=r"shard \d/3 \(\d runs\) of task 'teacher_student' "
                                           r"failed: RuntimeError: boom at B=64") as info):
         run_sweep_distributed(task, plan.sweep, pool)
     assert isinstance(info.value.__cause__, RuntimeError)
@@ -155,7 +155,7 @@ def test_process_pool_equals_sequential(tiny):
     with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         got = _distributed(plan, pool, progress=True, log=log)
     pd.testing.assert_frame_equal(got, whole, check_exact=True)
-    assert [e["shard"] for e in log] == [f"{i}/6" for i in range(6)]
+    assert [e["shard"] for e in log] == [f"{i}/3" for i in range(3)]  # one per batch size
     assert sum(e["runs"] for e in log) == len(plan.sweep.members())
 
 
@@ -216,14 +216,14 @@ def test_cli_executor_writes_the_sequential_sweep(tmp_path):
     common = ["harness", "--config", "tiny", "--tasks", "teacher_student", "--stage", "sweep",
               "--no-progress"]
     assert main([*common, "--out", str(tmp_path / "seq")]) == 0
-    # one worker process (the 2-worker pool is tested above): 6 shards, one at a time
+    # one worker process (the 2-worker pool is tested above): 3 shards, one at a time
     assert main([*common, "--out", str(tmp_path / "par"), "--executor", "process:1"]) == 0
     name = "sweeps/teacher_student.csv"
     assert (tmp_path / "par" / name).read_bytes() == (tmp_path / "seq" / name).read_bytes()
     manifest = json.loads((tmp_path / "par" / "manifest.sweep.json").read_text())
     assert "--executor process:1" in manifest["command"]
     assert manifest["executor"] == "ProcessPoolExecutor" and manifest["split"] == "groups"
-    assert len(manifest["shards"]["teacher_student"]) == 6
+    assert len(manifest["shards"]["teacher_student"]) == 3
     for bad in (["--shard", "0/2"], ["--stage", "analyze"]):
         args = [*common[:5], *bad, "--executor", "process:2", "--out", str(tmp_path / "x")]
         assert main(args) == 2
@@ -248,7 +248,7 @@ def test_cli_shard_by_groups_merges_to_the_sequential_sweep(tmp_path, capsys):
                           .to_frame()])
     pd.testing.assert_frame_equal(merged, whole, check_exact=True)
     capsys.readouterr()
-    assert main([*common, "--shard", "0/7", "--shard-by", "groups",
-                 "--out", str(tmp_path / "seven")]) == 2
-    assert "only 6 vmap groups" in capsys.readouterr().err
-    assert not (tmp_path / "seven").exists()  # refused before anything was written
+    assert main([*common, "--shard", "0/4", "--shard-by", "groups",
+                 "--out", str(tmp_path / "four")]) == 2
+    assert "only 3 vmap groups" in capsys.readouterr().err
+    assert not (tmp_path / "four").exists()  # refused before anything was written

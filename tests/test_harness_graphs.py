@@ -114,6 +114,8 @@ def _table(rows, members):
 
 
 def _members(optimizer, seeds):
+    if optimizer == "both":  # one program for SGD and Adam runs
+        return _members("adam", seeds) + _members("sgd", seeds)
     lrs = (0.05, 0.2) if optimizer == "sgd" else (1e-3, 1e-2)
     return [Member(optimizer, 4, lr, s) for lr in lrs for s in seeds]
 
@@ -189,7 +191,7 @@ def test_the_cli_flag_turns_the_capture_off(monkeypatch, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", list(SMALL))
-@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "both"])
 def test_graph_replay_equals_the_uncaptured_step_on_cuda(tmp_path, name, optimizer):
     task = _task(name, tmp_path, device="cuda")
     members = _members(optimizer, (0, 3))

@@ -76,7 +76,7 @@ def test_a_stopped_piece_lists_what_remains_and_the_same_command_continues(tmp_p
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "time budget of 1e-06 s spent" in text
-    assert "teacher_student/adam B=16 (3 runs × 24 steps)" in text
+    assert "teacher_student/adam+sgd B=16 (6 runs × 24 steps)" in text
     assert "digits: the whole sweep" in text
     cont = text.split("continue with: ")[1].strip()
     assert cont == ("empirical-batch harness --config tiny --tasks teacher_student digits "

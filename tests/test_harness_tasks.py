@@ -131,12 +131,13 @@ def test_plan_summary_counts_by_hand():
     # clip(ceil(192 / B), 24, 64) = 48, 24, 24 per run
     assert s.loc["teacher_student", "runs"] == 18
     assert s.loc["teacher_student", "run_steps"] == 6 * (48 + 24 + 24)
-    assert s.loc["teacher_student", "vmapped_steps"] == 2 * (48 + 24 + 24)  # 6 groups of 3
+    # SGD and Adam of a batch size in one group: 3 groups of 6
+    assert s.loc["teacher_student", "vmapped_steps"] == 48 + 24 + 24
     # one 16-16-1 tanh MLP: 16·16 + 16 + 16 + 1 parameters
     assert s.loc["teacher_student", "parameters"] == 16 * 16 + 16 + 16 + 1
     # sequence: clip(ceil(96 / B), 12, 24) = 24, 12, 12
     assert s.loc["sequence", "run_steps"] == 6 * (24 + 12 + 12)
-    assert s.loc["sequence", "vmapped_steps"] == 2 * (24 + 12 + 12)
+    assert s.loc["sequence", "vmapped_steps"] == 24 + 12 + 12
 
 
 def test_plan_summary_with_a_bench_scale(text_corpus):

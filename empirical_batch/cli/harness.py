@@ -38,7 +38,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="run only shard i of n of the sweep (implies --stage sweep)")
     p.add_argument("--shard-by", default="runs", choices=("runs", "groups"),
                    help="how --shard i/n splits the sweep: runs (every n-th run, default) or "
-                        "groups (whole vmap groups, one optimizer and batch size each, "
+                        "groups (whole vmap groups, one batch size each, "
                         "balanced by run-steps: the merged shards equal the unsharded sweep "
                         "bit for bit; n at most the number of groups)")
     p.add_argument("--executor", default=None, metavar="ENGINE:WHERE",

@@ -129,8 +129,9 @@ def branch_losses(task: Task, optimizer: str, starts: dict[int, State], base: in
                               record_loss=True)
             losses = run_group(group, n_steps, graphed=use_graphs(task, cuda_graphs))
             assert losses is not None
-            table = losses.T.cpu().numpy().astype(float)
-            for (c, s), row in zip(chunk, table, strict=True):
+            table = losses.T.cpu().numpy().astype(float)  # runs in the group's order
+            for j, row in enumerate(table):
+                c, s = chunk[group.order[j]]
                 bad = np.flatnonzero(~np.isfinite(row))
                 if bad.size:  # as the plain loop: NaN from the first non-finite loss on
                     row[bad[0]:] = np.nan

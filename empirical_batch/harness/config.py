@@ -237,7 +237,7 @@ def _cpu() -> HarnessConfig:
 
 
 def _full() -> HarnessConfig:
-    # GPU preset. The sweeps take 152,320 vmapped steps in all (`python -m
+    # GPU preset. The sweeps take 76,928 vmapped steps in all (`python -m
     # empirical_batch.harness.config full`); a step of these models is bound by
     # per-operation overhead, so the preset is priced from operation counts at about
     # 7-8 minutes on one H100 with CUDA graphs and 20 minutes without
@@ -331,7 +331,7 @@ def plan_summary(config: HarnessConfig, scale: float | None = None):
     """What ``config`` trains, per task: runs, steps, vmapped steps, model size.
 
     ``run_steps`` counts every run's updates; ``vmapped_steps`` the steps of the
-    batched program (runs sharing an optimizer and a batch size step together);
+    batched program (runs sharing a batch size step together, `group_members`);
     ``steps_per_batch_size`` the step budget of each batch size. Noise and one-step
     columns restate the analysis specs. One row per task (a pandas DataFrame).
     With ``scale``, the step budgets are those of ``bench_harness.py --scale``.

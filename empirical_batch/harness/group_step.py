@@ -115,6 +115,13 @@ class GroupStep:
       of ``torch.optim.Adam``'s single-tensor path): m ← β₁ m + (1 − β₁) g,
       v ← β₂ v + (1 − β₂) g², θ ← θ − (η / (1 − β₁ᵗ)) m / (√v / √(1 − β₂ᵗ) + ε).
 
+    A group may hold SGD and Adam runs together (they share the batches of a seed): the
+    forward and backward passes are one program for all of them, each update applies to
+    its block of the stacked parameters. Internally the SGD runs come first: `members`
+    is the runs in that order and ``order[j]`` the position in ``members`` (the
+    argument) of run ``j``; `evaluate`, `loss`, `member_model` and `member_state` use the
+    internal order.
+
     Each run starts from the task's initialisation of its seed, or from ``start[i]`` (a
     model state dict and a ``torch.optim`` state dict: Adam continues its moments and
     step count, `member_state` writes the same format). With ``record_loss`` every
@@ -125,7 +132,13 @@ class GroupStep:
                  start: Sequence[State] | None = None, record_loss: bool = False) -> None:
         self.task = task
         self.n = len(members)
-        self.optimizer = members[0].optimizer
+        if start is not None and len(start) != self.n:
+            raise InputError(f"start has {len(start)} states for {self.n} runs")
+        self.order = sorted(range(self.n), key=lambda i: members[i].optimizer != "sgd")
+        members = [members[i] for i in self.order]
+        start = None if start is None else [start[i] for i in self.order]
+        self.members = members
+        self.n_sgd = sum(m.optimizer == "sgd" for m in members)
         self.batch_size = members[0].batch_size
         self.record_loss = record_loss
         seeds = sorted({m.seed for m in members})
@@ -133,8 +146,6 @@ class GroupStep:
             by_seed = {s: task.init_model(s) for s in seeds}
             models = [by_seed[m.seed] for m in members]
         else:
-            if len(start) != self.n:
-                raise InputError(f"start has {len(start)} states for {self.n} runs")
             models = []
             for weights, _ in start:
                 model = task.init_model(0)
@@ -161,13 +172,25 @@ class GroupStep:
         self.gens = [task.generator(s, self.batch_size) for s in seeds]
         lr = torch.tensor([m.learning_rate for m in members], device=task.device,
                           dtype=task.dtype)
-        self.lrs = [self._per_run(lr, p) for p in self.plist]
+        ns = self.n_sgd
+        # the SGD block (runs [:ns]) and the Adam block ([ns:]): views of the stacked
+        # parameters (updated in place) and of the rates; the whole tensors for one block
+        self.sgd_params = self._block(self.plist, 0, ns)
+        self.adam_params = self._block(self.plist, ns, self.n)
+        self.sgd_lrs = [self._per_run(lr[:ns], p) for p in self.plist]
+        self.adam_lrs = [self._per_run(lr[ns:], p) for p in self.plist]
         self.loss = torch.zeros(self.n, device=task.device, dtype=task.dtype)
         self.t0 = np.zeros(self.n, dtype=np.int64)  # optimizer steps taken before this group
         self.x: torch.Tensor | None = None  # the static input buffers, made by the first load
         self.y: torch.Tensor | None = None
-        if self.optimizer == "adam":
+        if ns < self.n:
             self._init_adam(start)
+
+    def _block(self, tensors: list[torch.Tensor], lo: int, hi: int) -> list[torch.Tensor]:
+        """Runs ``lo:hi`` of each stacked tensor (the tensors themselves for all runs)."""
+        if lo == 0 and hi == self.n:
+            return tensors
+        return [t[lo:hi] for t in tensors]
 
     @staticmethod
     def _per_run(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -175,16 +198,20 @@ class GroupStep:
         return values.reshape(-1, *([1] * (like.dim() - 1)))
 
     def _init_adam(self, start: Sequence[State] | None) -> None:
-        self.exp_avg = [torch.zeros_like(p) for p in self.plist]
-        self.exp_avg_sq = [torch.zeros_like(p) for p in self.plist]
+        """Moments, start steps and bias-correction tensors of the Adam block."""
+        ns = self.n_sgd
+        self.exp_avg = [torch.zeros_like(p) for p in self.adam_params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.adam_params]
         for i, (_, opt_state) in enumerate(start or ()):
+            if i < ns:
+                continue
             self.t0[i], moments = _adam_start(opt_state, len(self.plist))
             for k, (m1, m2) in enumerate(moments or ()):
-                self.exp_avg[k][i].copy_(m1)
-                self.exp_avg_sq[k][i].copy_(m2)
+                self.exp_avg[k][i - ns].copy_(m1)
+                self.exp_avg_sq[k][i - ns].copy_(m2)
         dev, dtype = self.task.device, self.task.dtype
-        self.bc1 = torch.ones(self.n, device=dev, dtype=dtype)
-        self.bc2_sqrt = torch.ones(self.n, device=dev, dtype=dtype)
+        self.bc1 = torch.ones(self.n - ns, device=dev, dtype=dtype)
+        self.bc2_sqrt = torch.ones(self.n - ns, device=dev, dtype=dtype)
         self.bc1_views = [self._per_run(self.bc1, p) for p in self.plist]
         self.bc2_views = [self._per_run(self.bc2_sqrt, p) for p in self.plist]
 
@@ -204,8 +231,8 @@ class GroupStep:
         else:
             self.x.copy_(x)
             self.y.copy_(y)
-        if self.optimizer == "adam":
-            t = self.t0 + step + 1
+        if self.n_sgd < self.n:
+            t = self.t0[self.n_sgd:] + step + 1
             b1, b2 = ADAM_BETAS
             if np.all(t == t[0]):
                 self.bc1.fill_(1 - b1 ** int(t[0]))
@@ -220,10 +247,14 @@ class GroupStep:
         if self.record_loss:
             self.loss.copy_(losses.detach())
         grads = list(torch.autograd.grad(losses.sum(), self.plist))
+        ns = self.n_sgd
         with torch.no_grad():
-            if self.optimizer == "sgd":
-                torch._foreach_sub_(self.plist, torch._foreach_mul(grads, self.lrs))
+            if ns:
+                g = self._block(grads, 0, ns)
+                torch._foreach_sub_(self.sgd_params, torch._foreach_mul(g, self.sgd_lrs))
+            if ns == self.n:
                 return
+            grads = self._block(grads, ns, self.n)
             b1, b2 = ADAM_BETAS
             m1, m2 = self.exp_avg, self.exp_avg_sq
             torch._foreach_lerp_(m1, grads, 1 - b1)
@@ -232,9 +263,9 @@ class GroupStep:
             denom = torch._foreach_sqrt(m2)
             torch._foreach_div_(denom, self.bc2_views)
             torch._foreach_add_(denom, ADAM_EPS)
-            update = torch._foreach_mul(torch._foreach_div(self.lrs, self.bc1_views), m1)
+            update = torch._foreach_mul(torch._foreach_div(self.adam_lrs, self.bc1_views), m1)
             torch._foreach_div_(update, denom)
-            torch._foreach_sub_(self.plist, update)
+            torch._foreach_sub_(self.adam_params, update)
 
     def evaluate(self, loop: bool) -> torch.Tensor:
         """Every run's evaluation loss (on the device), vmapped or run by run."""
@@ -261,9 +292,9 @@ class GroupStep:
         ``torch.optim.SGD``/``Adam`` over the model's parameters would hold."""
         model = self.member_model(i)
         weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        lr = float(self.lrs[0].reshape(-1)[i])
+        lr = float(self.members[i].learning_rate)
         opt: torch.optim.Optimizer
-        if self.optimizer == "sgd":
+        if i < self.n_sgd:
             opt = torch.optim.SGD(model.parameters(), lr=lr)
         else:
             opt = torch.optim.Adam(model.parameters(), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS,
@@ -272,8 +303,9 @@ class GroupStep:
             if t > 0:
                 for k, p in enumerate(model.parameters()):
                     opt.state[p] = {"step": torch.tensor(float(t)),
-                                    "exp_avg": self.exp_avg[k][i].detach().clone(),
-                                    "exp_avg_sq": self.exp_avg_sq[k][i].detach().clone()}
+                                    "exp_avg": self.exp_avg[k][i - self.n_sgd].detach().clone(),
+                                    "exp_avg_sq":
+                                        self.exp_avg_sq[k][i - self.n_sgd].detach().clone()}
         return weights, copy.deepcopy(opt.state_dict())
 
 

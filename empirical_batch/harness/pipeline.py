@@ -183,8 +183,8 @@ def run_harness(
             if shard[1] > n_groups:
                 raise InputError(
                     f"--shard {shard[0]}/{shard[1]} --shard-by groups: task {plan.task!r} has "
-                    f"only {n_groups} vmap groups (optimizer × batch size), so shards beyond "
-                    f"them would be empty; use at most {n_groups} shards")
+                    f"only {n_groups} vmap groups (`group_members`), so shards beyond them "
+                    f"would be empty; use at most {n_groups} shards")
     dev = resolve_device(device)
     if threads is not None:
         if threads < 1:

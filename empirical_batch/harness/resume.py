@@ -3,8 +3,8 @@
 A harness run is cut into units that are written as soon as they finish, each
 atomically (a temporary file renamed into place):
 
-- the sweep's vmap groups (one optimizer and batch size, `trainer.group_members`):
-  ``OUT/sweeps/parts/TASK/OPT-bB-KEY.csv``, the group's rows at full precision
+- the sweep's vmap groups (one batch size, `trainer.group_members`):
+  ``OUT/sweeps/parts/TASK/OPTS-bB-KEY.csv``, the group's rows at full precision
   (read back bit for bit: pandas 3 parses floats exactly, older pandas is asked to
   with ``float_precision="round_trip"``);
 - the analysis's training stages per task and optimizer (the reference run with its

@@ -11,7 +11,7 @@ the unsharded sweep.
 
 Two ways to split (``split=``): ``"runs"`` (every n-th run, the default of
 ``--shard i/n``) and ``"groups"`` (whole vmap groups, see `group_shards`). Runs that
-share an optimizer and a batch size are trained as one vmapped program, and the
+share a batch size are trained as one vmapped program (`group_members`), and the
 float32 result of a run depends, at the level of round-off, on which other runs share
 its program (the batched kernels sum in another order): ``"runs"`` shards reproduce
 the unsharded sweep to about 2e-7 relative (measured on the ``tiny`` teacher–student
@@ -77,7 +77,7 @@ def group_shards(members: list[Member], budget: StepBudget, n: int,
     """``members`` in ``n`` shards made of whole vmap groups, balanced by run-steps.
 
     The groups are those `train_grid` trains as one program (`group_members`: one
-    optimizer and one batch size, cut to ``max_group``). Each group costs
+    batch size, cut to ``max_group``). Each group costs
     ``steps(B) × runs`` run-steps; groups are placed largest first on the least-loaded
     shard (ties: the earlier group, the lower shard), a deterministic rule. Inside a
     shard runs keep their order in ``members``, so `train_grid` forms exactly the
@@ -182,17 +182,22 @@ def run_sweep(
 
 
 def group_file_name(task: Task, group: list[Member], budget: StepBudget, batched: bool) -> str:
-    """``OPT-bB-KEY.csv``: KEY hashes what the group's rows depend on (the task's options
-    and data, dtype, runs, step budget, training mode)."""
+    """``OPTS-bB-KEY.csv`` (OPTS: the group's optimizers, e.g. ``adam+sgd``): KEY hashes
+    what the group's rows depend on (the task's options and data, dtype, runs, step
+    budget, training mode)."""
     m = group[0]
     key = digest(task_identity(task), [g.run for g in group], budget.steps(m.batch_size),
                  log_steps(budget.steps(m.batch_size), budget.n_log), bool(batched))
-    return f"{m.optimizer}-b{m.batch_size}-{key}.csv"
+    return f"{_optimizers(group)}-b{m.batch_size}-{key}.csv"
+
+
+def _optimizers(group: list[Member]) -> str:
+    return "+".join(sorted({g.optimizer for g in group}))
 
 
 def describe_group(task: Task, group: list[Member], budget: StepBudget) -> str:
     m = group[0]
-    return (f"{task.name}/{m.optimizer} B={m.batch_size} ({len(group)} runs × "
+    return (f"{task.name}/{_optimizers(group)} B={m.batch_size} ({len(group)} runs × "
             f"{budget.steps(m.batch_size)} steps)")
 
 

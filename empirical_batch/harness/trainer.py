@@ -3,9 +3,9 @@
 Each run (a `Member`) is plain SGD or Adam on a task's model from the
 initialisation of its seed, on the data stream of ``(seed, batch_size)`` (so runs
 that differ only in learning rate or optimizer see the same batches: common random
-numbers). Runs that share a batch size and an optimizer are trained together: their
-parameters are stacked with `torch.func.stack_module_state` and one step of all
-of them is a single `torch.func.vmap`-ed forward pass, one backward pass and a
+numbers). Runs that share a batch size (SGD and Adam alike, `group_members`) are
+trained together: their parameters are stacked with `torch.func.stack_module_state`
+and one step of all of them is a single `torch.func.vmap`-ed forward pass, one backward pass and a
 batched update, so a GPU sees one large program instead of many tiny ones; on CUDA
 that step (`empirical_batch.harness.group_step.GroupStep`) is captured once in a CUDA
 graph and replayed, so its hundreds of small kernels cost one launch.
@@ -169,7 +169,7 @@ def train_batched(
     cuda_graphs: bool | None = None,
     callback: Callable[[int, GroupStep, torch.Tensor], None] | None = None,
 ) -> list[dict]:
-    """Train ``members`` (one optimizer, one batch size) together as one vmapped program.
+    """Train ``members`` (one batch size; SGD, Adam or both) together as one vmapped program.
 
     Numerically the same computation as `train_plain` for each member (same
     initialisation, same batches, same update formulas), up to floating-point
@@ -177,16 +177,16 @@ def train_batched(
     ``cuda_graphs`` (None: `cuda_graphs_enabled`, on unless turned off), its update is
     captured in a CUDA graph after `GRAPH_WARMUP` eager steps and replayed.
     ``cuda_graphs=True`` off CUDA is an `InputError`. ``callback(step, group,
-    eval_losses)`` is called at each logged step (the group is live: copy what you keep).
+    eval_losses)`` is called at each logged step (the group is live: copy what you keep;
+    its runs are in the group's order, `GroupStep.members`).
     """
     if not members:
         return []
-    opts = {m.optimizer for m in members}
     sizes = {m.batch_size for m in members}
-    if len(opts) != 1 or len(sizes) != 1:
+    if len(sizes) != 1:
         raise InputError(
-            f"train_batched needs one optimizer and one batch size, got {sorted(opts)} and "
-            f"{sorted(sizes)}; use train_grid to group a mixed grid"
+            f"train_batched needs one batch size, got {sorted(sizes)}; use train_grid to "
+            "group a mixed grid"
         )
     graphed = use_graphs(task, cuda_graphs)
     logged = set(int(s) for s in logged)
@@ -207,9 +207,11 @@ def train_batched(
     if not logs:
         return []
     table = torch.stack([v for _, v in logs]).cpu().tolist()  # one copy per group
-    return [_row(task, m, step, loss)
-            for (step, _), losses in zip(logs, table, strict=True)
-            for m, loss in zip(members, losses, strict=True)]
+    rows = []
+    for (step, _), losses in zip(logs, table, strict=True):
+        by_input = dict(zip(group.order, losses, strict=True))  # back to the members' order
+        rows += [_row(task, m, step, by_input[i]) for i, m in enumerate(members)]
+    return rows
 
 
 # ------------------------------------------------------------------- batched or plain
@@ -288,16 +290,34 @@ def prefer_batched(task: Task, group: Sequence[Member]) -> bool:
     return step_matmul_flops(task, group[0].batch_size) <= CPU_BATCH_FLOPS
 
 
+#: most examples (runs × batch size) in one vmapped program of a sweep when a batch size's
+#: SGD and Adam runs share it; the full preset's largest single-optimizer program is
+#: 14 runs × 4,096 windows = 57,344
+GROUP_EXAMPLES = 2**16
+
+
 def group_members(members: Iterable[Member], max_group: int | None = None) -> list[list[Member]]:
-    """Members grouped by (optimizer, batch size), each group cut to at most ``max_group``."""
-    groups: dict[tuple[str, int], list[Member]] = {}
+    """Members grouped by batch size, each group cut to at most ``max_group``.
+
+    The SGD and the Adam runs of a batch size draw the same batches (a run's data come
+    from its seed and batch size), so they form one group, trained as one program, when
+    together they hold at most `GROUP_EXAMPLES` examples per step; otherwise each
+    optimizer's runs form their own group. Within a group the runs keep their order.
+    """
+    by_size: dict[int, list[Member]] = {}
     for m in members:
-        groups.setdefault((m.optimizer, m.batch_size), []).append(m)
+        by_size.setdefault(m.batch_size, []).append(m)
     out = []
-    for key in sorted(groups):
-        g = groups[key]
-        size = len(g) if max_group is None else max_group
-        out += [g[i : i + size] for i in range(0, len(g), size)]
+    for b in sorted(by_size):
+        runs = by_size[b]
+        if len(runs) * b <= GROUP_EXAMPLES:
+            parts = [runs]
+        else:
+            parts = [[m for m in runs if m.optimizer == o]
+                     for o in sorted({m.optimizer for m in runs})]
+        for g in parts:
+            size = len(g) if max_group is None else max_group
+            out += [g[i : i + size] for i in range(0, len(g), size)]
     return out
 
 
