@@ -240,7 +240,7 @@ def _full() -> HarnessConfig:
     # GPU preset. The sweeps take 76,928 vmapped steps in all (`python -m
     # empirical_batch.harness.config full`); a step of these models is bound by
     # per-operation overhead, so the preset is priced from operation counts at about
-    # 7-8 minutes on one H100 with CUDA graphs and 20 minutes without
+    # 6-7 minutes on one H100 with CUDA graphs and 14 minutes without
     # (`benchmarks/estimate_harness.py`; docs/benchmarks.md, "The full preset on one
     # H100"). --time-budget runs it in pieces where a command's time is shorter.
     bs = tuple(2**k for k in range(0, 11))  # 1 … 1024: 11 powers of two
@@ -270,7 +270,7 @@ def _full() -> HarnessConfig:
                      {"context": 32, "n_layers": 2, "eval_windows": 512,
                       "objective_windows": 1024}),
             # Tiny Shakespeare, 31,745 parameters, B = 2 … 4096 windows of 64 characters.
-            # Not yet run on a GPU; priced at about 156 s on one H100 (88 s of sweep,
+            # Not yet run on a GPU; priced at about 132 s on one H100 (64 s of sweep,
             # 1.9e15 matmul FLOPs in all, 47 s of float64 measurements; docs/benchmarks.md).
             # Rates from CPU pilots of this model: best Adam 2^-8 at B = 2 (2048 steps) and
             # 2^-6 at B = 64 (512 steps); best SGD 2^-1 and 2^0, with 2^1 diverging at both
