@@ -117,10 +117,10 @@ class GroupStep:
 
     A group may hold SGD and Adam runs together (they share the batches of a seed): the
     forward and backward passes are one program for all of them, each update applies to
-    its block of the stacked parameters. Internally the SGD runs come first: `members`
-    is the runs in that order and ``order[j]`` the position in ``members`` (the
-    argument) of run ``j``; `evaluate`, `loss`, `member_model` and `member_state` use the
-    internal order.
+    its block of the stacked parameters. Internally the SGD runs come first: the
+    attribute ``members`` lists the runs in that order, and ``order[j]`` is the index in
+    the ``members`` argument of run ``j``; `evaluate`, `loss`, `member_model` and
+    `member_state` use the internal order.
 
     Each run starts from the task's initialisation of its seed, or from ``start[i]`` (a
     model state dict and a ``torch.optim`` state dict: Adam continues its moments and
