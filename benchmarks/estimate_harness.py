@@ -155,8 +155,7 @@ def measurement_part(plan, task, price: Pricing, budget: int) -> tuple[float, fl
         m = model.to(dtype)
         xs = x[:n].to(dtype) if x.is_floating_point() else x[:n]
         ys = y[:n].to(dtype) if y.is_floating_point() else y[:n]
-        per = scales.saved_bytes_per_example(m, task.loss_fn, xs, ys)
-        out = math.ceil(n / max(1, min(n, budget // (per * n))))  # hvp_chunk on CUDA
+        out = math.ceil(n / scales.hvp_chunk(m, task.loss_fn, xs, ys, budget, cap=n))
         model.to(task.dtype)
         return out
 

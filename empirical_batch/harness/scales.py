@@ -64,36 +64,44 @@ def saved_bytes_per_example(model, loss_fn, inputs, targets) -> int:
     return max(saved(2) - saved(1), 1)
 
 
-def hvp_chunk(model, loss_fn, inputs, targets, budget: int | None = None) -> int:
-    """HVPs per vmapped chunk: at most ``HVP_CHUNK`` on the CPU and ``n`` on CUDA, fewer
-    when the activations are large.
+def hvp_chunk(model, loss_fn, inputs, targets, budget: int | None = None, *,
+              cap: int | None = None, per_example: int | None = None) -> int:
+    """HVPs per vmapped chunk: at most ``cap`` (default ``HVP_CHUNK`` on the CPU and
+    ``n`` on CUDA), fewer when the activations are large.
 
     Each HVP of the mean loss over the ``n`` examples is a double backward through
     all of them, so a chunk of c HVPs holds about c × n × (saved bytes per example)
-    several times over; c is the largest value (at most the cap above, at least 1)
-    with c × n × saved bytes <= ``budget`` (default `saved_bytes_budget` of the
-    inputs' device). The ``full`` preset's sequence task (1,024 windows in float64)
-    would otherwise need over 100 GiB at c = 64.
+    several times over; c is the largest value (at most the cap, at least 1) with
+    c × n × saved bytes <= ``budget`` (default `saved_bytes_budget` of the inputs'
+    device). The ``full`` preset's sequence task (1,024 windows in float64) would
+    otherwise need over 100 GiB at c = 64. ``per_example``: the saved bytes per example
+    when already measured (`saved_bytes_per_example`).
     """
     n = int(inputs.shape[0])
-    cap = HVP_CHUNK if inputs.device.type == "cpu" else max(n, 1)
+    if cap is None:
+        cap = HVP_CHUNK if inputs.device.type == "cpu" else max(n, 1)
     if n < 2:
         return cap
     if budget is None:
         budget = saved_bytes_budget(inputs.device)
-    per = saved_bytes_per_example(model, loss_fn, inputs, targets)
-    return int(max(1, min(cap, budget // (per * n))))
+    if per_example is None:
+        per_example = saved_bytes_per_example(model, loss_fn, inputs, targets)
+    return int(max(1, min(cap, budget // (per_example * n))))
 
 
-def grad_chunk(model, loss_fn, inputs, targets, budget: int | None = None) -> int:
+def grad_chunk(model, loss_fn, inputs, targets, budget: int | None = None, *,
+               per_example: int | None = None) -> int:
     """Per-example gradients per vmapped chunk: each is one backward through one
     example, so c × (saved bytes per example) <= ``budget`` (default
     `saved_bytes_budget` of the inputs' device), at least 1, at most the examples."""
     n = int(inputs.shape[0])
     if budget is None:
         budget = saved_bytes_budget(inputs.device)
-    per = saved_bytes_per_example(model, loss_fn, inputs, targets) if n >= 2 else 1
-    return int(max(1, min(n, budget // per)))
+    if n < 2:
+        return 1
+    if per_example is None:
+        per_example = saved_bytes_per_example(model, loss_fn, inputs, targets)
+    return int(max(1, min(n, budget // per_example)))
 
 
 def hessian_scales(model, loss_fn, inputs, targets) -> dict:
@@ -108,9 +116,11 @@ def hessian_scales(model, loss_fn, inputs, targets) -> dict:
     """
     from empirical_batch.measure import hessian_noise_scale
 
-    chunk = hvp_chunk(model, loss_fn, inputs, targets)
-    r = hessian_noise_scale(model, loss_fn, inputs, targets, chunk_size=chunk,
-                            grad_chunk_size=grad_chunk(model, loss_fn, inputs, targets))
+    per = saved_bytes_per_example(model, loss_fn, inputs, targets) if len(inputs) > 1 else 1
+    r = hessian_noise_scale(
+        model, loss_fn, inputs, targets,
+        chunk_size=hvp_chunk(model, loss_fn, inputs, targets, per_example=per),
+        grad_chunk_size=grad_chunk(model, loss_fn, inputs, targets, per_example=per))
     pop = r.unbiased()
     return {**r.to_dict(), "b_noise_pop": pop.b_noise, "b_simple_pop": pop.b_simple}
 
