@@ -36,13 +36,12 @@ from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
-import torch
 
 from ..branched import branched_critical_batch
 from ..errors import InputError, UsageError
 from ..rules import RULES, default_lr_rule
 from .config import BranchSpec
-from .group_step import ADAM_BETAS, ADAM_EPS, GroupStep, State, run_group, use_graphs
+from .group_step import GroupStep, State, run_group, torch_optimizer, use_graphs
 from .noise import ReferenceRun, evenly_spaced
 from .resume import cached, task_identity
 from .tasks.base import Task
@@ -70,12 +69,7 @@ def _plain_branch(task: Task, optimizer: str, state: State, batch_size: int, lr:
     weights, opt_state = state
     model = task.init_model(0)
     model.load_state_dict(weights)
-    opt: torch.optim.Optimizer
-    if optimizer == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=lr)
-    else:
-        opt = torch.optim.Adam(model.parameters(), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS,
-                               foreach=False)
+    opt = torch_optimizer(optimizer, model.parameters(), lr)
     if opt_state:
         opt.load_state_dict(copy.deepcopy(opt_state))
         for group in opt.param_groups:

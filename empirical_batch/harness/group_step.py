@@ -84,6 +84,14 @@ def use_graphs(task: Task, cuda_graphs: bool | None) -> bool:
         cuda_graphs_enabled() if cuda_graphs is None else bool(cuda_graphs))
 
 
+def torch_optimizer(optimizer: str, params, lr: float) -> torch.optim.Optimizer:
+    """The ``torch.optim`` optimizer of the plain loops, whose arithmetic `GroupStep`
+    reproduces: SGD, or Adam with `ADAM_BETAS`, `ADAM_EPS` on its single-tensor path."""
+    if optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    return torch.optim.Adam(params, lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS, foreach=False)
+
+
 def _adam_start(opt_state: dict, n_params: int) -> tuple[int, list | None]:
     """(steps taken, [(exp_avg, exp_avg_sq)] per parameter or None when fresh) of a
     ``torch.optim.Adam`` state dict (``{}`` or a state without entries: fresh)."""
@@ -292,13 +300,9 @@ class GroupStep:
         ``torch.optim.SGD``/``Adam`` over the model's parameters would hold."""
         model = self.member_model(i)
         weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        lr = float(self.members[i].learning_rate)
-        opt: torch.optim.Optimizer
-        if i < self.n_sgd:
-            opt = torch.optim.SGD(model.parameters(), lr=lr)
-        else:
-            opt = torch.optim.Adam(model.parameters(), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS,
-                                   foreach=False)
+        opt = torch_optimizer(self.members[i].optimizer, model.parameters(),
+                              float(self.members[i].learning_rate))
+        if i >= self.n_sgd:
             t = int(self.t0[i]) + steps_done
             if t > 0:
                 for k, p in enumerate(model.parameters()):

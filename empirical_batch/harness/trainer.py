@@ -37,6 +37,7 @@ from .group_step import (
     cuda_graphs_enabled,
     cuda_graphs_setting,
     run_group,
+    torch_optimizer,
     use_graphs,
 )
 from .tasks.base import Task
@@ -134,14 +135,7 @@ def train_plain(
     """
     logged = set(int(s) for s in logged)
     model = task.init_model(member.seed)
-    opt: torch.optim.Optimizer
-    if member.optimizer == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=member.learning_rate)
-    else:
-        opt = torch.optim.Adam(
-            model.parameters(), lr=member.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPS,
-            foreach=False,
-        )
+    opt = torch_optimizer(member.optimizer, model.parameters(), member.learning_rate)
     gen = task.generator(member.seed, member.batch_size)
     x_ev, y_ev = task.eval_data()
     rows = []
