@@ -22,14 +22,14 @@ from ..measure import GradientNoiseScale, PerExampleNoiseScale
 from ..schedule.online import AdaptiveBatchRule
 from .adaptive import GrowthCallback
 from .loggers import PREFIX
-from .steps import StepAccount, callback_values, token_rule_of
+from .steps import CallbackValues, StepAccount, token_rule_of
 
 __all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback", "install", "install_adaptive"]
 
 _MODES = ("auto", "micro_batch", "per_example")
 
 
-class NoiseScaleCallback(TrainerCallback, ExportableState):
+class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
     r"""Measure $B_{simple}$ during ``Trainer.train()`` and add it to the Trainer's logs.
 
     With ``gradient_accumulation_steps >= 2`` it uses the micro-batches of the
@@ -202,19 +202,6 @@ class NoiseScaleCallback(TrainerCallback, ExportableState):
                          "max_history": self.max_history, "level": self.level,
                          "per_module": self.per_module, "params": self.params},
                 "attributes": {"estimator_state": live, "counters": counters}}
-
-    def values(self) -> dict[str, float]:
-        """The current estimates under their log keys (empty before the first step)."""
-        if self.collector is None:
-            return {}
-        return callback_values(self.collector, self.account, self.prefix, beta=self.beta,
-                               level=self.level)
-
-    @property
-    def ema_examples(self) -> float | None:
-        r"""The EMA time constant in examples, $\bar b/(1-\beta)$ (``None`` before the
-        first measured step)."""
-        return self.values().get(f"{self.prefix}ema_examples")
 
 
 def install(trainer, **kwargs) -> NoiseScaleCallback:

@@ -14,16 +14,16 @@ from .adaptive import GrowthCallback
 from .loggers import PREFIX
 from .steps import (
     LOSS_NORMALIZATIONS,
+    CallbackValues,
     StepAccount,
     batch_examples,
-    callback_values,
     token_rule_of,
 )
 
 __all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback"]
 
 
-class NoiseScaleCallback(L.Callback):
+class NoiseScaleCallback(CallbackValues, L.Callback):
     r"""Measure $B_{simple}$ and log it with ``pl_module.log_dict`` (so it reaches every
     logger the ``Trainer`` has).
 
@@ -148,19 +148,6 @@ class NoiseScaleCallback(L.Callback):
         values = self.values()
         if values:
             pl_module.log_dict(values, on_step=True, on_epoch=False)
-
-    def values(self) -> dict[str, float]:
-        """The current estimates under their log keys (empty before the first step)."""
-        if self.collector is None:
-            return {}
-        return callback_values(self.collector, self.account, self.prefix, beta=self.beta,
-                               level=self.level)
-
-    @property
-    def ema_examples(self) -> float | None:
-        r"""The EMA time constant in examples, $\bar b/(1-\beta)$ (``None`` before the
-        first measured step)."""
-        return self.values().get(f"{self.prefix}ema_examples")
 
     def on_train_end(self, trainer, pl_module):
         if self.collector is not None:

@@ -61,8 +61,8 @@ import torch
 from ..errors import InputError
 from .loggers import noise_scale_values
 
-__all__ = ["LOSS_NORMALIZATIONS", "MicroBatch", "StepAccount", "batch_examples", "batch_tokens",
-           "callback_values", "token_rule_of"]
+__all__ = ["LOSS_NORMALIZATIONS", "CallbackValues", "MicroBatch", "StepAccount",
+           "batch_examples", "batch_tokens", "callback_values", "token_rule_of"]
 
 LOSS_NORMALIZATIONS = ("auto", "micro_batch_tokens", "examples")
 
@@ -354,3 +354,27 @@ def callback_values(collector, account: StepAccount, prefix: str, *, beta: float
         if m.steps:
             values[f"{prefix}layer/{name}/b_simple"] = float(m.b_simple)
     return values
+
+
+class CallbackValues:
+    """`values` and `ema_examples` of the framework callbacks, from their ``collector``,
+    ``account``, ``prefix``, ``beta`` and ``level`` (`callback_values`)."""
+
+    collector: Any
+    account: StepAccount
+    prefix: str
+    beta: float
+    level: float
+
+    def values(self) -> dict[str, float]:
+        """The current estimates under their log keys (empty before the first step)."""
+        if self.collector is None:
+            return {}
+        return callback_values(self.collector, self.account, self.prefix, beta=self.beta,
+                               level=self.level)
+
+    @property
+    def ema_examples(self) -> float | None:
+        r"""The EMA time constant in examples, $\bar b/(1-\beta)$ (``None`` before the
+        first measured step)."""
+        return self.values().get(f"{self.prefix}ema_examples")
