@@ -186,6 +186,26 @@ def test_hf_callback_refuses_what_it_cannot_measure(tmp_path):
 
 
 # ------------------------------------------------------------------------ lightning
+def lightning_module(net, *, lr=0.05, kwargs=False):
+    """A LightningModule that trains ``net`` with SGD at ``lr``; each batch goes in as
+    keyword arguments (``kwargs``) or as ``(batch["x"], batch["labels"])``."""
+    L = pytest.importorskip("lightning")
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def training_step(self, batch, batch_idx):
+            out = self.net(**batch) if kwargs else self.net(batch["x"], batch["labels"])
+            return out["loss"]
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=lr)
+
+    return Module()
+
+
 @pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
 def test_lightning_callback_matches_the_exact_steps(tmp_path, precision):
     L = pytest.importorskip("lightning")
@@ -193,20 +213,9 @@ def test_lightning_callback_matches_the_exact_steps(tmp_path, precision):
 
     from empirical_batch.integrations.lightning import NoiseScaleCallback
 
-    class Module(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = Recorder()
-
-        def training_step(self, batch, batch_idx):
-            return self.net(batch["x"], batch["labels"])["loss"]
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.05)
-
     data = torch.utils.data.DataLoader(_dataset(), batch_size=MICRO, shuffle=True,
                                        generator=torch.Generator().manual_seed(0))
-    module = Module()
+    module = lightning_module(Recorder())
     cb = NoiseScaleCallback(micro_batch_size=MICRO, beta=0.9)
     trainer = L.Trainer(max_epochs=EPOCHS, accumulate_grad_batches=K, gradient_clip_val=0.1,
                         accelerator="cpu", devices=1, precision=precision, callbacks=[cb],
@@ -502,21 +511,10 @@ def test_lightning_ragged_steps_measured_with_their_real_sizes(tmp_path):
 
     from empirical_batch.integrations.lightning import NoiseScaleCallback
 
-    class Module(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = Recorder()
-
-        def training_step(self, batch, batch_idx):
-            return self.net(batch["x"], batch["labels"])["loss"]
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.05)
-
     data = (_dataset() * 2)[:RAGGED]
     loader = torch.utils.data.DataLoader(data, batch_size=MICRO, shuffle=True,
                                          generator=torch.Generator().manual_seed(0))
-    module = Module()
+    module = lightning_module(Recorder())
     cb = NoiseScaleCallback(beta=0.9)
     trainer = L.Trainer(max_epochs=2, accumulate_grad_batches=K, gradient_clip_val=0.1,
                         accelerator="cpu", devices=1, callbacks=[cb], logger=False,
@@ -551,20 +549,9 @@ def test_lightning_padded_token_batches_count_tokens(tmp_path):
 
     from empirical_batch.integrations.lightning import NoiseScaleCallback
 
-    class Module(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = TokenRecorder()
-
-        def training_step(self, batch, batch_idx):
-            return self.net(**batch)["loss"]
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.05)
-
     data = _padded_dataset()
     loader = torch.utils.data.DataLoader(data, batch_size=MICRO)
-    module = Module()
+    module = lightning_module(TokenRecorder(), kwargs=True)
     cb = NoiseScaleCallback(beta=0.9)
     trainer = L.Trainer(max_epochs=1, accumulate_grad_batches=K, accelerator="cpu",
                         devices=1, callbacks=[cb], logger=CSVLogger(str(tmp_path)),
@@ -592,21 +579,10 @@ def _lightning_token_run(tmp_path, **options):
 
     from empirical_batch.integrations.lightning import NoiseScaleCallback
 
-    class Module(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = TokenRecorder()
-
-        def training_step(self, batch, batch_idx):
-            return self.net(**batch)["loss"]
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.05)
-
     data = _padded_dataset()
     loader = torch.utils.data.DataLoader(data, batch_size=MICRO, shuffle=True,
                                          generator=torch.Generator().manual_seed(0))
-    module = Module()
+    module = lightning_module(TokenRecorder(), kwargs=True)
     cb = NoiseScaleCallback(beta=0.9, **options)
     trainer = L.Trainer(max_epochs=2, accumulate_grad_batches=K, gradient_clip_val=0.1,
                         accelerator="cpu", devices=1, callbacks=[cb],
