@@ -20,7 +20,8 @@ from typing import IO, Any
 
 from .errors import DataError, InputError
 
-__all__ = ["atomic_path", "atomic_write", "atomic_write_text", "read_csv", "read_json"]
+__all__ = ["atomic_path", "atomic_write", "atomic_write_text", "file_sha256", "read_csv",
+           "read_json"]
 
 # the process's umask, read once at import (reading it means setting it); a new file gets
 # the permissions a plain open() would give it (mkstemp's are 0600)
@@ -103,3 +104,14 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise DataError(f"{path}: not valid JSON ({type(exc).__name__}: {exc})") from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of the file's bytes (read in 1 MiB blocks)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "DataError",
+    "DatasetError",
     "EmpiricalBatchDeprecationWarning",
     "EmpiricalBatchError",
     "EmpiricalBatchWarning",
@@ -33,6 +34,12 @@ class InputError(EmpiricalBatchError, ValueError, TypeError):
 
 class DataError(InputError):
     """A table, log or file does not hold what the library needs (a column, a schema)."""
+
+
+class DatasetError(DataError):
+    """A published data file is missing and cannot be fetched, or its bytes fail their
+    SHA-256 check (`empirical_batch.datasets`); the message names the file, where it was
+    looked for, its URL and how to get it."""
 
 
 class NotFoundError(EmpiricalBatchError, KeyError):

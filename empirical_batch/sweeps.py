@@ -190,6 +190,13 @@ class Sweep:
         """A copy of the long table."""
         return self.data
 
+    @property
+    def provenance(self) -> Any:
+        """Where the sweep comes from, for the published ones
+        (`empirical_batch.datasets`): a `~empirical_batch.provenance.Provenance`,
+        else ``None``."""
+        return self.metadata.get("provenance")
+
     def to_dict(self) -> dict:
         return {
             "metric_name": self.metric_name,
@@ -199,7 +206,8 @@ class Sweep:
             "n_runs": int(self._data["run"].nunique()),
             "batch_sizes": self.batch_sizes.tolist(),
             "diverged_runs": self.diverged_runs,
-            **self.metadata,
+            **{k: (v.to_dict() if hasattr(v, "to_dict") else v)
+               for k, v in self.metadata.items()},
         }
 
 

@@ -3,6 +3,7 @@ in the sweep schema (see `empirical_batch.loaders`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import pandas as pd
 
 from .._io import read_csv
 from ..errors import DataError, EmpiricalBatchWarning, InputError
+from ..provenance import Provenance
 from ..result import TableResult
 from ..sweeps import Sweep, load_sweep
 from ._files import a_file
@@ -121,11 +123,15 @@ class RCPTable(TableResult):
         RCP entries (one batch size and its hyperparameters each).
     n_rows : int
         Rows of ``frame`` (seeds over all entries).
+    provenance : Provenance or None
+        Where the files come from, when they are the published ones
+        (`empirical_batch.datasets.mlperf_rcp`).
     """
 
     benchmarks: tuple[str, ...]
     n_entries: int
     n_rows: int
+    provenance: Provenance | None = dataclasses.field(default=None, compare=False)
 
 
 def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
