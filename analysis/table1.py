@@ -1,5 +1,6 @@
 """Table 1 of McCandlish et al. (2018): how far B_simple sits from B_crit, and how much
-each grows over training, computed from `data/paper_table1.csv`.
+each grows over training, computed from the paper's table as the library ships it
+(`empirical_batch.datasets.mccandlish2018_table1`).
 
     python -m analysis.table1
 
@@ -10,12 +11,10 @@ statements in `data/README.md` (tests/test_fit_data.py holds them to it).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-TABLE = Path(__file__).resolve().parents[1] / "data" / "paper_table1.csv"
+from empirical_batch.datasets import mccandlish2018_table1
 
 
 def _mid(t: pd.DataFrame, col: str) -> pd.Series:
@@ -24,7 +23,7 @@ def _mid(t: pd.DataFrame, col: str) -> pd.Series:
 
 def summary(table: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per row: B_simple/B_crit at the start and averaged, and the growth of each."""
-    t = pd.read_csv(TABLE) if table is None else table
+    t = mccandlish2018_table1().frame if table is None else table
     out = pd.DataFrame({"task": t["task"], "unit": t["unit"]})
     out["simple_over_crit_start"] = _mid(t, "b_simple_start") / _mid(t, "b_crit_start")
     out["simple_over_crit_average"] = _mid(t, "b_simple_average") / _mid(t, "b_crit_average")

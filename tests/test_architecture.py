@@ -124,6 +124,7 @@ LAYERS: dict[str, int] = {
     "empirical_batch._numeric": 0,
     "empirical_batch.params": 0,
     "empirical_batch.units": 0,
+    "empirical_batch.provenance": 0,
     # 1 theory: closed forms of the paper
     "empirical_batch.one_step": 1,
     "empirical_batch.quadratic_model": 1,
@@ -147,6 +148,7 @@ LAYERS: dict[str, int] = {
     "empirical_batch.transfer": 3,
     "empirical_batch.schedule": 3,
     "empirical_batch.loaders": 3,
+    "empirical_batch.datasets": 3,
     # 4 measurement in training (torch)
     "empirical_batch.measure": 4,
     # 5 figures and framework callbacks

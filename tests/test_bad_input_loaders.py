@@ -142,11 +142,12 @@ def test_tensorboard_run_names_match_exactly(tmp_path):
     assert got == {"run1": 8.0, "run10": 64.0}
 
 
-def test_loaders_return_immutable_sweeps(shared_data):
+def test_loaders_return_immutable_sweeps(published):
     from empirical_batch.loaders import load_mlperf_curves
 
-    s = load_mlperf_curves(shared_data / "mlperf_training_results_curves", "bert",
-                           rounds=["v4.0"])
+    published("mlperf_training_results_curves/evals.csv")
+    s = load_mlperf_curves(published("mlperf_training_results_curves/runs.csv").parent,
+                           "bert", rounds=["v4.0"])
     assert isinstance(s, Sweep) and "excluded_runs" in s.metadata
     with pytest.raises(TypeError):
         s.metadata["excluded_runs"] = []
@@ -255,11 +256,12 @@ def test_truncated_tensorboard_event_file_is_refused(tmp_path):
     ("runs.csv", "global_batch_size", "global_batch_size"),
     ("evals.csv", "samples_count", "samples_count"),
 ])
-def test_curve_tables_missing_a_column(tmp_path, shared_data, which, drop, word):
+def test_curve_tables_missing_a_column(tmp_path, published, which, drop, word):
     """v0.1: KeyError deep inside pandas; now the file and the key are named."""
     from empirical_batch.loaders import load_mlperf_curves
 
-    src = shared_data / "mlperf_training_results_curves"
+    published("mlperf_training_results_curves/evals.csv")
+    src = published("mlperf_training_results_curves/runs.csv").parent
     for name in ("runs.csv", "evals.csv"):
         frame = pd.read_csv(src / name, nrows=2000)
         if name == which:

@@ -12,6 +12,7 @@ import pytest
 
 from empirical_batch import Hardware, Tradeoff, plan
 from empirical_batch.cli import main
+from empirical_batch.datasets import bundled
 from empirical_batch.planning import frontier_bend
 
 
@@ -50,8 +51,8 @@ def test_bad_where(tmp_path, capsys, expr, word):
     assert word in err and "Traceback" not in err
 
 
-def test_fit_on_zhang_et_al_2024(shared_data, capsys):
-    path = shared_data / "zhang2024_critical_batch_size" / "steps_to_target.csv"
+def test_fit_on_zhang_et_al_2024(capsys):
+    path = bundled("zhang2024_critical_batch_size/steps_to_target.csv")
     out = _json(["fit", str(path), "--where", "model == '151M'", "--n-boot", "200",
                  "--json"], capsys)
     assert out["fits"][0]["b_crit"] > 0

@@ -132,15 +132,16 @@ def test_zhang_cbs_from_a_sweep_on_the_hyperbola():
         zhang_cbs_from_sweep([64, 128], [1.0])
 
 
-def test_zhang_data_own_definition_against_the_fitted_b_crit(shared_data):
+def test_zhang_data_own_definition_against_the_fitted_b_crit():
     """Zhang et al.'s sweeps: their 20%-overhead CBS measured directly on the steps,
     next to the one the hyperbola fitted to the same steps predicts (docs/recipe.md).
     Measured: within a factor 0.5-2 per model (quantised, non-monotone step counts)."""
     import pandas as pd
 
+    from empirical_batch.datasets import zhang2024
     from empirical_batch.fit import fit_tradeoff
 
-    df = pd.read_csv(shared_data / "zhang2024_critical_batch_size" / "steps_to_target.csv")
+    df = zhang2024().frame
     for model, g in df.groupby("model", sort=False):
         b = g.batch_size.to_numpy(float)
         s = g.steps_to_target_revised.to_numpy(float)

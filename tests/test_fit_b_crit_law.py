@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,13 +10,12 @@ import pytest
 from scipy import stats
 
 from empirical_batch import critical_batch_curve, fit_b_crit_law, fit_power_law, load_sweep
+from empirical_batch.datasets import kaplan2020
 from empirical_batch.fit import KAPLAN_2020
-
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_reference_constants_are_those_of_the_data_file():
-    k = pd.read_csv(DATA / "kaplan2020_constants.csv").set_index("name")["value"]
+    k = kaplan2020().frame.set_index("name")["value"]
     assert KAPLAN_2020 == {"alpha_b": k["alpha_B"], "b_star": k["B_star"]}
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from empirical_batch.cli import main
+from empirical_batch.datasets import bundled
 from empirical_batch.tradeoff import Tradeoff
 
 B = [16, 32, 64, 128, 256, 512, 1024, 2048]
@@ -97,8 +98,8 @@ def test_seeds_are_replicates_not_experiments(tmp_path, capsys):
     assert "16 rows" in out
 
 
-def test_zhang_et_al_names_the_column_and_gives_tokens(shared_data, capsys):
-    path = shared_data / "zhang2024_critical_batch_size" / "steps_to_target.csv"
+def test_zhang_et_al_names_the_column_and_gives_tokens(capsys):
+    path = bundled("zhang2024_critical_batch_size/steps_to_target.csv")
     code, _, err = _run(["fit", str(path), "--n-boot", "0"], capsys)
     assert code == 2 and "differ in model" in err
     code, out, err = _run(["fit", str(path), "--where", "model == '151M'", "--column",

@@ -1,21 +1,17 @@
-"""The transcribed tables in data/: well-formed, cited, and consistent with the
-statements made about them."""
+"""The transcribed tables the library ships (`empirical_batch.datasets`): well-formed,
+cited, and consistent with the statements made about them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 import pytest
 
+from empirical_batch.datasets import kaplan2020, mccandlish2018_table1
 from empirical_batch.fit import fit_power_law
-
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_paper_table1_has_the_papers_ten_rows():
-    t = pd.read_csv(DATA / "paper_table1.csv")
+    t = mccandlish2018_table1().frame
     assert len(t) == 10 and list(t["row"]) == list(range(1, 11))
     assert t["source"].str.contains("McCandlish et al. 2018").all()
     for col in ("b_crit_start", "b_crit_average", "b_simple_start", "b_simple_average"):
@@ -50,7 +46,7 @@ def test_statements_in_data_readme_hold_for_the_full_table():
 
 
 def test_kaplan_constants_doubling_per_13_percent():
-    k = pd.read_csv(DATA / "kaplan2020_constants.csv").set_index("name")["value"]
+    k = kaplan2020().frame.set_index("name")["value"]
     b_star, alpha = k["B_star"], k["alpha_B"]
     assert b_star == 2e8 and alpha == 0.21
     # "B_crit roughly doubles for every 13 % fall in loss"

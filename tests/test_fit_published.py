@@ -1,17 +1,16 @@
-"""Fits on published sweeps (../shared/data; skipped when absent)."""
+"""Fits on published sweeps (`empirical_batch.datasets`; the fetched ones skip when absent)."""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from empirical_batch import datasets
 from empirical_batch.fit import critical_batch_curve, fit_power_law, fit_tradeoff
-from empirical_batch.loaders import load_mlperf_curves, load_mlperf_rcp
 
 
-def test_zhang2024_b_crit_grows_with_model_size(shared_data):
-    z = pd.read_csv(shared_data / "zhang2024_critical_batch_size" / "steps_to_target.csv")
+def test_zhang2024_b_crit_grows_with_model_size():
+    z = datasets.zhang2024().frame
     fits = {}
     for model, g in z.groupby("model", sort=False):
         fits[model] = fit_tradeoff(g[["batch_size"]].assign(steps=g["steps_to_target"]),
@@ -28,8 +27,8 @@ def test_zhang2024_b_crit_grows_with_model_size(shared_data):
     assert b[0] == pytest.approx(2.2e3, rel=0.15) and b[-1] == pytest.approx(1.1e4, rel=0.15)
 
 
-def test_mlperf_rcp_b_crit_with_intervals(shared_data):
-    t = load_mlperf_rcp(shared_data / "mlperf_rcp" / "raw").frame
+def test_mlperf_rcp_b_crit_with_intervals():
+    t = datasets.mlperf_rcp().frame
     latest = t[t["ruleset"].str.startswith("training")].groupby("benchmark")["ruleset"].max()
     fitted = {}
     for bench, ruleset in latest.items():
@@ -48,9 +47,10 @@ def test_mlperf_rcp_b_crit_with_intervals(shared_data):
     assert fitted["resnet"].b_crit == pytest.approx(4.7e4, rel=0.5)
 
 
-def test_mlperf_curves_bert_b_crit_grows_with_target(shared_data):
-    sweep = load_mlperf_curves(shared_data / "mlperf_training_results_curves", "bert",
-                               rounds=["v3.0", "v3.1", "v4.0", "v4.1", "v5.0"])
+def test_mlperf_curves_bert_b_crit_grows_with_target(published):
+    published("mlperf_training_results_curves/evals.csv")  # skips when not at hand
+    sweep = datasets.mlperf_curves("bert", rounds=["v3.0", "v3.1", "v4.0", "v4.1", "v5.0"],
+                                   download=False)
     curve = critical_batch_curve(sweep, [0.60, 0.70, 0.72], config="submission",
                                  combine="min", n_boot=200, seed=0)
     assert (curve["n_batch_sizes"] >= 20).all()

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from empirical_batch.cli import main  # noqa: E402
+from empirical_batch.datasets import EXCERPT_CHARS, FILES, bundled  # noqa: E402
 from empirical_batch.harness.config import get_config  # noqa: E402
 from empirical_batch.harness.tasks import TaskConfigError, make_task  # noqa: E402
 from empirical_batch.harness.tasks.sequence import grammar_text  # noqa: E402
@@ -24,11 +25,8 @@ SMALL = {"context": 16, "d_model": 16, "n_heads": 2, "n_layers": 1, "eval_window
 
 
 @pytest.fixture
-def shakespeare(shared_data):
-    path = shared_data / "tinyshakespeare" / "input.txt"
-    if not path.is_file():
-        pytest.skip(f"Tiny Shakespeare not found at {path}")
-    return path
+def shakespeare(published):
+    return published("tinyshakespeare/input.txt")
 
 
 @pytest.fixture
@@ -41,10 +39,10 @@ def small_text(tmp_path):
 def test_tiny_shakespeare_is_named_by_file_and_sha256(shakespeare):
     task = make_task("text_lm", path=str(shakespeare), **SMALL)
     info = task.describe()
-    # SOURCE.md beside the file records its size and sha256
-    source = (shakespeare.parent / "SOURCE.md").read_text()
+    # the datasets registry records its size and sha256
+    entry = FILES["tinyshakespeare/input.txt"]
     assert info["text_sha256"] == hashlib.sha256(shakespeare.read_bytes()).hexdigest()
-    assert info["text_sha256"] in source
+    assert info["text_sha256"] == entry.sha256 and shakespeare.stat().st_size == entry.size
     assert info["text_file"] == "input.txt" and info["text_chars"] == 1_115_394
     assert info["vocab_size"] == 65 and info["task"] == "text_lm"
     # the sha256 option accepts the right file (upper case too) and refuses any other
@@ -55,9 +53,30 @@ def test_tiny_shakespeare_is_named_by_file_and_sha256(shakespeare):
 
 def test_default_path_is_the_published_corpus(monkeypatch, shakespeare):
     monkeypatch.delenv(TEXT_ENV, raising=False)
-    monkeypatch.setenv("EMPIRICAL_BATCH_SHARED_DATA", str(shakespeare.parents[1]))
+    monkeypatch.setenv("EMPIRICAL_BATCH_DATA", str(shakespeare.parents[1]))
     assert default_text_path() == shakespeare
     assert make_task("text_lm", **SMALL).path == shakespeare
+    # the first characters come from the shipped excerpt: the same text, no download
+    excerpt = bundled("tinyshakespeare/excerpt.txt")
+    assert default_text_path(20_000) == excerpt == default_text_path(EXCERPT_CHARS)
+    assert default_text_path(EXCERPT_CHARS + 1) == shakespeare
+    whole = shakespeare.read_text(encoding="utf-8")
+    assert excerpt.read_text(encoding="utf-8") == whole[:EXCERPT_CHARS]
+    small = make_task("text_lm", max_chars=20_000, **SMALL)
+    assert small.path == excerpt and small.text == whole[:20_000]
+
+
+def test_tiny_preset_needs_no_download(monkeypatch, tmp_path):
+    """Nothing in the data folder and downloads off: the tiny preset's text_lm still has
+    its text (the shipped excerpt), the whole corpus is one clear error."""
+    monkeypatch.delenv(TEXT_ENV, raising=False)
+    monkeypatch.setenv("EMPIRICAL_BATCH_DATA", str(tmp_path))
+    tiny = get_config("tiny", ["text_lm"]).plans[0]
+    task = make_task("text_lm", **tiny.options)
+    assert task.path == bundled("tinyshakespeare/excerpt.txt")
+    with pytest.raises(TaskConfigError, match=r"tinyshakespeare/input.txt .* not in the data "
+                                              r"folder .* downloads are off"):
+        make_task("text_lm")
 
 
 def test_split_is_fixed_and_by_position(shakespeare):
@@ -116,9 +135,9 @@ def test_missing_file_is_a_clear_error(monkeypatch, tmp_path):
     with pytest.raises(TaskConfigError, match=r"other.txt not found \(option 'path'"):
         make_task("text_lm", path=str(tmp_path / "other.txt"))
     monkeypatch.delenv(TEXT_ENV)
-    monkeypatch.setenv("EMPIRICAL_BATCH_SHARED_DATA", str(tmp_path))
-    with pytest.raises(TaskConfigError, match=rf"input.txt not found \(the default corpus; "
-                                              rf"set {TEXT_ENV}"):
+    monkeypatch.setenv("EMPIRICAL_BATCH_DATA", str(tmp_path))
+    with pytest.raises(TaskConfigError, match=rf"no text: .*input.txt.*https://.*put it at "
+                                              rf"{tmp_path}.*set {TEXT_ENV}"):
         make_task("text_lm")
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from empirical_batch.datasets import bundled
 from empirical_batch.fit import fit_tradeoff, steps_to_target
 from empirical_batch.loaders import (
     load_mllog,
@@ -65,7 +66,7 @@ def test_rcp_errors(tmp_path):
 
 def test_rcp_shared_data_matches_published_csv(shared_data):
     """Per-seed values and derived examples agree with the provider's own tables."""
-    t = load_mlperf_rcp(shared_data / "mlperf_rcp" / "raw", benchmark="bert").frame
+    t = load_mlperf_rcp(bundled("mlperf_rcp/raw"), benchmark="bert").frame
     points = pd.read_csv(shared_data / "mlperf_rcp" / "mlperf_rcp_points.csv")
     runs = pd.read_csv(shared_data / "mlperf_rcp" / "mlperf_rcp_runs.csv")
     points = points[points["benchmark"] == "bert"]
@@ -83,9 +84,10 @@ def test_rcp_shared_data_matches_published_csv(shared_data):
 # --------------------------------------------------------------------- MLPerf curves
 
 
-def test_mlperf_curves_bert(shared_data):
-    s = load_mlperf_curves(shared_data / "mlperf_training_results_curves", "bert",
-                           rounds=["v4.0", "v4.1"])
+def test_mlperf_curves_bert(published):
+    published("mlperf_training_results_curves/evals.csv")
+    s = load_mlperf_curves(published("mlperf_training_results_curves/runs.csv").parent,
+                           "bert", rounds=["v4.0", "v4.1"])
     assert isinstance(s, Sweep) and s.higher_is_better
     assert set(SCHEMA) <= set(s.data.columns)
     np.testing.assert_allclose(s.data["step"] * s.data["batch_size"], s.data["examples"])
@@ -94,9 +96,10 @@ def test_mlperf_curves_bert(shared_data):
     assert table["reached"].sum() >= 3
 
 
-def test_mlperf_curves_reports_excluded_runs(shared_data):
-    s = load_mlperf_curves(shared_data / "mlperf_training_results_curves", "bert",
-                           rounds=["v1.0"])
+def test_mlperf_curves_reports_excluded_runs(published):
+    published("mlperf_training_results_curves/evals.csv")
+    s = load_mlperf_curves(published("mlperf_training_results_curves/runs.csv").parent,
+                           "bert", rounds=["v1.0"])
     excl = s.metadata["excluded_runs"]
     assert excl and all(v.startswith("progress") for v in excl.values())
     assert not set(excl) & set(s.data["run"])

@@ -4,8 +4,8 @@ Those sweeps once ended the analysis in ``OverflowError: math range error``: the
 law of text_lm/adam was fitted to three targets 1.7 % apart in loss, and its B_* interval
 (the law extrapolated to L = 1) exceeded the float range. The analysis must finish, say
 what was degenerate, and write the claims table with the averaged comparison. The
-fixture is read from the shared folder (not copied into the repository); the test skips
-where it is absent.
+fixture is read from the shared folder beside the checkout (not copied into the
+repository); the test skips where it, or the corpus of the GPU run, is absent.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ from empirical_batch.cli import main
 
 FIXTURE = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / \
     "harness-tiny-h200"
-CORPUS = FIXTURE.parent.parent / "data" / "tinyshakespeare" / "input.txt"
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.slow
 def test_analyze_on_the_h200_sweeps_finishes_and_writes_the_averaged_claims(
-        tmp_path, monkeypatch):
-    if not (FIXTURE / "sweeps").is_dir() or not CORPUS.is_file():
-        pytest.skip(f"needs the fixture {FIXTURE} and the corpus {CORPUS} (shared data)")
+        tmp_path, monkeypatch, published):
+    if not (FIXTURE / "sweeps").is_dir():
+        pytest.skip(f"needs the fixture {FIXTURE}")
+    corpus = published("tinyshakespeare/input.txt")
     out = tmp_path / "copy"
     shutil.copytree(FIXTURE, out)
-    monkeypatch.setenv("EMPIRICAL_BATCH_TEXT", str(CORPUS))  # the corpus of the GPU run
+    monkeypatch.setenv("EMPIRICAL_BATCH_TEXT", str(corpus))  # the corpus of the GPU run
     assert main(["harness", "--config", "tiny", "--stage", "analyze", "--device", "cpu",
                  "--out", str(out), "--no-progress"]) == 0
     res = out / "results"

@@ -8,11 +8,13 @@ The corpus is any UTF-8 text file. Which one, in order:
 
 1. the option ``path``;
 2. the environment variable ``EMPIRICAL_BATCH_TEXT``;
-3. ``tinyshakespeare/input.txt`` under ``EMPIRICAL_BATCH_SHARED_DATA`` when that is set,
-   else under ``../shared/data`` beside the checkout (the project's published data).
+3. Tiny Shakespeare from `empirical_batch.datasets.tiny_shakespeare`: the excerpt shipped
+   with the package when ``max_chars`` fits in it (the ``tiny`` preset: no download),
+   else the whole file, fetched into the data folder on first use.
 
-A file that is not there is a `TaskConfigError` at construction (before any training),
-naming the path and how to point elsewhere. The vocabulary is the sorted set of the
+A file that is not there, or a corpus that cannot be had (offline, nothing in the data
+folder), is a `TaskConfigError` at construction (before any training): one line naming
+the file and how to get it or point elsewhere. The vocabulary is the sorted set of the
 characters of the text used; the split is by position and fixed: the first
 ``1 - eval_fraction`` of the characters train, the rest evaluate. Training batches are
 windows of ``context + 1`` characters at uniformly random offsets of the training part
@@ -30,7 +32,6 @@ sha256; the option ``sha256`` makes a run refuse any other file.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import string
 from dataclasses import dataclass
@@ -39,25 +40,28 @@ from pathlib import Path
 
 import torch
 
+from ..._io import file_sha256
+from ...datasets import tiny_shakespeare
+from ...errors import DatasetError
 from .base import TaskConfigError, fraction, integer, positive_int
 from .sequence import CharLM
 
 #: environment variable naming the text file (when the option ``path`` is empty)
 TEXT_ENV = "EMPIRICAL_BATCH_TEXT"
-#: the default corpus, relative to the published-data folder
-DEFAULT_CORPUS = Path("tinyshakespeare") / "input.txt"
 
 
-def default_text_path() -> Path:
-    """``EMPIRICAL_BATCH_TEXT``, else Tiny Shakespeare in the published-data folder
-    (``EMPIRICAL_BATCH_SHARED_DATA``, else ``../shared/data`` beside the checkout)."""
+def default_text_path(max_chars: int = 0) -> Path:
+    """``EMPIRICAL_BATCH_TEXT``, else Tiny Shakespeare (`datasets.tiny_shakespeare`: the
+    shipped excerpt when the first ``max_chars`` > 0 characters fit in it, else the whole
+    file, fetched if needed); a corpus that cannot be had is a `TaskConfigError`."""
     env = os.environ.get(TEXT_ENV)
     if env:
         return Path(env).expanduser()
-    shared = os.environ.get("EMPIRICAL_BATCH_SHARED_DATA")
-    root = (Path(shared).expanduser() if shared
-            else Path(__file__).resolve().parents[3].parent / "shared" / "data")
-    return root / DEFAULT_CORPUS
+    try:
+        return tiny_shakespeare(chars=max_chars or None)
+    except DatasetError as exc:
+        raise TaskConfigError(f"task 'text_lm' has no text: {exc} (or set {TEXT_ENV} or "
+                              "the option 'path' to a text file)") from None
 
 
 def display_path(path: str | Path) -> str:
@@ -68,15 +72,6 @@ def display_path(path: str | Path) -> str:
     except ValueError:  # another drive
         return str(path)
     return str(rel) if rel.parts[:3] != ("..", "..", "..") else str(path)
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex sha256 of the file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -138,10 +133,10 @@ class TextLM(CharLM):
     @staticmethod
     def resolve_path(o) -> Path:
         """The text file the options name (see the module docstring)."""
-        return Path(o.path).expanduser() if o.path else default_text_path()
+        return Path(o.path).expanduser() if o.path else default_text_path(o.max_chars)
 
     # -- the corpus ---------------------------------------------------------------
-    @property
+    @cached_property
     def path(self) -> Path:
         return self.resolve_path(self.options)
 
@@ -178,8 +173,8 @@ class TextLM(CharLM):
     def describe(self) -> dict:
         """The options, plus the file (name, path, sha256, characters used, vocabulary).
         The path is relative to the working directory when it lies at most two folders
-        above it (as a checkout's ``../shared/data/...``), so that a manifest does not
-        record the machine's own folder layout; the sha256 identifies the text."""
+        above it, so that a manifest does not record the machine's own folder layout;
+        the sha256 identifies the text."""
         return {**super().describe(), "text_file": self.path.name,
                 "text_path": display_path(self.path), "text_sha256": self.sha256,
                 "text_chars": len(self.text), "vocab_size": len(set(self.text))}
