@@ -148,6 +148,7 @@ LAYERS: dict[str, int] = {
     "empirical_batch.transfer": 3,
     "empirical_batch.schedule": 3,
     "empirical_batch.loaders": 3,
+    "empirical_batch.laws": 3,
     "empirical_batch.datasets": 3,
     # 4 measurement in training (torch)
     "empirical_batch.measure": 4,

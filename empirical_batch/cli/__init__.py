@@ -28,6 +28,7 @@ COMMANDS = {
     "harness": "Run the validation harness: real training sweeps against the noise scale.",
     "schedule": "Design a batch-size schedule (App. D, doubling, Seesaw) and export it.",
     "transfer": "Move hyperparameters to another batch size: rules, citations, regimes.",
+    "law": "Batch-size laws over model size and tokens: fit, list, predict the next run's batch.",
 }
 
 

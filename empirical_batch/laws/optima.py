@@ -1,0 +1,206 @@
+r"""Per-cell optima of a grid: $B_{opt}$, $\eta_{opt}$ or $B_{crit}$ in each $(N, D)$ cell.
+
+**Loss grids.** In each cell the runs whose loss is within a relative ``band`` of the
+cell's best, $L \le L_{best}(1 + \text{band})$ (0.25 % by default: DeepSeek LLM 2024
+§3.1, and the ``filter_threshold`` of StepLaw's fitting code), form the near-optimal
+band; $B_{opt}$ and $\eta_{opt}$ are the band's geometric means,
+
+$$B_{opt} = \exp\Big(\frac{1}{|\mathcal{B}|}\sum_{i\in\mathcal{B}} \log B_i\Big), \qquad
+\eta_{opt} = \exp\Big(\frac{1}{|\mathcal{B}|}\sum_{i\in\mathcal{B}} \log \eta_i\Big),$$
+
+as `empirical_batch.budget.fit_fixed_budget` does. Their intervals come from a residual
+bootstrap of the loss surface: a quadratic in $(\log B, \log\eta)$ is fitted by least
+squares to the runs within $\max(10\cdot\text{band}, 2\,\%)$ of the best loss, its
+residuals are resampled onto the fitted values, and the band is re-read on each draw
+(percentile interval, widened to contain the estimate). A band that touches the
+smallest or largest batch size (learning rate) tried in its cell makes that optimum a
+bound: it is flagged (``b_opt_at_edge``) and left out of laws.
+
+**Steps grids.** In each cell $S(B) = S_{min}(1 + B_{crit}/B)$ is fitted
+(`empirical_batch.fit.fit_tradeoff`, eq. 2.11 of McCandlish et al. 2018) with its
+interval; a $B_{crit}$ that is not identified (a bound) is flagged and left out.
+
+A cell with fewer than three batch sizes has no optimum to read: `cell_optima` raises
+`NotEnoughBatchSizes` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from .._validate import check_level
+from ..errors import InputError
+from ..fit.tradeoff_fit import FitError, FitWarning, NotEnoughBatchSizes, fit_tradeoff
+from ..result import TableResult
+from .grid import RunGrid
+
+__all__ = ["CellOptima", "cell_optima"]
+
+DEFAULT_BAND = 0.0025
+
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class CellOptima(TableResult):
+    """One row per $(N, D)$ cell (see the module's text).
+
+    ``frame`` columns: ``cell``, ``n_params``, ``tokens``, ``compute`` ($6ND$ FLOPs
+    where both are known), ``loss`` (the cell's best loss, or its target), the number
+    of batch sizes, and per quantity ``q`` in ``b_opt``, ``lr_opt`` (loss grids) or
+    ``b_crit`` (steps grids): ``q``, ``q_low``, ``q_high`` and ``q_at_edge``.
+    """
+
+    kind: str = "loss"
+    unit: str = "tokens"
+    band: float = DEFAULT_BAND
+    level: float = 0.95
+    n_boot: int = 0
+    tokens_per_sequence: float | None = None
+
+    @property
+    def quantities(self) -> tuple[str, ...]:
+        """The optima held: ``("b_opt", "lr_opt")`` or ``("b_crit",)``."""
+        return ("b_opt", "lr_opt") if self.kind == "loss" else ("b_crit",)
+
+    def __repr__(self) -> str:
+        q = self.quantities[0]
+        edge = int(self.frame[f"{q}_at_edge"].sum())
+        return (f"CellOptima({len(self.frame)} cells, {q} in {self.unit}, {edge} at the "
+                f"grid's edge, band {self.band:.2%})")
+
+    def summary(self) -> str:
+        return f"{self!r}\n{self.frame.to_string(index=False)}"
+
+
+def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
+                level: float | None = None, seed: int = 0) -> CellOptima:
+    """$B_{opt}$ and $\\eta_{opt}$ (loss grids) or $B_{crit}$ (steps grids) per cell,
+    with intervals and edge flags (see the module's text)."""
+    if not isinstance(grid, RunGrid):
+        raise InputError(f"grid must be a RunGrid (load_grid), got {type(grid).__name__}")
+    if not (isinstance(band, int | float) and math.isfinite(band) and band >= 0):
+        raise InputError(f"band must be a finite number >= 0, got {band!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
+        raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
+    lvl = check_level(level, None)
+    rng = np.random.default_rng(seed)
+    short = []
+    rows = []
+    for cell, g in grid.frame.groupby("cell", sort=False):
+        nb = int(g["batch_size"].nunique())
+        if nb < 3:
+            short.append(f"{cell} ({nb})")
+            continue
+        base = {"cell": cell, "n_params": float(g["n_params"].iloc[0]),
+                "tokens": float(g["tokens"].iloc[0]), "n_batch_sizes": nb, "n_runs": len(g)}
+        base["compute"] = 6.0 * base["n_params"] * base["tokens"]
+        if grid.kind == "loss":
+            base.update(_loss_cell(g, float(band), n_boot, lvl, rng))
+        else:
+            base.update(_steps_cell(g, n_boot, lvl, rng, grid.unit))
+        rows.append(base)
+    if short:
+        raise NotEnoughBatchSizes(
+            f"cells with fewer than 3 batch sizes (an optimum needs a smaller and a larger "
+            f"batch on each side): {', '.join(short)}")
+    frame = pd.DataFrame(rows)
+    return CellOptima(frame=frame, kind=grid.kind, unit=grid.unit, band=float(band),
+                      level=lvl, n_boot=n_boot,
+                      tokens_per_sequence=grid.tokens_per_sequence)
+
+
+def _design(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    cols = [np.ones_like(x), x, x * x]
+    if np.ptp(y) > 0:
+        cols += [y, y * y, x * y]
+    return np.column_stack(cols)
+
+
+def _band_centres(losses: np.ndarray, lb: np.ndarray, llr: np.ndarray,
+                  band: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Geometric means of B and lr over the band of each row of ``losses`` (draws ×
+    runs), and the band masks."""
+    best = np.min(losses, axis=-1, keepdims=True)
+    near = losses <= best + band * np.abs(best)
+    w = near / near.sum(axis=-1, keepdims=True)
+    return np.exp(w @ lb), np.exp(w @ llr), near
+
+
+def _loss_cell(g: pd.DataFrame, band: float, n_boot: int, level: float,
+               rng: np.random.Generator) -> dict[str, float | bool | int]:
+    b = g["batch_size"].to_numpy(float)
+    lr = g["learning_rate"].to_numpy(float)
+    loss = g["loss"].to_numpy(float)
+    if not np.isfinite(loss).any():
+        raise InputError(f"every run in cell {g['cell'].iloc[0]} diverged (loss inf)")
+    lb, llr = np.log(b), np.log(lr)
+    b_opt, lr_opt, near = _band_centres(loss[None, :], lb, llr, band)
+    near = near[0]
+    out: dict[str, float | bool | int] = {
+        "loss": float(np.min(loss)), "n_band": int(near.sum()),
+        "b_opt": float(b_opt[0]), "lr_opt": float(lr_opt[0]),
+        "b_opt_at_edge": bool(np.isin(b[near], [b.min(), b.max()]).any()),
+        "lr_opt_at_edge": bool(np.isin(lr[near], [lr.min(), lr.max()]).any()),
+    }
+    ci = _bootstrap(b, lr, loss, band, n_boot, level, rng)
+    for q in ("b_opt", "lr_opt"):
+        lo, hi = ci[q]
+        out[f"{q}_low"] = min(lo, float(out[q]))
+        out[f"{q}_high"] = max(hi, float(out[q]))
+    return out
+
+
+def _bootstrap(b: np.ndarray, lr: np.ndarray, loss: np.ndarray, band: float, n_boot: int,
+               level: float, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    nan = {"b_opt": (math.nan, math.nan), "lr_opt": (math.nan, math.nan)}
+    finite = np.isfinite(loss)
+    if n_boot == 0:
+        return nan
+    best = loss[finite].min()
+    window = finite & (loss <= best + max(10 * band, 0.02) * abs(best))
+    x, y = np.log(b), np.log(lr)
+    X = _design(x[window], y[window])
+    if window.sum() <= X.shape[1]:
+        window = finite
+        X = _design(x[window], y[window])
+        if window.sum() <= X.shape[1]:
+            return nan
+    coef, *_ = np.linalg.lstsq(X, loss[window], rcond=None)
+    fitted = X @ coef
+    resid = loss[window] - fitted
+    resid = (resid - resid.mean()) * math.sqrt(len(resid) / (len(resid) - X.shape[1]))
+    draws = np.broadcast_to(loss, (n_boot, len(loss))).copy()
+    draws[:, window] = fitted + resid[rng.integers(0, len(resid), (n_boot, len(resid)))]
+    bb, ll, _ = _band_centres(draws, x, y, band)
+    q = [(1 - level) / 2, (1 + level) / 2]
+    return {"b_opt": tuple(np.quantile(bb, q).tolist()),  # type: ignore[dict-item]
+            "lr_opt": tuple(np.quantile(ll, q).tolist())}
+
+
+def _steps_cell(g: pd.DataFrame, n_boot: int, level: float, rng: np.random.Generator,
+                unit: str) -> dict[str, float | bool | int | str]:
+    steps = g["steps"].to_numpy(float)
+    table = pd.DataFrame({"batch_size": g["batch_size"].to_numpy(float),
+                          "steps": np.where(np.isfinite(steps), steps, np.nan),
+                          "reached": np.isfinite(steps)})
+    target = float(g["target_loss"].iloc[0]) if "target_loss" in g.columns else math.nan
+    out: dict[str, float | bool | int | str] = {"loss": target}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FitWarning)
+            fit = fit_tradeoff(table, n_boot=max(n_boot, 1), level=level,
+                               seed=int(rng.integers(2**31)), unit=unit)
+    except FitError as exc:
+        out.update({"b_crit": math.nan, "b_crit_low": math.nan, "b_crit_high": math.nan,
+                    "b_crit_at_edge": True, "b_crit_status": f"not fitted: {exc}",
+                    "s_min": math.nan})
+        return out
+    out.update({"b_crit": fit.b_crit, "b_crit_low": fit.b_crit_interval.low,
+                "b_crit_high": fit.b_crit_interval.high,
+                "b_crit_at_edge": fit.status != "identified", "b_crit_status": fit.status,
+                "s_min": fit.s_min})
+    return out
