@@ -454,11 +454,12 @@ def test_hf_token_weighted_padded_batches_and_log_history(tmp_path):
 
 @pytest.mark.parametrize("restore", [False, True], ids=["default", "restore_callbacks"])
 def test_hf_resume_restores_the_estimator(tmp_path, restore):
-    """Checkpoint at step 4 of 8, resume: 8 measured steps in the callback install()
-    returned, with default arguments and with restore_callback_states_from_checkpoint."""
+    """Checkpoint at step 4 of 8, resume: the callback install() returned starts from the
+    state saved in checkpoint-4's trainer_state.json and ends with 8 measured steps, with
+    default arguments and with restore_callback_states_from_checkpoint."""
     transformers, args = _hf_args(tmp_path, save_strategy="steps", save_steps=4,
                                   restore_callback_states_from_checkpoint=restore)
-    from empirical_batch.integrations.hf import install
+    from empirical_batch.integrations.hf import NoiseScaleCallback, install
 
     first = transformers.Trainer(model=TokenRecorder(), args=args,
                                  train_dataset=_padded_dataset())
@@ -468,13 +469,50 @@ def test_hf_resume_restores_the_estimator(tmp_path, restore):
     again = transformers.Trainer(model=TokenRecorder(), args=args,
                                  train_dataset=_padded_dataset())
     cb2 = install(again, beta=0.9)
+    started = []
+    begin = cb2.on_train_begin
+
+    def on_train_begin(*a, **kw):  # the state it starts from, once loaded
+        begin(*a, **kw)
+        started.append(json.loads(json.dumps({"estimator_state": cb2.collector.state_dict(),
+                                              "counters": cb2.account.state_dict()})))
+
+    cb2.on_train_begin = on_train_begin
     again.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    saved = json.loads((tmp_path / "checkpoint-4" / "trainer_state.json").read_text())
+    entry = saved["stateful_callbacks"]["NoiseScaleCallback"]
+    assert entry["attributes"]["estimator_state"]["estimator"]["steps"] == 4
+    assert started == [entry["attributes"]]
     assert again.callback_handler.callbacks[0] is cb2
+    assert [c for c in again.callback_handler.callbacks
+            if isinstance(c, NoiseScaleCallback)] == [cb2]
     assert cb2.collector.estimator.steps == 8
     assert cb2.values()["noise_scale/examples"] == cb1.values()["noise_scale/examples"]
     assert cb2.values()["noise_scale/b_simple"] == pytest.approx(
         cb1.values()["noise_scale/b_simple"], rel=1e-6)
     assert "noise_scale/b_simple" in again.state.log_history[-2]
+
+
+def test_hf_install_uses_no_private_trainer_api(tmp_path):
+    """install() only adds callbacks: no attribute of the Trainer is set or replaced, and
+    the package names no private Trainer method (a transformers release may drop it)."""
+    from pathlib import Path
+
+    import empirical_batch
+
+    transformers, args = _hf_args(tmp_path)
+    from empirical_batch.integrations.hf import install, install_adaptive
+
+    trainer = transformers.Trainer(model=TokenRecorder(), args=args,
+                                   train_dataset=_padded_dataset())
+    before = dict(vars(trainer))
+    install_adaptive(trainer, prefix="a/")
+    install(trainer, prefix="b/")
+    assert vars(trainer).keys() == before.keys()
+    assert all(vars(trainer)[k] is v for k, v in before.items())
+    package = Path(empirical_batch.__file__).parent
+    for path in package.rglob("*.py"):
+        assert "_load_callback_state" not in path.read_text(), path
 
 
 def test_per_example_collector_refuses_batchnorm_switched_to_training(tmp_path):

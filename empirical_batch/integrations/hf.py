@@ -101,9 +101,12 @@ class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
         self.estimator_state: dict | None = None  # restored from a checkpoint
         self.counters: dict | None = None  # restored from a checkpoint
         self._hook = None
+        self.superseded = False  # replaced by the instance `install` returned
 
     # ------------------------------------------------------------------ hooks
     def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.superseded:  # its restored state moved into the installed callback
+            return
         if model is None:
             raise InputError("the Trainer passed no model to NoiseScaleCallback")
         if int(getattr(args, "world_size", 1)) > 1:
@@ -213,23 +216,37 @@ def install(trainer, **kwargs) -> NoiseScaleCallback:
     moved into the returned callback, which stays first and keeps reporting."""
     cb = NoiseScaleCallback(**kwargs)
     trainer.callback_handler.callbacks.insert(0, cb)
-    load = getattr(trainer, "_load_callback_state", None)
-    if callable(load):
-        def load_callback_state(*a, **kw):
-            out = load(*a, **kw)
-            callbacks = trainer.callback_handler.callbacks
-            for i, other in enumerate(callbacks):
-                if type(other) is type(cb) and other is not cb and other.prefix == cb.prefix:
-                    cb.estimator_state, cb.counters = other.estimator_state, other.counters
-                    del callbacks[i]
-                    if cb in callbacks:
-                        callbacks.remove(cb)
-                    callbacks.insert(0, cb)
-                    break
-            return out
-
-        trainer._load_callback_state = load_callback_state
+    trainer.callback_handler.callbacks.insert(1, _KeepInstalled(trainer, cb))
     return cb
+
+
+class _KeepInstalled(TrainerCallback):
+    """Keeps the callback `install` returned in the Trainer, through public hooks only.
+
+    On a resume with ``restore_callback_states_from_checkpoint=True`` the Trainer removes
+    a stateful callback before ``on_train_begin`` and appends a new instance holding the
+    checkpoint's state. At ``on_train_begin`` (this callback comes before that instance)
+    the restored state moves into the installed callback, which goes back first in
+    ``trainer.callback_handler.callbacks`` and starts; the new instance leaves the list
+    and stays idle."""
+
+    def __init__(self, trainer, installed: NoiseScaleCallback):
+        self.trainer = trainer
+        self.installed = installed
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        cb = self.installed
+        callbacks = self.trainer.callback_handler.callbacks
+        if any(other is cb for other in callbacks):
+            return
+        for i, other in enumerate(callbacks):
+            if type(other) is type(cb) and other.prefix == cb.prefix:
+                cb.estimator_state, cb.counters = other.estimator_state, other.counters
+                other.superseded = True
+                del callbacks[i]
+                callbacks.insert(0, cb)
+                cb.on_train_begin(args, state, control, **kwargs)  # its turn has passed
+                return
 
 
 class AdaptiveBatchCallback(GrowthCallback, TrainerCallback):
