@@ -1,6 +1,8 @@
 """Fit the critical batch size to published sweeps and write docs/published.md.
 
-Run from the repository root (needs ../shared/data, or EMPIRICAL_BATCH_SHARED_DATA):
+The data come through `empirical_batch.datasets` (the MLPerf submission curves, 20 MB,
+are fetched on first use, or read from ``EMPIRICAL_BATCH_DATA``). Run from the
+repository root:
 
     python analysis/published_sweeps.py            # writes docs/published.md
     python analysis/published_sweeps.py --stdout   # prints it instead
@@ -12,23 +14,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from empirical_batch.fit import (
-    critical_batch_curve,
-    fit_lr_scaling,
-    fit_power_law,
-    fit_tradeoff,
-)
-from empirical_batch.loaders import load_mlperf_curves, load_mlperf_rcp
-from empirical_batch.sweeps import load_sweep
+from empirical_batch import datasets
+from empirical_batch.fit import critical_batch_curve, fit_lr_scaling, fit_power_law, fit_tradeoff
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("EMPIRICAL_BATCH_SHARED_DATA", ROOT.parent / "shared" / "data"))
 N_BOOT = 2000
 SEED = 0
 BERT_TARGETS = [0.50, 0.60, 0.65, 0.70, 0.71, 0.715, 0.72]
@@ -58,14 +52,13 @@ def _table(df: pd.DataFrame) -> str:
 
 
 def zhang2024() -> str:
-    z = pd.read_csv(DATA / "zhang2024_critical_batch_size" / "steps_to_target.csv")
+    data = datasets.zhang2024()
+    fits = data.fit(n_boot=N_BOOT, seed=SEED).fits
+    revised = data.fit(revised=True, n_boot=N_BOOT, seed=SEED).fits
     rows, b, n = [], [], []
     lr_rows = []
-    for model, g in z.groupby("model", sort=False):
-        f = fit_tradeoff(g[["batch_size"]].assign(steps=g["steps_to_target"]),
-                         n_boot=N_BOOT, seed=SEED)
-        fr = fit_tradeoff(g[["batch_size"]].assign(steps=g["steps_to_target_revised"]),
-                          n_boot=N_BOOT, seed=SEED)
+    for model, g in data.frame.groupby("model", sort=False):
+        f, fr = fits[model], revised[model]
         rows.append({
             "model": model, "target loss": g["target_loss"].iloc[0],
             "B_crit (seq)": _g(f.b_crit),
@@ -108,7 +101,7 @@ def zhang2024() -> str:
 
 
 def mlperf_rcp() -> str:
-    t = load_mlperf_rcp(DATA / "mlperf_rcp" / "raw").frame
+    t = datasets.mlperf_rcp().frame
     t = t[t["ruleset"].str.startswith("training")]
     latest = t.groupby("benchmark")["ruleset"].max()
     rows = []
@@ -135,10 +128,9 @@ def mlperf_rcp() -> str:
 
 
 def mlperf_curves() -> str:
-    d = DATA / "mlperf_training_results_curves"
     out = []
     for rounds, label in ((BERT_ROUNDS, "v3.0–v5.0"), (None, "all rounds v1.0–v5.0")):
-        sweep = load_mlperf_curves(d, "bert", rounds=rounds)
+        sweep = datasets.mlperf_curves("bert", rounds=rounds)
         for combine in ("min", "median"):
             c = critical_batch_curve(sweep, BERT_TARGETS, config="submission",
                                      combine=combine, n_boot=N_BOOT, seed=SEED,
@@ -170,21 +162,12 @@ def mlperf_curves() -> str:
     return "\n".join(out)
 
 
-W2V2_SECONDS = {"87.5 sec": 87.5, "150 sec": 150.0, "5 min": 300.0, "10 min": 600.0,
-                "20 min": 1200.0, "40 min": 2400.0, "80 min": 4800.0}
 W2V2_TARGETS = [0.25, 0.30, 0.35, 0.38]
 
 
 def vaessen2024() -> str:
-    d = pd.read_csv(DATA / "vaessen2024_w2v2_batch_size" / "ssl_curves" / "val_acc.csv")
-    unknown = set(d["batch size"]) - set(W2V2_SECONDS)
-    if unknown:
-        raise ValueError(f"unknown batch-size labels {sorted(unknown)}")
-    d = d.assign(run=d["batch size"], batch_size=d["batch size"].map(W2V2_SECONDS))
-    sweep = load_sweep(d[["run", "batch_size", "step", "value"]], metric="value",
-                       metric_name="val_acc", higher_is_better=True)
-    c = critical_batch_curve(sweep, W2V2_TARGETS, n_boot=N_BOOT, seed=SEED,
-                             errors="report").to_frame()
+    c = critical_batch_curve(datasets.vaessen2024("val_acc"), W2V2_TARGETS, n_boot=N_BOOT,
+                             seed=SEED, errors="report").to_frame()
     rows = [{
         "target val_acc": r["target"], "B_crit (s of audio)": _g(r["b_crit"]),
         "95% interval": f"{_g(r['b_crit_lo'])}–{_g(r['b_crit_hi'])}",
@@ -202,9 +185,9 @@ All numbers on this page are produced by
 
     python analysis/published_sweeps.py
 
-which reads the published data from `../shared/data/` (origin, licence and
-caveats of each source in its `SOURCE.md`; the data are not part of this
-repository), fits `S(B) = S_min (1 + B_crit/B)` in log space with
+which reads the published data through `empirical_batch.datasets` (origin, licence
+and derivation of each in its `provenance`: `datasets.zhang2024().provenance`, ...),
+fits `S(B) = S_min (1 + B_crit/B)` in log space with
 `empirical_batch.fit_tradeoff` ({n_boot} bootstrap draws, seed {seed},
 bootstrap-calibrated profile-likelihood intervals at 95 %) and writes this page.
 "below/above" counts the measured batch sizes below and above the fitted B_crit;
@@ -257,7 +240,7 @@ a target are interpolated between evaluations (linear in log step).
 
 {curves}
 
-Caveats of these data (see `mlperf_training_results_curves/SOURCE.md`):
+Caveats of these data (`datasets.provenance("mlperf_curves")`):
 different hardware, software and submitters — "best submission per batch size" is
 a crude stand-in for "tuned learning rate"; evaluations are ≈150–200k samples apart,
 which quantises small step counts; runs stop as soon as the official target 0.720
@@ -275,7 +258,7 @@ bootstrap. Targets up to 0.38 are reached by all seven batch sizes.
 
 {w2v2}
 
-Caveats (`vaessen2024_w2v2_batch_size/SOURCE.md`): the schedule is fixed in steps
+Caveats (`datasets.provenance("vaessen2024")`): the schedule is fixed in steps
 (400k, cyclic triangular learning rate with 50k-step cycles), not rescaled per batch
 size, so curves are non-monotone between cycle minima and the first crossing of a
 target can fall on a cycle peak; only three learning rates per batch size (one at
@@ -287,8 +270,6 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stdout", action="store_true")
     args = p.parse_args()
-    if not DATA.is_dir():
-        raise SystemExit(f"published data not found at {DATA}")
     page = PAGE.format(n_boot=N_BOOT, seed=SEED, zhang=zhang2024(), rcp=mlperf_rcp(),
                        curves=mlperf_curves(), w2v2=vaessen2024())
     if args.stdout:

@@ -34,8 +34,9 @@
 #   bench_measure  python benchmarks/bench_measure.py --device cuda --reps 15
 #   bench_measure_gpt2  python benchmarks/bench_measure.py --device cuda --models gpt2 --bf16
 #                  --gpt2-batch 32 --reps 15 --no-ddp   (the 124M model; docs/measure.md)
-# The text_lm task reads ../shared/data/tinyshakespeare/input.txt beside the checkout, or
-# the file named by EMPIRICAL_BATCH_TEXT.
+# The text_lm task reads Tiny Shakespeare through empirical_batch.datasets (fetched once
+# into the data folder, or a local copy named by EMPIRICAL_BATCH_DATA), or the file named
+# by EMPIRICAL_BATCH_TEXT.
 # A failing step does not stop the later ones (except the preflight checks); the script
 # exits 1 if any step failed, and the summary names them.
 set -euo pipefail

@@ -61,8 +61,8 @@ from ..result import Interval, Result, deprecated_alias
 __all__ = ["KAPLAN_2020", "BCritLaw", "fit_b_crit_law"]
 
 #: Kaplan et al. 2020 (arXiv 2001.08361), §5.1: B_crit(L) = B_star / L^(1/alpha_B), L in
-#: nats/token, B_star in tokens; the same values as ``data/kaplan2020_constants.csv`` (a
-#: test holds them equal).
+#: nats/token, B_star in tokens; the same values as
+#: ``empirical_batch.datasets.kaplan2020()`` (a test holds them equal).
 KAPLAN_2020 = {"alpha_b": 0.21, "b_star": 2e8}
 
 

@@ -91,7 +91,7 @@ def render_law(frame: pd.DataFrame) -> str:
         "## B_crit(L) = B*/L^(1/α_B) (Kaplan et al. 2020)\n",
         f"Fitted to the identified B_crit of each task and optimizer (`fit_b_crit_law`, "
         f"{level:.0%} intervals); Kaplan et al.'s α_B = {KAPLAN_2020['alpha_b']} "
-        "(`data/kaplan2020_constants.csv`) beside the language-model tasks.\n",
+        "(`empirical_batch.datasets.kaplan2020()`) beside the language-model tasks.\n",
         "| task | opt | n | L range | B_crit at max L → min L | span | ends apart | α_B "
         "| interval | status | Kaplan α_B | in interval | corpus (sha256) |",
         "|" + "---|" * 13,

@@ -25,8 +25,8 @@ b. **B_crit grows over training** (§3, Table 1: "start" vs "averaged"): growth 
    [lo_hard/hi_loose, hi_hard/lo_loose], joint level ≥ 90 %, and the seed bootstrap).
    Holds when the interval lies above 1; does not hold when below; else undecided. The
    paper states no threshold: its own factors (``TABLE1_GROWTH``, from
-   ``data/paper_table1.csv``) run from 3× (CIFAR-10) to 143× (Billion Word), and the
-   evidence says where the measured interval lies against that range. (Our targets
+   ``datasets.mccandlish2018_table1()``) run from 3× (CIFAR-10) to 143× (Billion Word), and
+   the evidence says where the measured interval lies against that range. (Our targets
    span a smaller part of training than the paper's start and average, so a smaller
    factor is expected.)
 c. **The one-step model fits the measured ε_opt(B) and ΔL_opt(B)** (§2.2, eqs. 2.6–2.7,
@@ -85,8 +85,8 @@ CLAIMS = {
 }
 
 #: growth of B_crit from "start" to "averaged" in McCandlish et al. 2018, Table 1
-#: (``data/paper_table1.csv`` through ``analysis.table1``, a test holds them equal; Atari:
-#: geometric midpoints of its ranges over games; Dota 5v5 gives no start value)
+#: (``datasets.mccandlish2018_table1()`` through ``analysis.table1``, a test holds them
+#: equal; Atari: geometric midpoints of its ranges over games; Dota 5v5 gives no start value)
 TABLE1_GROWTH = {"MNIST": 10.0, "SVHN": 10.0, "CIFAR10": 3.0, "ImageNet": 15.0,
                  "Billion Word": 1e5 / 700, "Autoencoder (SVHN)": 4.0, "VAE (SVHN)": 20.0,
                  "Atari": float(np.sqrt(400 * 8000) / np.sqrt(100 * 1000)),
