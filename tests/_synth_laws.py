@@ -13,9 +13,11 @@ SEQ = 2048
 def loss_grid(rng: np.random.Generator, *, k_d: float = TRUE["k_d"], k_n: float = 0.0,
               a: float = TRUE["a"], noise: float = 0.002,
               ns=(1e8, 3e8, 1e9), ds=(2e9, 8e9, 3.2e10, 1.28e11),
-              bs=2.0 ** np.arange(4, 14), lr_steps=np.arange(-3, 3.5, 0.5)) -> pd.DataFrame:
+              bs=None, lr_steps=None) -> pd.DataFrame:
     """StepLaw-layout rows: ``N``, ``D``, ``bs`` (sequences of 2048 tokens), ``lr``,
     ``smooth loss``; the optimum in tokens is ``a N^k_n D^k_d``."""
+    bs = 2.0 ** np.arange(4, 14) if bs is None else bs
+    lr_steps = np.arange(-3, 3.5, 0.5) if lr_steps is None else lr_steps
     rows = []
     for n in ns:
         for d in ds:

@@ -9,8 +9,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-
 from _synth_laws import SEQ, loss_grid
+
 from empirical_batch.errors import DataError, FitError, InputError
 from empirical_batch.fit import NotEnoughBatchSizes
 from empirical_batch.laws import cell_optima, fit_law, load_grid, steps_to_result
@@ -60,10 +60,10 @@ def test_column_aliases_and_non_positive_sizes():
     with pytest.raises(DataError, match="not in the table"):
         load_grid(f, unit="tokens", columns={"loss": "nope"})
     bad = _plain().assign(n_params=0.0)
-    with pytest.raises(InputError, match="n_params.*> 0"):
+    with pytest.raises(InputError, match=r"n_params.*> 0"):
         load_grid(bad, unit="tokens")
     bad = _plain().assign(tokens=-1.0)
-    with pytest.raises(InputError, match="tokens.*> 0"):
+    with pytest.raises(InputError, match=r"tokens.*> 0"):
         load_grid(bad, unit="tokens")
 
 
