@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
-
 from _synth_laws import TRUE, loss_grid
+
 from empirical_batch.cli import main
 
 

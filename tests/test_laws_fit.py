@@ -8,11 +8,11 @@ import warnings
 
 import numpy as np
 import pytest
+from _synth_laws import TRUE, loss_grid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from _synth_laws import TRUE, loss_grid
 from empirical_batch.errors import FitError, InputError
 from empirical_batch.laws import (
     PUBLISHED_LAWS,
