@@ -89,3 +89,20 @@ def test_predict_from_a_fitted_law_file(tmp_path, capsys):
 def test_errors_are_one_line(capsys, argv, message):
     code, _, err = _run(capsys, *argv)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_plan_takes_the_predicted_batch_as_its_b_crit(tmp_path, capsys):
+    pred = tmp_path / "pred.json"
+    _run(capsys, "law", "predict", "--law", "power_lines_b_opt", "--anchor",
+         "batch=524288,tokens=1e9", "--at", "tokens=3e10", "--exponent-interval",
+         "tokens=0.30:0.45", "--out", str(pred))
+    code, out, _ = _run(capsys, "plan", "--b-crit-from", str(pred), "--s-min", "20000",
+                        "--json")
+    data = json.loads(out)
+    p = json.loads(pred.read_text())
+    assert code == 0 and data["b_crit"] == pytest.approx(p["value"])
+    assert data["unit"] == "tokens" and data["e_min"] == pytest.approx(20000 * p["value"])
+    assert "30× beyond the anchor" in data["source"] and "taken as B_crit" in data["source"]
+    code, _, err = _run(capsys, "plan", "--b-crit-from", str(pred), "--b-crit", "5",
+                        "--s-min", "10")
+    assert code == 2 and "not both" in err

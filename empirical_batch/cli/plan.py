@@ -68,6 +68,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     g.add_argument("--s-min", type=float, help="fewest steps to the target (infinite batch)")
     g.add_argument("--e-min", type=float, help="fewest examples to the target (batch 1 limit)")
     g.add_argument("--b-crit", type=float, help="critical batch size E_min/S_min")
+    g.add_argument("--b-crit-from", type=Path, metavar="PRED.json",
+                   help="take B_crit (and its interval, reported) from `empirical-batch law "
+                        "predict --out` (with one of --s-min, --e-min)")
     g.add_argument("--noise-log", type=Path, metavar="LOG",
                    help="take S_min and B_crit from a noise log (CSV or JSONL) of a run at "
                         "--batch-size that reached the target at its end")
@@ -122,7 +125,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                      help="print the plan as JSON (frontier, bend, inputs) instead of tables")
     fmt.add_argument("--csv", action="store_true",
                      help="print the frontier (every candidate with --all) as CSV")
-    parser.set_defaults(run=command(run, inputs=("fit", "timings", "noise_log"),
+    parser.set_defaults(run=command(run, inputs=("fit", "timings", "noise_log", "b_crit_from"),
                                             outputs=("out",)))
 
 
@@ -281,6 +284,11 @@ def _tradeoff(args):
         source = (f"tradeoff from {args.noise_log}: S_min = the run's progress, B_crit = "
                   f"the progress average of its {name}, for a target reached at the end "
                   "of the logged run (the model at the optimal learning rate, App. D)")
+    elif args.b_crit_from is not None:
+        if args.b_crit is not None:
+            raise InputError("give --b-crit or --b-crit-from, not both")
+        b_crit, unit, source = b_crit_from_prediction(args.b_crit_from)
+        t = tradeoff_from_args(args.s_min, args.e_min, b_crit)
     else:
         t, unit = tradeoff_from_args(args.s_min, args.e_min, args.b_crit), "examples"
         if args.unit is not None:
@@ -292,6 +300,31 @@ def _tradeoff(args):
         f = convert(1.0, unit, args.unit, tokens_per_example=args.tokens_per_example)
         t, unit = Tradeoff(s_min=t.s_min, e_min=t.e_min * f), check_unit(args.unit)
     return t, unit, source
+
+
+def b_crit_from_prediction(path: Path) -> tuple[float, str, str]:
+    """B_crit, its unit and a line saying where it came from (with its interval and
+    status), from `empirical-batch law predict --out` (or ``--json``) output."""
+    from .._io import read_json
+
+    data = read_json(path)
+    try:
+        value, unit = float(data["value"]), str(data["unit"])
+        iv = data.get("value_interval") or {}
+        low, high = iv.get("low"), iv.get("high")
+        status = str(data.get("status_text", ""))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"{path}: not `empirical-batch law predict --out` output "
+                        f"({type(exc).__name__}: {exc})") from None
+    if unit not in ("tokens", "sequences", "examples"):
+        raise InputError(f"{path}: the prediction is a {unit}, not a batch size")
+    if not value > 0:
+        raise InputError(f"{path}: the predicted batch must be > 0, got {value!r}")
+    span = (f" [{float(low):.4g}, {float(high):.4g}]" if low is not None and high is not None
+            else " (no interval)")
+    return value, unit, (f"B_crit from {path}: {value:.4g} {unit}{span} predicted by the law "
+                         f"{data.get('law', '?')} (of {data.get('quantity', '?')}, taken as "
+                         f"B_crit); {status}")
 
 
 def _hardware_notes(given: dict, hw: Hardware, timings: bool) -> list[str]:
