@@ -236,3 +236,31 @@ def test_registry_matches_the_local_copy(published):
     for path in registry.FILES:
         local = published(path)
         assert local.stat().st_size == registry.FILES[path].size
+
+
+# ------------------------------------------------------------------ the command line
+def test_data_command(served, capsys):
+    from empirical_batch.cli import main
+
+    entry, _, home = served
+    assert main(["data", "list", "--data-home", str(home)]) == 0
+    out = capsys.readouterr().out
+    assert f"data folder: {home}" in out
+    assert "tinyshakespeare/input.txt (1.1 MB, not yet fetched)" in out
+    for name in datasets.PROVENANCE:
+        assert f"\n{name}  (" in out
+    assert main(["data", "fetch", "demo", "--data-home", str(home)]) == 0
+    assert capsys.readouterr().out.strip() == str(home / entry.path)
+    (home / "tinyshakespeare").mkdir()
+    (home / "tinyshakespeare" / "input.txt").write_text("a stand-in")  # listed, not checked
+    assert main(["data", "list", "--data-home", str(home)]) == 0
+    assert "input.txt (1.1 MB, in the data folder)" in capsys.readouterr().out
+    assert main(["data", "path", "zhang2024_critical_batch_size/steps_to_target.csv"]) == 0
+    assert Path(capsys.readouterr().out.strip()).is_file()
+    assert main(["data", "info", "zhang2024"]) == 0
+    assert "arXiv 2410.21676" in capsys.readouterr().out
+    assert main(["data", "fetch", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing to fetch for 'nope'" in err
+    assert main(["data", "path", "demo/file.txt", "--data-home", str(home / "x")]) == 2
+    assert "downloads are off" in capsys.readouterr().err  # the tests never download

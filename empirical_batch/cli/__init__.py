@@ -29,6 +29,7 @@ COMMANDS = {
     "schedule": "Design a batch-size schedule (App. D, doubling, Seesaw) and export it.",
     "transfer": "Move hyperparameters to another batch size: rules, citations, regimes.",
     "law": "Batch-size laws over model size and tokens: fit, list, predict the next run's batch.",
+    "data": "The published data sets: list them, fetch them ahead of time, print a file's path.",
 }
 
 
