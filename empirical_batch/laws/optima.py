@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 
 from .._validate import check_level
-from ..errors import InputError
-from ..fit.tradeoff_fit import FitError, FitWarning, NotEnoughBatchSizes, fit_tradeoff
+from ..errors import FitError, InputError
+from ..fit.tradeoff_fit import FitWarning, NotEnoughBatchSizes, fit_tradeoff
 from ..result import TableResult
 from .grid import RunGrid
 
@@ -95,9 +95,10 @@ def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
         if nb < 3:
             short.append(f"{cell} ({nb})")
             continue
-        base = {"cell": cell, "n_params": float(g["n_params"].iloc[0]),
-                "tokens": float(g["tokens"].iloc[0]), "n_batch_sizes": nb, "n_runs": len(g)}
-        base["compute"] = 6.0 * base["n_params"] * base["tokens"]
+        n_params, tokens = float(g["n_params"].iloc[0]), float(g["tokens"].iloc[0])
+        base: dict[str, object] = {"cell": cell, "n_params": n_params, "tokens": tokens,
+                                   "n_batch_sizes": nb, "n_runs": len(g),
+                                   "compute": 6.0 * n_params * tokens}
         if grid.kind == "loss":
             base.update(_loss_cell(g, float(band), n_boot, lvl, rng))
         else:
@@ -177,8 +178,9 @@ def _bootstrap(b: np.ndarray, lr: np.ndarray, loss: np.ndarray, band: float, n_b
     draws[:, window] = fitted + resid[rng.integers(0, len(resid), (n_boot, len(resid)))]
     bb, ll, _ = _band_centres(draws, x, y, band)
     q = [(1 - level) / 2, (1 + level) / 2]
-    return {"b_opt": tuple(np.quantile(bb, q).tolist()),  # type: ignore[dict-item]
-            "lr_opt": tuple(np.quantile(ll, q).tolist())}
+    b_lo, b_hi = np.quantile(bb, q)
+    l_lo, l_hi = np.quantile(ll, q)
+    return {"b_opt": (float(b_lo), float(b_hi)), "lr_opt": (float(l_lo), float(l_hi))}
 
 
 def _steps_cell(g: pd.DataFrame, n_boot: int, level: float, rng: np.random.Generator,
