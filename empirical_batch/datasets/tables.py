@@ -63,12 +63,14 @@ class Zhang2024(PublishedTable):
         fits = {m: fit_tradeoff(self.steps(m, revised=revised), **options)
                 for m in self.models}
         first = self.frame.drop_duplicates("model").set_index("model")
+        n_params = first["n_params"].astype(int)
+        target = first["target_loss"].astype(float)
         seq_len = int(first["seq_len"].iloc[0])
         rows = []
         for m, f in fits.items():
             rows.append({
-                "model": m, "n_params": int(first.at[m, "n_params"]),
-                "target_loss": float(first.at[m, "target_loss"]),
+                "model": m, "n_params": int(n_params[m]),
+                "target_loss": float(target[m]),
                 "b_crit": f.b_crit, "b_crit_low": f.b_crit_interval.low,
                 "b_crit_high": f.b_crit_interval.high, "b_crit_tokens": f.b_crit * seq_len,
                 "s_min": f.s_min, "e_min": f.e_min, "log_rmse": f.log_rmse,
