@@ -19,6 +19,7 @@ __all__ = [
     "EmpiricalBatchWarning",
     "FitError",
     "InputError",
+    "MissingDependencyError",
     "NotFoundError",
     "UsageError",
 ]
@@ -51,7 +52,19 @@ class NotFoundError(EmpiricalBatchError, KeyError):
 
 class UsageError(EmpiricalBatchError, RuntimeError):
     """A call out of order or in a state that cannot serve it (e.g. ``step()`` before any
-    backward pass), or an optional dependency that the call needs is missing."""
+    backward pass), or an optional dependency that the call needs is missing
+    (`MissingDependencyError`)."""
+
+
+class MissingDependencyError(UsageError, ModuleNotFoundError):
+    """An optional package that the call needs is not installed; the message names it and
+    the extra that installs it (``pip install 'empirical_batch[harness]'``). Also a
+    ``ModuleNotFoundError`` (``name`` is the missing module), so ``except ImportError``
+    keeps working."""
+
+    def __init__(self, message: str, *, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class FitError(EmpiricalBatchError, ValueError):

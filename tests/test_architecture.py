@@ -120,6 +120,7 @@ LAYERS: dict[str, int] = {
     "empirical_batch.result": 0,
     "empirical_batch._validate": 0,
     "empirical_batch._io": 0,
+    "empirical_batch._optional": 0,
     "empirical_batch._frozen": 0,
     "empirical_batch._numeric": 0,
     "empirical_batch.params": 0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._optional import optional_import
 from ..errors import InputError, UsageError
 
 __all__ = ["check_device"]
@@ -12,10 +13,8 @@ def check_device(device: str) -> None:
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
         raise InputError(f"--device must be auto, cpu or cuda[:i], got {device!r}")
     if device.startswith("cuda"):
-        try:
+        with optional_import("torch", by=f"--device {device}"):
             import torch
-        except ImportError:  # pragma: no cover - torch is a dev dependency
-            raise UsageError(f"--device {device} needs torch with CUDA") from None
         if not torch.cuda.is_available():
             raise UsageError(f"--device {device}: no CUDA device is available here (use "
                                "--device cpu)")

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import contextlib
 
-from ..errors import InputError, UsageError
+from ..errors import InputError
 from .devices import check_device
 from .output import command
 
 
 def _import_harness():
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dev dependency
-        raise UsageError(
-            "the harness needs torch: pip install 'empirical_batch[harness]'"
-        ) from None
-    del torch
+    # without torch, the harness package raises MissingDependencyError naming the extra
     from empirical_batch.harness import config, distribute, sweep, trainer
     from empirical_batch.validation import study
 

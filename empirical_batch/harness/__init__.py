@@ -24,3 +24,7 @@ complete example: a user-defined regression task swept over batch sizes and fitt
 Needs torch (and scikit-learn for the digits task); ``import empirical_batch`` does not
 import this package.
 """
+
+from .._optional import check_installed
+
+check_installed("torch", by="the validation harness", extra="harness")

@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 import torch
 
+from .._optional import optional_import
 from ..errors import InputError, UsageError
 from .config import SweepSpec
 from .device import resolve_device, sync_device
@@ -268,7 +269,8 @@ class RayExecutor(cf.Executor):
 
     def __init__(self, address: str | None = None, *, num_cpus: float = 1,
                  num_gpus: float = 0, **init_kwargs: Any) -> None:
-        import ray
+        with optional_import("ray", by="RayExecutor"):
+            import ray
 
         self._ray = ray
         self._own = not ray.is_initialized()
@@ -367,11 +369,8 @@ def open_executor(spec: str | ExecutorSpec, *, device: str = "auto"
             yield pool
         return
     if spec.engine == "dask":
-        try:
+        with optional_import("distributed", by="--executor dask:..."):
             from distributed import Client, LocalCluster
-        except ImportError:
-            raise UsageError("--executor dask:... needs Dask distributed: "
-                               "pip install 'empirical_batch[distributed]'") from None
         with contextlib.ExitStack() as stack:
             if spec.address == "local":
                 cluster = stack.enter_context(LocalCluster(
@@ -386,11 +385,8 @@ def open_executor(spec: str | ExecutorSpec, *, device: str = "auto"
             finally:
                 executor.shutdown(wait=False)
         return
-    try:
+    with optional_import("ray", by="--executor ray:..."):
         import ray  # noqa: F401
-    except ImportError:
-        raise UsageError("--executor ray:... needs Ray: "
-                           "pip install 'empirical_batch[distributed]'") from None
     gpus = 1 if str(device).startswith("cuda") else 0
     if spec.address == "local":
         kwargs: dict[str, Any] = {"include_dashboard": False}

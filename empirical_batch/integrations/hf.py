@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-from transformers import TrainerCallback
-from transformers.trainer_callback import ExportableState
+from .._optional import optional_import
+
+with optional_import("torch", "transformers", by="empirical_batch.integrations.hf",
+                     extra="hf"):
+    import torch
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import ExportableState
 
 from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning as L
+from .._optional import optional_import
+
+with optional_import("torch", "lightning", by="empirical_batch.integrations.lightning",
+                     extra="lightning"):
+    import lightning as L
 
 from ..errors import InputError
 from ..estimators import GNSEstimator

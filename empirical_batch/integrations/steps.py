@@ -56,7 +56,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
+from .._optional import optional_import
+
+with optional_import("torch", by="empirical_batch.integrations.steps"):
+    import torch
 
 from ..errors import InputError
 from .loggers import noise_scale_values

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import read_csv
+from .._optional import optional_import
 from ..errors import InputError
 from ..sweeps import Sweep, load_sweep
 from ._files import a_file
@@ -144,10 +145,8 @@ def load_tensorboard(
         ``batch_size``/``learning_rate`` must be logged as hparams (``add_hparams``)
         or as scalars tagged ``batch_size``/``learning_rate`` (first value used).
     """
-    try:
+    with optional_import("tbparse", by="load_tensorboard"):
         from tbparse import SummaryReader
-    except ImportError as exc:  # pragma: no cover - optional dependency
-        raise ImportError("load_tensorboard needs tbparse: pip install tbparse") from exc
     p = Path(logdir)
     if not p.exists():
         raise FileNotFoundError(f"TensorBoard log directory not found: {p}")

@@ -20,14 +20,11 @@ The estimators themselves are numpy-only, in `empirical_batch.estimators`.
 
 from __future__ import annotations
 
-try:
+from .._optional import optional_import
+
+# without torch: the numpy estimators are in empirical_batch.estimators
+with optional_import("torch", by="empirical_batch.measure"):
     import torch  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without torch
-    raise ImportError(
-        "empirical_batch.measure needs PyTorch; install it (e.g. `pip install torch`, "
-        "see https://pytorch.org) or use the numpy estimators in "
-        "empirical_batch.estimators"
-    ) from exc
 
 from .ddp import DDPNoiseScaleHook
 from .fsdp import FSDPNoiseScale

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._numeric import log_steps
+from .._optional import optional_import
 from .._validate import as_array, check_count, check_positive, resolve_count
 from ..errors import InputError
 from .quadratic import NoisyQuadratic
@@ -141,7 +142,8 @@ def monte_carlo_sgd(
     -------
     MonteCarloResult
     """
-    import torch
+    with optional_import("torch", by="monte_carlo_sgd"):
+        import torch
 
     if not isinstance(problem, NoisyQuadratic):
         raise InputError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
@@ -197,7 +199,8 @@ def monte_carlo_sgd(
 
 
 def _run_chunk(problem, bs, lrs, steps, seeds, rec, gen, dev, tdtype, table, bar):
-    import torch
+    with optional_import("torch", by="monte_carlo_sgd"):
+        import torch
 
     d = problem.dims
     shape = (bs.size, lrs.size, seeds, d)

@@ -21,3 +21,7 @@ layer (`empirical_batch.fit`), only through their public functions, as any user 
 (through the harness) and matplotlib for the figures; ``import empirical_batch`` does not
 import this package.
 """
+
+from .._optional import check_installed
+
+check_installed("torch", by="the validation study", extra="harness")

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from ..._optional import check_installed
 from ...errors import InputError
 
 
@@ -83,8 +84,12 @@ class Task(ABC):
     unit: ClassVar[str] = "example"
     #: a language model (the report compares its B_crit(L) with Kaplan et al. 2020's α_B)
     language_model: ClassVar[bool] = False
+    #: optional modules the task imports (e.g. ``("sklearn",)``), checked at construction
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **options: Any) -> None:
+        for module in self.requires:  # before any training: one line naming the extra
+            check_installed(module, by=f"the {self.name} task")
         fields = {f.name for f in dataclasses.fields(self.Options)}
         unknown = sorted(set(options) - fields)
         if unknown:

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..._optional import optional_import
 from .base import MLP, Task, fraction, integer, positive_int
 
 
@@ -32,6 +33,7 @@ class Digits(Task):
 
     name = "digits"
     Options = DigitsOptions
+    requires = ("sklearn",)
 
     @classmethod
     def validate(cls, o) -> None:
@@ -40,8 +42,9 @@ class Digits(Task):
         integer(cls.name, "split_seed", o.split_seed)
 
     def _build(self) -> None:
-        from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
+        with optional_import("sklearn", by="the digits task", extra="harness"):
+            from sklearn.datasets import load_digits
+            from sklearn.model_selection import train_test_split
 
         data = load_digits()
         x_tr, x_ev, y_tr, y_ev = train_test_split(
