@@ -42,6 +42,11 @@ def sweeps():
     return out
 
 
+@pytest.fixture(autouse=True)
+def _corpus(text_corpus):
+    """The full preset's text_lm reads the whole corpus (here or a stand-in) when built."""
+
+
 def _fractions():
     return get_config("full").target_fractions
 

@@ -27,7 +27,7 @@ import pandas as pd
 
 from .._io import read_csv, read_json
 from ..errors import DataError
-from .schema import RunGrid, _finish
+from .schema import RunGrid, finish_grid
 
 __all__ = ["load_batch_science", "steps_to_result"]
 
@@ -94,4 +94,4 @@ def load_batch_science(root: str | Path, *, metric: str, target: float,
                          "n_trials": int(table["trial_id"].nunique())})
     frame = pd.DataFrame(rows)
     frame["n_params"], frame["tokens"] = np.nan, np.nan
-    return _finish(frame, "steps", "examples", None, "batch_science", str(root))
+    return finish_grid(frame, "steps", "examples", None, "batch_science", str(root))

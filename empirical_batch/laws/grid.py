@@ -51,7 +51,7 @@ import pandas as pd
 
 from ..errors import DataError, InputError
 from ..units import UnitMismatch, check_unit
-from .schema import RunGrid, _finish, _numeric
+from .schema import RunGrid, finish_grid, numeric_column
 
 __all__ = ["LAYOUTS", "RunGrid", "load_grid"]
 
@@ -177,7 +177,7 @@ def _require(frame: pd.DataFrame, cols: tuple[str, ...], where: str, layout: str
 def _seq_len(frame: pd.DataFrame, seq_len: float | None, default: float | None,
              where: str) -> np.ndarray | None:
     if "seq_len" in frame.columns:
-        return _numeric(frame, "seq_len", where)
+        return numeric_column(frame, "seq_len", where)
     if seq_len is not None:
         if not (isinstance(seq_len, int | float) and math.isfinite(seq_len) and seq_len > 0):
             raise InputError(f"seq_len must be a number > 0, got {seq_len!r}")
@@ -192,9 +192,9 @@ def _steplaw(frame: pd.DataFrame, where: str, seq_len: float | None) -> RunGrid:
     out = out.rename(columns={loss_col: "loss"})
     sl = _seq_len(frame, seq_len, STEPLAW_SEQ_LEN, where)
     assert sl is not None
-    out["batch_size"] = _numeric(out, "batch_size", where) * sl
+    out["batch_size"] = numeric_column(out, "batch_size", where) * sl
     tps = float(sl[0]) if np.all(sl == sl[0]) else None
-    return _finish(out, "loss", "tokens", tps, "steplaw", where)
+    return finish_grid(out, "loss", "tokens", tps, "steplaw", where)
 
 
 def _zhang(frame: pd.DataFrame, where: str, seq_len: float | None) -> RunGrid:
@@ -204,15 +204,15 @@ def _zhang(frame: pd.DataFrame, where: str, seq_len: float | None) -> RunGrid:
         raise DataError(f"{where}: no seq_len column; give seq_len (tokens per sequence) to "
                         "convert batch sizes to tokens")
     out = frame.rename(columns={"steps_to_target": "steps"}).copy()
-    out["batch_size"] = _numeric(out, "batch_size", where) * sl
+    out["batch_size"] = numeric_column(out, "batch_size", where) * sl
     if "tokens" not in out.columns:
         if "chinchilla_steps_at_bs256" not in out.columns:
             raise DataError(f"{where}: the model's training tokens are needed: a 'tokens' "
                             "column or 'chinchilla_steps_at_bs256'")
-        out["tokens"] = _numeric(out, "chinchilla_steps_at_bs256", where) * 256 * sl
+        out["tokens"] = numeric_column(out, "chinchilla_steps_at_bs256", where) * 256 * sl
     out["cell"] = out["model"].astype(str)
     tps = float(sl[0]) if np.all(sl == sl[0]) else None
-    return _finish(out, "steps", "tokens", tps, "zhang", where)
+    return finish_grid(out, "steps", "tokens", tps, "zhang", where)
 
 
 def _plain(frame: pd.DataFrame, where: str, unit: str | None,
@@ -228,4 +228,4 @@ def _plain(frame: pd.DataFrame, where: str, unit: str | None,
     sl = _seq_len(frame, seq_len, None, where)
     tps = float(sl[0]) if sl is not None and np.all(sl == sl[0]) else None
     out = frame.drop(columns=["unit"]) if "unit" in frame.columns else frame
-    return _finish(out, kind, u, tps, "plain", where)
+    return finish_grid(out, kind, u, tps, "plain", where)

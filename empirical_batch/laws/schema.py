@@ -56,7 +56,7 @@ def _cell_label(n: float, d: float) -> str:
     return ",".join(p for p in parts if p) or "all"
 
 
-def _numeric(frame: pd.DataFrame, col: str, where: str, *, positive: bool = True,
+def numeric_column(frame: pd.DataFrame, col: str, where: str, *, positive: bool = True,
              allow_nan: bool = False, allow_inf: bool = False) -> np.ndarray:
     values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
     bad = np.isnan(values) if not allow_nan else np.zeros(len(values), bool)
@@ -76,21 +76,21 @@ def _numeric(frame: pd.DataFrame, col: str, where: str, *, positive: bool = True
     return values
 
 
-def _finish(frame: pd.DataFrame, kind: str, unit: str, tps: float | None,
+def finish_grid(frame: pd.DataFrame, kind: str, unit: str, tps: float | None,
             layout: str, where: str) -> RunGrid:
     frame = frame.copy()
     for col in ("n_params", "tokens"):
         if col not in frame.columns:
             frame[col] = np.nan
-        frame[col] = _numeric(frame, col, where, allow_nan=True)
-    frame["batch_size"] = _numeric(frame, "batch_size", where)
+        frame[col] = numeric_column(frame, col, where, allow_nan=True)
+    frame["batch_size"] = numeric_column(frame, "batch_size", where)
     if kind == "loss":
-        frame["learning_rate"] = _numeric(frame, "learning_rate", where)
+        frame["learning_rate"] = numeric_column(frame, "learning_rate", where)
         # diverged runs as inf (or NaN, read as diverged): they bound the grid, never win
         loss = pd.to_numeric(frame["loss"], errors="coerce").to_numpy(dtype=float)
         frame["loss"] = np.where(np.isnan(loss), np.inf, loss)
     else:
-        frame["steps"] = _numeric(frame, "steps", where, allow_inf=True)
+        frame["steps"] = numeric_column(frame, "steps", where, allow_inf=True)
     if "cell" not in frame.columns:
         frame["cell"] = [_cell_label(n, d) for n, d in zip(frame["n_params"], frame["tokens"],
                                                             strict=True)]
