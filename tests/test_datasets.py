@@ -264,3 +264,25 @@ def test_data_command(served, capsys):
     assert err.count("\n") == 1 and "nothing to fetch for 'nope'" in err
     assert main(["data", "path", "demo/file.txt", "--data-home", str(home / "x")]) == 2
     assert "downloads are off" in capsys.readouterr().err  # the tests never download
+
+
+def test_data_fetch_fetches_what_it_can(served, capsys):
+    """Without names every file is fetched that can be; each failure is one line and the
+    status is 2 (the registry is cut to loopback and undownloadable entries: tests send
+    nothing beyond this machine)."""
+    from empirical_batch.cli import main
+
+    entry, _, home = served
+    derived = registry.DataFile("demo/derived.csv", 10, "0" * 64, None, "demo")
+    saved = dict(registry.FILES)
+    registry.FILES.clear()
+    registry.FILES.update({entry.path: entry, derived.path: derived})
+    try:
+        assert main(["data", "fetch", "--data-home", str(home)]) == 2
+    finally:
+        registry.FILES.clear()
+        registry.FILES.update(saved)
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(home / entry.path)
+    errors = [line for line in captured.err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "demo/derived.csv" in errors[0]

@@ -10,9 +10,10 @@ where a file is used from (fetching it if needed), for use in other commands;
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from ..errors import NotFoundError
+from ..errors import DatasetError, NotFoundError
 from .output import command
 
 
@@ -48,9 +49,15 @@ def run(args) -> int:
     elif args.action == "path":
         print(_path(datasets, args.file, args.data_home))
     elif args.action == "fetch":
+        failed = 0
         for f in _selected(datasets, args.names):
-            print(datasets.fetch(f, data_home=args.data_home, download=True,
-                                 refetch=args.refetch))
+            try:
+                print(datasets.fetch(f, data_home=args.data_home, download=True,
+                                     refetch=args.refetch))
+            except DatasetError as exc:  # the other files are still fetched
+                failed += 1
+                print(f"empirical-batch data: error: {exc}", file=sys.stderr)
+        return 2 if failed else 0
     else:
         _list(datasets, args.data_home)
     return 0

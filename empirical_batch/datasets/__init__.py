@@ -25,7 +25,7 @@ gives B_crit per model), an `~empirical_batch.loaders.RCPTable`, a
 ``provenance`` (source, commit, licence, citation, what was derived how) is on the object
 (``sweep.provenance`` for sweeps) and in `provenance`.
 
-Fetched files (`empirical_batch.datasets.fetch`) are downloaded on first use with
+Fetched files (`empirical_batch.datasets.cache`) are downloaded on first use with
 `pooch`, checked against their SHA-256 and kept in the data folder: ``data_home=``, else
 ``EMPIRICAL_BATCH_DATA``, else the user's cache folder (`get_data_home`). A local copy of
 the published data in its usual layout is used as it is by pointing
@@ -47,7 +47,7 @@ import os
 import pandas as pd
 
 from ..provenance import Provenance
-from .fetch import DATA_ENV, OFFLINE_ENV, URL_ENV, bundled, fetch, get_data_home, locate
+from .cache import DATA_ENV, OFFLINE_ENV, URL_ENV, bundled, fetch, get_data_home, locate
 from .published import (
     EXCERPT_CHARS,
     PROVENANCE,

@@ -12,7 +12,7 @@ from ..errors import InputError, NotFoundError
 from ..loaders import RCPTable, load_mlperf_curves, load_mlperf_rcp
 from ..provenance import Provenance
 from ..sweeps import Sweep, load_sweep
-from .fetch import bundled, fetch
+from .cache import bundled, fetch
 from .tables import PublishedTable, Zhang2024
 
 __all__ = ["EXCERPT_CHARS", "PROVENANCE", "kaplan2020", "mccandlish2018_table1", "mlperf_curves",
@@ -123,7 +123,7 @@ def mlperf_curves(benchmark: str, *, rounds: list[str] | None = None,
                   download: bool | None = None) -> Sweep:
     """Evaluation curves of MLPerf Training submissions as a sweep (`load_mlperf_curves`
     on ``runs.csv``/``evals.csv``, 20 MB, fetched into the data folder; see
-    `empirical_batch.datasets.fetch`)."""
+    `empirical_batch.datasets.cache`)."""
     runs = fetch("mlperf_training_results_curves/runs.csv", data_home=data_home,
                  download=download)
     fetch("mlperf_training_results_curves/evals.csv", data_home=data_home, download=download)
