@@ -130,13 +130,45 @@ def test_megatron_round_trip_and_parser(world):
     assert got["batch_size"].tolist() == [768, 1536, 3072]
 
 
+# Megatron-core's schedule strings (the calculator's docstring and argument help) and the
+# forms its parser accepts: commas, suffixes in either case, decimals, suffixed batch sizes,
+# unsorted entries; expected values worked out by hand from int(float(x) * multiplier)
+MEGATRON_STRINGS = [
+    ("0:768 250B:1536 500B:3072 750B:6144", None,
+     [(0, 768), (250 * 10**9, 1536), (500 * 10**9, 3072), (750 * 10**9, 6144)]),
+    ("0:768 61035156250:1536", None, [(0, 768), (61_035_156_250, 1536)]),
+    ("0:768, 250b:1536 1.5T:3072", None, [(0, 768), (250 * 10**9, 1536), (15 * 10**11, 3072)]),
+    ("0:768,250B:1536", None, [(0, 768), (250 * 10**9, 1536)]),
+    ("0:1k 2.5m:2K 1e9:4096", None, [(0, 1000), (2_500_000, 2000), (10**9, 4096)]),
+    ("250B:1536 0:768", None, [(0, 768), (250 * 10**9, 1536)]),
+    ("  0:768\t1M:1536 ", None, [(0, 768), (10**6, 1536)]),
+    ("0:1.9K", None, [(0, 1900)]),
+    ("0:768 250B:1536 500B:3072", 4096,
+     [(0, 768), (250 * 10**9 // 4096, 1536), (500 * 10**9 // 4096, 3072)]),
+    ("0:768 100:1536", 2048, None),  # 100 tokens is sample 0 again: not increasing
+]
+
+
+@pytest.mark.parametrize("text, seq, expected", MEGATRON_STRINGS)
+def test_megatron_parser_reads_what_megatron_reads(text, seq, expected):
+    if expected is None:
+        with pytest.raises(ValueError, match="increase strictly"):
+            parse_megatron(text, tokens_per_sample=seq)
+        return
+    got = parse_megatron(text, tokens_per_sample=seq)
+    assert list(zip(got["start"], got["batch_size"], strict=True)) == expected
+
+
 @pytest.mark.parametrize("text, word", [
-    ("", "empty"), ("0:768 250X:1536", "START:BATCH"), ("10:768", "start at 0"),
-    ("0:768 5:1536 5:2048", "increase"), ("0:0", ">= 1"), ("0:768,5:1", "START:BATCH"),
+    ("", "empty"), ("0:768 250X:1536", "not a number"), ("10:768", "start at 0"),
+    ("0:768 5:1536 5:2048", "increase"), ("0:0", ">= 1"), ("0:768 5-1536", "THRESHOLD:BATCH"),
+    ("0:768 inf:1536", "finite"), ("0:-5", ">= 1"), ("0:0.5", ">= 1"),
 ])
-def test_megatron_parser_refuses_what_is_not_the_format(text, word):
+def test_megatron_parser_refuses_what_megatron_refuses(text, word):
     with pytest.raises(ValueError, match=word):
         parse_megatron(text)
+    with pytest.raises(ValueError, match="tokens_per_sample"):
+        parse_megatron("0:768", tokens_per_sample=0)
 
 
 def test_levanter_json_csv(world, tmp_path):
