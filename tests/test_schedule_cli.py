@@ -156,3 +156,104 @@ def test_framework_exports_refuse_batch_sizes_in_tokens(tmp_path, capsys):
     assert "in samples" in capsys.readouterr().err
     argv[argv.index("--base-batch") + 1], argv[argv.index("--unit") + 1] = "64", "sequences"
     assert main(argv) == 0
+
+
+def _prediction(tmp_path, capsys, *interval):
+    """`law predict --out` of the nanochat example (with an exponent interval if given)."""
+    pred = tmp_path / "pred.json"
+    assert main(["law", "predict", "--law", "power_lines_b_opt", "--anchor",
+                 "batch=524288,tokens=1e9", "--at", "tokens=3e10", *interval,
+                 "--out", str(pred)]) == 0
+    capsys.readouterr()
+    return pred
+
+
+def _token_curve(tmp_path):
+    e = np.linspace(0, 3e10, 300)
+    path = tmp_path / "run.csv"
+    pd.DataFrame({"examples": e, "loss": 4.0 / (1 + e / 1e9) ** 0.15}).to_csv(path,
+                                                                             index=False)
+    return path
+
+
+def test_from_a_predicted_batch_with_its_interval(tmp_path, capsys):
+    from empirical_batch.cli import build_parser
+    from empirical_batch.cli.schedule import _trajectory
+
+    pred = _prediction(tmp_path, capsys, "--exponent-interval", "tokens=0.30:0.45")
+    p = json.loads(pred.read_text())
+    argv = ["schedule", "--b-crit-from", str(pred), "--loss-curve", str(_token_curve(tmp_path)),
+            "--batch-size", "524288", "--base-batch", "256", "--unit", "sequences",
+            "--tokens-per-sample", "2048"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "B_crit from" in out and "30× beyond the anchor" in out and "taken as B_crit" in out
+    assert "[1.454e+06, 2.423e+06]" in out and "L^(-1/0.21)" in out
+    assert "in sequences" in out and "lower confidence bound" in out
+    # the trajectory's B_crit (progress average) is the predicted batch, its lower bound
+    # the interval's lower end
+    traj = _trajectory(build_parser().parse_args(argv))
+    assert traj.unit == "tokens" and traj.b_crit == pytest.approx(p["value"], rel=1e-9)
+    assert traj.lower / traj.b_noise == pytest.approx(p["value_interval"]["low"] / p["value"])
+    # the plan takes the same file through the same reader: the same B_crit
+    assert main(["plan", "--b-crit-from", str(pred), "--s-min", str(traj.total),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["b_crit"] == pytest.approx(traj.b_crit)
+
+
+def test_a_predicted_batch_without_an_interval_has_no_lower_bound(tmp_path, capsys):
+    from empirical_batch.cli import build_parser
+    from empirical_batch.cli.schedule import _trajectory
+
+    pred = _prediction(tmp_path, capsys)
+    argv = ["schedule", "--b-crit-from", str(pred), "--loss-curve", str(_token_curve(tmp_path)),
+            "--batch-size", "524288", "--base-batch", "524288", "--alpha", "0.3",
+            "--format", "json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["unit"] == "tokens"
+    traj = _trajectory(build_parser().parse_args(argv))
+    assert traj.lower is None and "(no interval)" in traj.source and "L^(-1/0.3)" in traj.source
+
+
+@pytest.mark.parametrize("content, word", [
+    ('{"fits": [{"target": 3.0, "b_crit": 100.0, "status": "identified"}]}',
+     "not `empirical-batch law predict --out` output"),
+    ("[1, 2, 3]", "not `empirical-batch law predict --out` output"),
+    ("{not json", "not valid JSON"),
+])
+def test_a_bad_prediction_file_is_one_line(tmp_path, capsys, content, word):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    argv = ["--b-crit-from", str(bad), "--loss-curve", str(_token_curve(tmp_path)),
+            "--batch-size", "8", "--base-batch", "8"]
+    for command in (["schedule", *argv], ["plan", "--b-crit-from", str(bad), "--s-min", "10"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert word in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_learning_rate_prediction_is_not_a_b_crit(tmp_path, capsys):
+    pred = tmp_path / "lr.json"
+    assert main(["law", "predict", "--law", "steplaw_lr_opt", "--at",
+                 "n_params=1e9,tokens=1e11", "--out", str(pred)]) == 0
+    capsys.readouterr()
+    assert main(["schedule", "--b-crit-from", str(pred), "--loss-curve",
+                 str(_token_curve(tmp_path)), "--batch-size", "8", "--base-batch", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "not a batch size" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("extra, word", [
+    (["--log", "LOG"], "exactly one of"),
+    ([], "--loss-curve"),
+    (["--alpha", "-1"], "--alpha must be > 0"),
+])
+def test_b_crit_from_user_errors(tmp_path, capsys, log, extra, word):
+    pred = _prediction(tmp_path, capsys)
+    argv = ["schedule", "--b-crit-from", str(pred), "--batch-size", "8", "--base-batch", "8",
+            *[str(log) if a == "LOG" else a for a in extra]]
+    if word != "--loss-curve":
+        argv += ["--loss-curve", str(_token_curve(tmp_path))]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert word in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -287,8 +287,11 @@ def _tradeoff(args):
     elif args.b_crit_from is not None:
         if args.b_crit is not None:
             raise InputError("give --b-crit or --b-crit-from, not both")
-        b_crit, unit, source = b_crit_from_prediction(args.b_crit_from)
-        t = tradeoff_from_args(args.s_min, args.e_min, b_crit)
+        from ..laws import load_prediction
+
+        pred = load_prediction(args.b_crit_from)
+        unit, source = pred.unit, pred.describe("B_crit")
+        t = tradeoff_from_args(args.s_min, args.e_min, pred.value)
     else:
         t, unit = tradeoff_from_args(args.s_min, args.e_min, args.b_crit), "examples"
         if args.unit is not None:
@@ -300,31 +303,6 @@ def _tradeoff(args):
         f = convert(1.0, unit, args.unit, tokens_per_example=args.tokens_per_example)
         t, unit = Tradeoff(s_min=t.s_min, e_min=t.e_min * f), check_unit(args.unit)
     return t, unit, source
-
-
-def b_crit_from_prediction(path: Path) -> tuple[float, str, str]:
-    """B_crit, its unit and a line saying where it came from (with its interval and
-    status), from `empirical-batch law predict --out` (or ``--json``) output."""
-    from .._io import read_json
-
-    data = read_json(path)
-    try:
-        value, unit = float(data["value"]), str(data["unit"])
-        iv = data.get("value_interval") or {}
-        low, high = iv.get("low"), iv.get("high")
-        status = str(data.get("status_text", ""))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise DataError(f"{path}: not `empirical-batch law predict --out` output "
-                        f"({type(exc).__name__}: {exc})") from None
-    if unit not in ("tokens", "sequences", "examples"):
-        raise InputError(f"{path}: the prediction is a {unit}, not a batch size")
-    if not value > 0:
-        raise InputError(f"{path}: the predicted batch must be > 0, got {value!r}")
-    span = (f" [{float(low):.4g}, {float(high):.4g}]" if low is not None and high is not None
-            else " (no interval)")
-    return value, unit, (f"B_crit from {path}: {value:.4g} {unit}{span} predicted by the law "
-                         f"{data.get('law', '?')} (of {data.get('quantity', '?')}, taken as "
-                         f"B_crit); {status}")
 
 
 def _hardware_notes(given: dict, hw: Hardware, timings: bool) -> list[str]:

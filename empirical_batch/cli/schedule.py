@@ -3,7 +3,10 @@
 The critical batch along training comes from a noise log (``--log``, the schema of
 `empirical_batch.noise_log`), from a B_crit(L) law (``--power-law B_STAR,ALPHA`` or
 ``--fit FIT.json`` of several targets) together with a reference run's loss curve
-(``--loss-curve``), or the schedule converts a learning-rate schedule (``--seesaw``).
+(``--loss-curve``), from a predicted batch (``--b-crit-from PRED.json``, the output of
+``empirical-batch law predict --out``: the run's B_crit, with its interval as the lower
+bound the doubling policy waits for, shaped along ``--loss-curve`` as L^(-1/ALPHA)), or
+the schedule converts a learning-rate schedule (``--seesaw``).
 Batch sizes are in ``--unit`` (default the log's or the fit's unit; converted with
 ``--tokens-per-sample`` where tokens meet sequences); the table gives stage starts in
 whole optimizer steps; ``--plot`` draws the schedule.
@@ -26,6 +29,8 @@ examples:
       --base-batch 256 --plot schedule.png
   empirical-batch schedule --power-law 2e8,0.21 --loss-curve run.csv --batch-size 512 \\
       --base-batch 512 --policy app_d
+  empirical-batch schedule --b-crit-from pred.json --loss-curve run.csv \\
+      --batch-size 524288 --base-batch 256 --unit sequences --tokens-per-sample 2048
   empirical-batch schedule --seesaw cosine --total-steps 100000 --base-batch 256 \\
       --max-batch 4096 --format levanter
 """
@@ -44,10 +49,18 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     src.add_argument("--fit", type=Path, metavar="FIT.json",
                      help="`empirical-batch fit --json` of several targets: B_crit(L) "
                           "interpolated between them, with --loss-curve")
+    src.add_argument("--b-crit-from", type=Path, metavar="PRED.json",
+                     help="`empirical-batch law predict --out`: the predicted batch as the "
+                          "run's B_crit (its interval's lower end as the lower bound), "
+                          "shaped along --loss-curve as L^(-1/--alpha); --loss-curve and "
+                          "--batch-size are in the prediction's unit")
     src.add_argument("--seesaw", choices=("step", "cosine", "wsd"),
                      help="convert this learning-rate schedule (Seesaw) over --total-steps")
     p.add_argument("--loss-curve", type=Path,
                    help="CSV with columns examples and loss of the reference run")
+    p.add_argument("--alpha", type=float,
+                   help="--b-crit-from: the critical batch along the run follows L^(-1/ALPHA) "
+                        "(default Kaplan et al. 2020's alpha_B = 0.21)")
     p.add_argument("--batch-size", type=float,
                    help="the reference run's batch size, in the unit of the log or the fit "
                         "(so are the examples of --loss-curve)")
@@ -83,7 +96,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--plot", type=Path, metavar="PATH",
                    help="draw the schedule (batch size against steps, with the critical "
                         "batch it follows) to this figure (png, pdf, svg)")
-    p.set_defaults(run=command(run, inputs=("log", "fit", "loss_curve"),
+    p.set_defaults(run=command(run, inputs=("log", "fit", "loss_curve", "b_crit_from"),
                                        outputs=("out", "plot")))
 
 
@@ -132,9 +145,11 @@ def _law_from_fit_json(path: Path):
 def _trajectory(args):
     from empirical_batch.schedule import NoiseTrajectory
 
-    given = [n for n in ("log", "power_law", "fit", "seesaw") if getattr(args, n)]
+    given = [n for n in ("log", "power_law", "fit", "b_crit_from", "seesaw")
+             if getattr(args, n)]
     if len(given) != 1:
-        raise InputError("give exactly one of --log, --power-law, --fit, --seesaw; got "
+        raise InputError("give exactly one of --log, --power-law, --fit, --b-crit-from, "
+                         "--seesaw; got "
                          + (", ".join("--" + g.replace("_", "-") for g in given) or "none"))
     if args.seesaw:
         return None
@@ -146,9 +161,15 @@ def _trajectory(args):
         return NoiseTrajectory.from_log(args.log, args.batch_size, quantity=args.quantity,
                                         column=args.column, level_column=args.lower_column,
                                         unresolved=args.unresolved, where=args.log_where)
+    if args.alpha is not None and not args.b_crit_from:
+        raise InputError("--alpha shapes a --b-crit-from prediction; --power-law takes "
+                         "B_STAR,ALPHA")
     if args.loss_curve is None:
-        raise InputError("--power-law and --fit need --loss-curve (examples, loss)")
+        raise InputError("--power-law, --fit and --b-crit-from need --loss-curve "
+                         "(examples, loss)")
     curve = _csv(args.loss_curve, ("examples", "loss"))
+    if args.b_crit_from:
+        return _from_prediction(args, curve)
     unit = args.unit or "examples"
     if args.power_law:
         try:
@@ -166,6 +187,24 @@ def _trajectory(args):
     traj = NoiseTrajectory.from_power_law(law, curve["examples"].to_numpy(float),
                                           curve["loss"].to_numpy(float), args.batch_size)
     return replace(traj, unit=unit)
+
+
+def _from_prediction(args, curve):
+    """The trajectory whose B_crit is the predicted batch (`load_prediction`, the reader
+    `plan --b-crit-from` uses), shaped along the reference run's loss curve."""
+    from empirical_batch.fit.b_crit_law import KAPLAN_2020
+    from empirical_batch.laws import load_prediction
+    from empirical_batch.schedule import NoiseTrajectory
+
+    pred = load_prediction(args.b_crit_from)
+    alpha = KAPLAN_2020["alpha_b"] if args.alpha is None else args.alpha
+    if not alpha > 0:
+        raise InputError(f"--alpha must be > 0, got {alpha!r}")
+    return NoiseTrajectory.from_b_crit(
+        pred.value, curve["examples"].to_numpy(float), curve["loss"].to_numpy(float),
+        args.batch_size, alpha=alpha, low=pred.low if pred.has_interval else None,
+        unit=pred.unit,
+        source=f"{pred.describe('B_crit')}; along the loss curve as L^(-1/{alpha:g})")
 
 
 def run(args) -> int:

@@ -16,7 +16,14 @@ from .fitting import LawSelection, fit_law, fit_points, select_law
 from .grid import LAYOUTS, RunGrid, load_grid
 from .law import INPUTS, QUANTITIES, ScalingLaw, law_from_dict
 from .optima import CellOptima, cell_optima
-from .predict import Anchor, BatchPrediction, predict_batch, round_batch
+from .predict import (
+    Anchor,
+    BatchPrediction,
+    PredictedBatch,
+    load_prediction,
+    predict_batch,
+    round_batch,
+)
 from .registry import PUBLISHED_LAWS, get_law
 
 __all__ = [
@@ -28,6 +35,7 @@ __all__ = [
     "BatchPrediction",
     "CellOptima",
     "LawSelection",
+    "PredictedBatch",
     "RunGrid",
     "ScalingLaw",
     "cell_optima",
@@ -37,6 +45,7 @@ __all__ = [
     "law_from_dict",
     "load_batch_science",
     "load_grid",
+    "load_prediction",
     "predict_batch",
     "round_batch",
     "select_law",

@@ -25,6 +25,11 @@ Power Lines exponent); then, or with ``"multiple"``, a multiple of the granule
 **Status.** How far the point lies beyond the anchor ($\max(x/x_{ref}, x_{ref}/x)$ per
 input) and beyond the law's fitted range, e.g. "extrapolating 30× beyond the anchor";
 ``"outside_range"`` when the point is outside the law's recorded range in some input.
+
+**As an input.** `load_prediction` reads a prediction written as JSON
+(``empirical-batch law predict --out``, `BatchPrediction.to_json`) back as the batch, its
+interval, unit and status: the one reader behind ``plan --b-crit-from`` and
+``schedule --b-crit-from``.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from ..fit.tradeoff_fit import FitWarning
 from ..result import Interval, Result
 from .law import INPUTS, ScalingLaw
 
-__all__ = ["Anchor", "BatchPrediction", "predict_batch", "round_batch"]
+__all__ = ["Anchor", "BatchPrediction", "PredictedBatch", "load_prediction", "predict_batch",
+           "round_batch"]
 
 ROUNDING = ("pow2", "multiple", "none")
 
@@ -315,3 +321,67 @@ def _status(beyond_anchor: dict[str, float], beyond_range: dict[str, float],
         status = "within_range"
         parts.insert(0, f"within the law's fitted range ({_fmt(point)})")
     return status, "; ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictedBatch:
+    """A predicted batch read back from JSON (`load_prediction`): ``value`` and its
+    interval ``[low, high]`` (NaN where the prediction has none) in ``unit``, the law and
+    quantity it came from, and its status in words."""
+
+    value: float
+    low: float
+    high: float
+    unit: str
+    law: str
+    quantity: str
+    status_text: str
+    path: str = ""
+
+    @property
+    def has_interval(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    def describe(self, as_what: str = "B_crit") -> str:
+        """One line: the value with its interval and unit, the law, and the status."""
+        span = (f" [{self.low:.4g}, {self.high:.4g}]" if self.has_interval
+                else " (no interval)")
+        taken = "" if self.quantity == as_what.lower() else f", taken as {as_what}"
+        return (f"{as_what} from {self.path}: {self.value:.4g} {self.unit}{span} predicted by "
+                f"the law {self.law} (of {self.quantity}{taken}); {self.status_text}")
+
+
+def load_prediction(path: Any) -> PredictedBatch:
+    """The batch predicted in ``path`` (`BatchPrediction.to_json`, as written by
+    ``empirical-batch law predict --out`` or ``--json``). JSON of another kind is a
+    `DataError`, a prediction that is not a batch size (a learning rate) an `InputError`."""
+    from .._io import read_json
+    from ..errors import DataError
+
+    data = read_json(path)
+
+    def end(v: Any) -> float:
+        return math.nan if v is None else float(v)
+
+    if not isinstance(data, dict) or "value_interval" not in data or "law" not in data:
+        what = (f"a JSON {type(data).__name__}" if not isinstance(data, dict) else
+                "no 'value_interval' or 'law'")
+        raise DataError(f"{path}: not `empirical-batch law predict --out` output ({what})")
+    try:
+        iv = data["value_interval"] or {}
+        pred = PredictedBatch(value=float(data["value"]), low=end(iv.get("low")),
+                              high=end(iv.get("high")), unit=str(data["unit"]),
+                              law=str(data["law"]), quantity=str(data.get("quantity", "?")),
+                              status_text=str(data.get("status_text", "")), path=str(path))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"{path}: not `empirical-batch law predict --out` output "
+                        f"({type(exc).__name__}: {exc})") from None
+    if pred.unit not in ("tokens", "sequences", "examples"):
+        raise InputError(f"{path}: the prediction is a {pred.unit}, not a batch size")
+    if not (math.isfinite(pred.value) and pred.value > 0):
+        raise InputError(f"{path}: the predicted batch must be finite and > 0, got "
+                         f"{pred.value!r}")
+    if pred.has_interval and not 0 < pred.low <= pred.value <= pred.high:
+        raise DataError(f"{path}: the interval [{pred.low}, {pred.high}] does not hold the "
+                        f"predicted batch {pred.value}")
+    return pred

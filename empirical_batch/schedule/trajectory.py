@@ -216,6 +216,50 @@ class NoiseTrajectory:
         return cls.from_examples(examples, b, batch_size, source="B_crit(L) law")
 
     @classmethod
+    def from_b_crit(cls, b_crit: float, examples, loss, batch_size: float, *,
+                    alpha: float, low: float | None = None, unit: str = "examples",
+                    source: str = "") -> NoiseTrajectory:
+        r"""A trajectory whose critical batch is ``b_crit`` (a fixed-batch $B_{crit}$, e.g.
+        a law's prediction for the run): the shape $\mathcal B \propto L^{-1/\alpha}$
+        along the loss curve ``loss(examples)`` of a reference run at ``batch_size``
+        (Kaplan et al. 2020's $B_{crit}(L)$ form), scaled so that its progress average
+        `b_crit` equals ``b_crit``. The scale is solved for (the progress itself depends
+        on it); ``low`` (the lower end of ``b_crit``'s interval) gives the lower bound,
+        the trajectory times ``low / b_crit``. ``b_crit``, ``examples`` and
+        ``batch_size`` count ``unit``."""
+        from scipy.optimize import brentq
+
+        target = float(b_crit)
+        if not (np.isfinite(target) and target > 0):
+            raise InputError(f"b_crit must be finite and > 0, got {b_crit!r}")
+        if not (np.isfinite(alpha) and alpha > 0):
+            raise InputError(f"alpha must be > 0, got {alpha!r}")
+        lo_end = None if low is None or not np.isfinite(low) else float(low)
+        if lo_end is not None and not 0 < lo_end <= target:
+            raise InputError(f"low must be in (0, b_crit], got {low!r}")
+        ell = np.asarray(loss, dtype=float)
+        if ell.ndim != 1 or not np.all(np.isfinite(ell) & (ell > 0)):
+            raise InputError("loss must be finite and > 0")
+        shape = ell ** (-1.0 / alpha)
+        shape = shape / np.exp(np.mean(np.log(shape)))
+
+        def gap(log_c: float) -> float:
+            t = cls.from_examples(examples, np.exp(log_c) * shape, batch_size, unit=unit)
+            return float(np.log(t.b_crit) - np.log(target))
+
+        a = b = float(np.log(target))
+        while gap(a) > 0:  # the progress average grows with the scale
+            a -= 2.0
+        while gap(b) < 0:
+            b += 2.0
+        c = float(np.exp(brentq(gap, a, b, xtol=1e-12, rtol=1e-12)))
+        b_noise = c * shape
+        lower = None if lo_end is None else b_noise * (lo_end / target)
+        return cls.from_examples(examples, b_noise, batch_size, lower=lower, unit=unit,
+                                 source=source or f"B_crit {target:.4g} {unit}, "
+                                 f"shape L^(-1/{alpha:g})")
+
+    @classmethod
     def from_branched(cls, examples, results, batch_size: float) -> NoiseTrajectory:
         """From branched-training brackets (`empirical_batch.branched_critical_batch`
         results) taken at ``examples`` of a run at ``batch_size``: the critical batch is
