@@ -49,6 +49,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    "seq_len column")
     f.add_argument("--band", type=float, default=0.0025,
                    help="relative band of near-optimal losses")
+    f.add_argument("--estimator", choices=("band", "vertex"), default="band",
+                   help="per-cell optimum: the near-optimal band's geometric mean (on the "
+                        "grid's values) or the vertex of the quadratic loss surface")
     f.add_argument("--n-boot", type=int, default=200, help="bootstrap draws per cell")
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--level", type=float, default=0.95)
@@ -121,7 +124,7 @@ def run_fit(args) -> int:
                      seq_len=args.seq_len, target=args.target, metric=args.metric,
                      maximize=args.maximize)
     optima = cell_optima(grid, band=args.band, n_boot=args.n_boot, level=args.level,
-                         seed=args.seed)
+                         seed=args.seed, estimator=args.estimator)
     quantity = args.quantity or optima.quantities[0]
     law = fit_law(optima, quantity, args.inputs, level=args.level)
     selection = None

@@ -20,6 +20,15 @@ bound: it is flagged (``b_opt_at_edge``) and left out of laws.
 (`empirical_batch.fit.fit_tradeoff`, eq. 2.11 of McCandlish et al. 2018) with its
 interval; a $B_{crit}$ that is not identified (a bound) is flagged and left out.
 
+**Estimator.** The band's geometric mean (``estimator="band"``, the default) can only
+take values on the grid's batch sizes and their means: with a narrow band it is the tried
+batch nearest the optimum, an error of up to half a grid step in $\log B$ that is the
+same in every bootstrap draw (the bootstrap moves the band, not the grid) and that, across
+cells, is not independent noise. ``estimator="vertex"`` reads the optimum off the
+quadratic surface instead: the minimum of the quadratic in $(\log B, \log\eta)$ fitted
+for the bootstrap, refitted on every draw for its interval. A vertex outside the tried
+range, a surface that is not convex, or a band that touches the edge makes it a bound.
+
 A cell with fewer than three batch sizes has no optimum to read: `cell_optima` raises
 `NotEnoughBatchSizes` naming it.
 """
@@ -60,6 +69,7 @@ class CellOptima(TableResult):
     level: float = 0.95
     n_boot: int = 0
     tokens_per_sequence: float | None = None
+    estimator: str = "band"
 
     @property
     def quantities(self) -> tuple[str, ...]:
@@ -76,8 +86,12 @@ class CellOptima(TableResult):
         return f"{self!r}\n{self.frame.to_string(index=False)}"
 
 
+ESTIMATORS = ("band", "vertex")
+
+
 def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
-                level: float | None = None, seed: int = 0) -> CellOptima:
+                level: float | None = None, seed: int = 0,
+                estimator: str = "band") -> CellOptima:
     """$B_{opt}$ and $\\eta_{opt}$ (loss grids) or $B_{crit}$ (steps grids) per cell,
     with intervals and edge flags (see the module's text)."""
     if not isinstance(grid, RunGrid):
@@ -86,6 +100,8 @@ def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
         raise InputError(f"band must be a finite number >= 0, got {band!r}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
         raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
+    if estimator not in ESTIMATORS:
+        raise InputError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
     lvl = check_level(level, None)
     rng = np.random.default_rng(seed)
     short = []
@@ -100,7 +116,7 @@ def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
                                    "n_batch_sizes": nb, "n_runs": len(g),
                                    "compute": 6.0 * n_params * tokens}
         if grid.kind == "loss":
-            base.update(_loss_cell(g, float(band), n_boot, lvl, rng))
+            base.update(_loss_cell(g, float(band), n_boot, lvl, rng, estimator))
         else:
             base.update(_steps_cell(g, n_boot, lvl, rng, grid.unit))
         rows.append(base)
@@ -110,7 +126,7 @@ def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
             f"batch on each side): {', '.join(short)}")
     frame = pd.DataFrame(rows)
     return CellOptima(frame=frame, kind=grid.kind, unit=grid.unit, band=float(band),
-                      level=lvl, n_boot=n_boot,
+                      level=lvl, n_boot=n_boot, estimator=estimator,
                       tokens_per_sequence=grid.tokens_per_sequence)
 
 
@@ -132,7 +148,8 @@ def _band_centres(losses: np.ndarray, lb: np.ndarray, llr: np.ndarray,
 
 
 def _loss_cell(g: pd.DataFrame, band: float, n_boot: int, level: float,
-               rng: np.random.Generator) -> dict[str, float | bool | int]:
+               rng: np.random.Generator, estimator: str = "band"
+               ) -> dict[str, float | bool | int]:
     b = g["batch_size"].to_numpy(float)
     lr = g["learning_rate"].to_numpy(float)
     loss = g["loss"].to_numpy(float)
@@ -147,7 +164,15 @@ def _loss_cell(g: pd.DataFrame, band: float, n_boot: int, level: float,
         "b_opt_at_edge": bool(np.isin(b[near], [b.min(), b.max()]).any()),
         "lr_opt_at_edge": bool(np.isin(lr[near], [lr.min(), lr.max()]).any()),
     }
-    ci = _bootstrap(b, lr, loss, band, n_boot, level, rng)
+    surface = _surface(b, lr, loss, band)
+    if estimator == "vertex":
+        vb, vl = (np.array([math.nan]), np.array([math.nan])) if surface is None else \
+            _vertices(surface[0], surface[1][None, :], llr)
+        for q, v, tried in (("b_opt", vb[0], b), ("lr_opt", vl[0], lr)):
+            inside = math.isfinite(v) and tried.min() <= v <= tried.max()
+            out[q] = float(v) if math.isfinite(v) else out[q]
+            out[f"{q}_at_edge"] = bool(out[f"{q}_at_edge"]) or not inside
+    ci = _bootstrap(surface, b, lr, loss, band, n_boot, level, rng, estimator)
     for q in ("b_opt", "lr_opt"):
         lo, hi = ci[q]
         out[f"{q}_low"] = min(lo, float(out[q]))
@@ -155,12 +180,11 @@ def _loss_cell(g: pd.DataFrame, band: float, n_boot: int, level: float,
     return out
 
 
-def _bootstrap(b: np.ndarray, lr: np.ndarray, loss: np.ndarray, band: float, n_boot: int,
-               level: float, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
-    nan = {"b_opt": (math.nan, math.nan), "lr_opt": (math.nan, math.nan)}
+def _surface(b: np.ndarray, lr: np.ndarray, loss: np.ndarray, band: float
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The quadratic in $(\\log B, \\log\\eta)$ fitted near the best loss: its design
+    matrix, the losses it was fitted to, its fitted values and the window (or None)."""
     finite = np.isfinite(loss)
-    if n_boot == 0:
-        return nan
     best = loss[finite].min()
     window = finite & (loss <= best + max(10 * band, 0.02) * abs(best))
     x, y = np.log(b), np.log(lr)
@@ -169,14 +193,49 @@ def _bootstrap(b: np.ndarray, lr: np.ndarray, loss: np.ndarray, band: float, n_b
         window = finite
         X = _design(x[window], y[window])
         if window.sum() <= X.shape[1]:
-            return nan
+            return None
     coef, *_ = np.linalg.lstsq(X, loss[window], rcond=None)
-    fitted = X @ coef
+    return X, loss[window], X @ coef, window
+
+
+def _vertices(X: np.ndarray, losses: np.ndarray, llr: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The minimum of the quadratic fitted to each row of ``losses`` (draws × window
+    runs), as $(B, \\eta)$; NaN where the quadratic is not convex."""
+    coef = np.linalg.lstsq(X, losses.T, rcond=None)[0].T
+    if X.shape[1] == 3:  # one learning rate: a parabola in log B
+        c1, c2 = coef[:, 1], coef[:, 2]
+        ok = c2 > 0
+        xb = np.where(ok, -c1 / np.where(ok, 2 * c2, 1.0), np.nan)
+        return np.exp(xb), np.where(ok, math.exp(float(np.mean(llr))), np.nan)
+    c1, c2, c3, c4, c5 = (coef[:, i] for i in range(1, 6))
+    det = 4 * c2 * c4 - c5 * c5
+    ok = (c2 > 0) & (det > 0)
+    d = np.where(ok, det, 1.0)
+    xb = np.where(ok, (-2 * c4 * c1 + c5 * c3) / d, np.nan)
+    yl = np.where(ok, (-2 * c2 * c3 + c5 * c1) / d, np.nan)
+    return np.exp(xb), np.exp(yl)
+
+
+def _bootstrap(surface, b: np.ndarray, lr: np.ndarray, loss: np.ndarray, band: float,
+               n_boot: int, level: float, rng: np.random.Generator,
+               estimator: str = "band") -> dict[str, tuple[float, float]]:
+    nan = {"b_opt": (math.nan, math.nan), "lr_opt": (math.nan, math.nan)}
+    if n_boot == 0 or surface is None:
+        return nan
+    X, _, fitted, window = surface
+    x, y = np.log(b), np.log(lr)
     resid = loss[window] - fitted
     resid = (resid - resid.mean()) * math.sqrt(len(resid) / (len(resid) - X.shape[1]))
     draws = np.broadcast_to(loss, (n_boot, len(loss))).copy()
     draws[:, window] = fitted + resid[rng.integers(0, len(resid), (n_boot, len(resid)))]
-    bb, ll, _ = _band_centres(draws, x, y, band)
+    if estimator == "vertex":
+        bb, ll = _vertices(X, draws[:, window], y)
+        bb, ll = bb[np.isfinite(bb)], ll[np.isfinite(ll)]
+        if bb.size < 2 or ll.size < 2:
+            return nan
+    else:
+        bb, ll, _ = _band_centres(draws, x, y, band)
     q = [(1 - level) / 2, (1 + level) / 2]
     b_lo, b_hi = np.quantile(bb, q)
     l_lo, l_hi = np.quantile(ll, q)
