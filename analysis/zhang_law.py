@@ -65,14 +65,28 @@ def zhang_block() -> str:
 
 
 def nanochat_block() -> str:
+    import json
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        bare = predict_batch(get_law("power_lines_b_opt"), {"tokens": 3e10},
+                             anchor=Anchor(524288, {"tokens": 1e9}))
         p = predict_batch(get_law("power_lines_b_opt"), {"tokens": 3e10},
                           anchor=Anchor(524288, {"tokens": 1e9}),
                           exponent_intervals={"tokens": (0.30, 0.45)})
+    d = json.loads(bare.to_json())  # as the command prints it (null for NaN)
+    keep = {k: d[k] for k in ("value", "value_interval", "rounded", "status",
+                              "beyond_anchor")}
+    keep["value"] = round(keep["value"], 1)
     iv, riv = p.value_interval, p.rounded_interval
     return "\n".join([
         "```",
+        "$ empirical-batch law predict --law power_lines_b_opt --anchor batch=524288,"
+        "tokens=1e9 \\",
+        "      --at tokens=3e10 --json   # excerpt",
+        json.dumps(keep),
+        f"note: {bare.notes[0]}",
+        "",
         "$ empirical-batch law predict --law power_lines_b_opt --anchor batch=524288,"
         "tokens=1e9 \\",
         "      --at tokens=3e10 --exponent-interval tokens=0.30:0.45",
