@@ -75,3 +75,25 @@ def test_readme_demo_output_is_current(tmp_path):
     for line in want:
         assert line in got[pos:], f"README demo line not in the demo's output (in order): {line!r}"
         pos = got.index(line, pos) + 1
+
+
+def test_shell_examples_activate_the_environment_first():
+    """After `make demo` the command line is in .venv/bin: the README activates it before
+    its first shell example that calls `empirical-batch`."""
+    text = README.read_text()
+    activate = text.index("source .venv/bin/activate")
+    shell = [m for m in _BLOCK.finditer(text) if m.group(1) == "bash"]
+    calls = [m.start() for m in shell if re.search(r"^empirical-batch ", m.group(2), re.M)]
+    assert calls and activate < min(calls)
+
+
+def test_every_extra_is_listed_for_users():
+    """README.md and the docs' getting-started page name each extra of pyproject.toml."""
+    import tomllib
+
+    root = README.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for page in (README, root / "docs" / "getting-started.md"):
+        listed = set(re.findall(r"`\[(\w+)\]`", page.read_text()))
+        assert listed == set(extras), (page.name, sorted(listed ^ set(extras)))
