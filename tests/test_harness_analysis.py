@@ -300,3 +300,44 @@ def test_noise_and_one_step_on_cuda_match_cpu():
         assert sc_g[key] == pytest.approx(sc_c[key], rel=1e-9), key
     # per_example_sq_norms accumulates in float32 (~1e-6 relative)
     assert sc_g["b_simple_collector"] == pytest.approx(sc_c["b_simple_collector"], rel=1e-5)
+
+
+def test_crossing_step_is_the_rule_of_steps_to_target():
+    from empirical_batch.fit import steps_to_target
+    from empirical_batch.harness.noise import crossing_step
+
+    steps = np.array([0, 1, 2, 4, 8, 16, 32])
+    loss = np.array([3.0, 2.6, 2.2, 1.9, 1.5, 1.2, 1.0])
+    frame = pd.DataFrame({"run": "r", "batch_size": 4, "learning_rate": 0.1, "step": steps,
+                          "examples": 4 * steps, "metric": loss})
+    for target in (2.8, 2.0, 1.7, 1.3, 1.0, 3.5):
+        want = steps_to_target(frame, target).to_frame()["steps"].iloc[0]
+        assert crossing_step(steps, loss, target) == pytest.approx(want, rel=1e-12)
+    assert np.isnan(crossing_step(steps, loss, 0.9))
+
+
+def test_an_average_ends_at_the_interpolated_crossing_of_the_logged_curve():
+    # checkpoints at 0, 10, 40 (where the noise is measured); the logged curve is denser
+    # and crosses L = 1.5 at step 20 exactly. The average must be the mean over [0, 20]
+    # of the integrand interpolated linearly in step between the checkpoints, not the
+    # mean up to the next checkpoint (40) nor up to 10.
+    s = pd.DataFrame({"step": [0, 10, 40], "eval_loss": [3.0, 2.0, 1.0],
+                      "b_simple": [10.0, 20.0, 80.0], "batch_size": 8,
+                      "b_noise_pop": [8.0, 8.0, 8.0]})
+    curve = (np.array([0, 5, 10, 20, 40]), np.array([3.0, 2.5, 2.0, 1.5, 1.0]))
+    # brute force: the integrand on a fine grid of [0, 20]
+    grid = np.linspace(0, 20, 200001)
+    want = float(np.mean(np.interp(grid, s["step"], s["b_simple"])))
+    got = averaged_scale(s, "b_simple", 1.5, curve=curve)
+    assert got == pytest.approx(want, rel=1e-6)
+    assert got == pytest.approx(averaged_scale(s, "b_simple", 1.5, curve=curve,
+                                               weight="progress"))
+    # without the curve the checkpoints' own losses give the crossing: between 10
+    # and 40, at 10 * 4 ** 0.5 = 20 as well (loss linear in log step)
+    assert averaged_scale(s, "b_simple", 1.5) == pytest.approx(want, rel=1e-6)
+    # a target the checkpoints never reach but the curve does (between logged points)
+    s2 = s.assign(eval_loss=[3.0, 2.0, 1.6])
+    curve2 = (curve[0], np.array([3.0, 2.5, 2.0, 1.5, 1.6]))
+    grid = np.linspace(0, 20, 200001)
+    assert averaged_scale(s2, "b_simple", 1.5, curve=curve2) == pytest.approx(
+        float(np.mean(np.interp(grid, s2["step"], s2["b_simple"]))), rel=1e-6)

@@ -240,13 +240,19 @@ def test_the_average_up_to_a_target_and_why_it_is_missing():
     scales = pd.DataFrame({"step": [0, 10, 20, 40], "eval_loss": [3.0, 2.0, 1.5, 1.0],
                            "batch_size": 8, "b_simple_collector": [10.0, 20.0, 40.0, 80.0],
                            "b_noise_pop": [8.0, 8.0, 8.0, 8.0]})
-    # constant B_noise: the progress weight is constant, the average is the step mean
-    # of B_simple up to the first checkpoint at or below the target (trapezoid rule)
+    # constant B_noise: the progress weight is constant, the average is the step mean of
+    # B_simple up to the crossing of L = 1.8, which lies between steps 10 and 20: loss
+    # linear in log(step) gives t = 10 * 2**0.4; B_simple there linear in step
+    t = 10 * 2 ** 0.4
+    v_end = 20 + (t - 10) / 10 * 20
     v = averaged_to(scales, "b_simple_collector", 1.8, True, 8.0)
-    assert v == pytest.approx((15 * 10 + 30 * 10) / 20)
+    assert v == pytest.approx((15 * 10 + (20 + v_end) / 2 * (t - 10)) / t)
     assert why_no_average(scales, 1.8, True) == ""
     assert np.isnan(averaged_to(scales, "b_simple_collector", 0.5, False, 8.0))
     assert "does not reach" in why_no_average(scales, 0.5, False)
     bad = scales.assign(b_noise_pop=[8.0, -3.0, 8.0, 8.0])
     assert np.isnan(averaged_to(bad, "b_simple_collector", 1.8, True, 8.0))
     assert "b_noise_pop not positive at step(s) 10" in why_no_average(bad, 1.8, True)
+    # a bad value after the window's end does not matter
+    late = scales.assign(b_noise_pop=[8.0, 8.0, 8.0, -1.0])
+    assert averaged_to(late, "b_simple_collector", 1.8, True, 8.0) == pytest.approx(v)

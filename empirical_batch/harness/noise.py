@@ -214,9 +214,79 @@ def scales_at_losses(scales: pd.DataFrame, losses,
     return pd.DataFrame(out)
 
 
+def crossing_step(steps, losses, target: float) -> float:
+    """The step where a logged loss curve first reaches ``target``, interpolated.
+
+    The first logged point at or below ``target`` and the one before it bracket the
+    crossing; between them the loss is taken as linear in log(step) (linear in step
+    when the earlier step is 0), the rule `empirical_batch.fit.steps_to_target` uses
+    for the sweeps. The first point when it already meets the target; NaN when the
+    curve never reaches it (non-finite losses never do).
+    """
+    steps = np.asarray(steps, float)
+    losses = np.asarray(losses, float)
+    order = np.argsort(steps, kind="stable")
+    steps, losses = steps[order], losses[order]
+    hit = np.flatnonzero(losses <= target)  # NaN compares False
+    if not hit.size:
+        return float("nan")
+    k = int(hit[0])
+    if k == 0:
+        return float(steps[0])
+    l0, l1, t0, t1 = losses[k - 1], losses[k], steps[k - 1], steps[k]
+    frac = float(np.clip((l0 - target) / (l0 - l1), 0.0, 1.0)) if l0 != l1 else 1.0
+    if t0 > 0 and t1 > 0:
+        return float(np.exp(np.log(t0) + frac * (np.log(t1) - np.log(t0))))
+    return float(t0 + frac * (t1 - t0))
+
+
+def _window(s: pd.DataFrame, until_loss: float, curve) -> tuple[np.ndarray, int, float]:
+    """Checkpoint steps, how many of them lie before the window's end, and the end step.
+
+    The end is where the loss curve (``curve`` = (steps, losses) of the run's logged
+    evaluation loss; default the checkpoints' own ``eval_loss``) first reaches
+    ``until_loss`` (`crossing_step`), or the last checkpoint when it never does.
+    """
+    steps = s["step"].to_numpy(float)
+    if curve is None:
+        curve = (steps, s["eval_loss"].to_numpy(float))
+    end = crossing_step(curve[0], curve[1], until_loss)
+    if not np.isfinite(end) or end > steps[-1]:
+        end = float(steps[-1])
+    return steps, int(np.searchsorted(steps, end, side="left")), end
+
+
+def _cut(steps: np.ndarray, vals: np.ndarray, n_before: int, end: float):
+    """The checkpoints before ``end`` and the value at ``end`` (linear in step between
+    the two checkpoints that bracket it): the points of the trapezoid rule on [0, end]."""
+    t = np.append(steps[:n_before], end)
+    if n_before < len(steps) and steps[n_before] == end:
+        v_end = vals[n_before]
+    elif n_before == 0:  # the window ends before the first checkpoint
+        v_end = vals[0]
+    else:  # 0 < n_before < len(steps): a checkpoint on each side of end
+        t0, t1 = steps[n_before - 1], steps[n_before]
+        v0, v1 = vals[n_before - 1], vals[n_before]
+        v_end = v0 + (end - t0) / (t1 - t0) * (v1 - v0)
+    return t, np.append(vals[:n_before], v_end)
+
+
+def window_values(scales: pd.DataFrame, column: str, until_loss: float, *,
+                  curve=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The steps of the averaging window up to ``until_loss`` (module doc of
+    `averaged_scale`), ``column`` there, and the checkpoint values the window uses
+    (those inside it and the one after its end, which the value at the end needs)."""
+    s = scales.sort_values("step")
+    steps, n_before, end = _window(s, until_loss, curve)
+    vals = s[column].to_numpy(float)
+    t, v = _cut(steps, vals, n_before, end)
+    used = vals[: min(n_before + 1, len(vals))]
+    return t, v, used
+
+
 def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
                    weight: str = "steps", noise_column: str = "b_noise_pop",
-                   batch_size: float | None = None) -> float:
+                   batch_size: float | None = None, curve=None) -> float:
     r"""Mean of ``column`` along the reference run until it reaches ``until_loss``.
 
     ``weight="steps"``: the trapezoid rule over the measured checkpoints in steps,
@@ -230,21 +300,27 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
     with ``average="progress"``. For an Adam run the raw-gradient B_noise stands in
     for the preconditioned one in the weight (the harness measures only the former).
 
-    The range is the whole run when the loss is never reached. NaN when any value
-    in the range (or, for progress, any weight's B_noise) is not positive-finite.
+    The window is $[0, t_L]$ with $t_L$ the step where the run's loss curve first
+    reaches ``until_loss``, interpolated between logged points (`crossing_step`):
+    ``curve`` = (steps, losses) of the run's logged evaluation loss (denser than the
+    checkpoints where the noise scales are measured), default the checkpoints'
+    ``eval_loss``. The integrands at $t_L$ are interpolated linearly in step between
+    the checkpoints that bracket it, so the window ends at the crossing, not at the
+    next checkpoint. At $t_L = 0$ the mean is the value at step 0 (the limit). The
+    range is the whole run when the loss is never reached. NaN when any checkpoint
+    value the window uses (or, for progress, any weight's B_noise) is not
+    positive-finite.
     """
     if weight not in ("steps", "progress"):
         raise InputError(f"weight must be 'steps' or 'progress', got {weight!r}")
-    s = scales.sort_values("step")
-    loss = s["eval_loss"].to_numpy(float)
-    hit = np.flatnonzero(loss <= until_loss)
-    end = int(hit[0]) + 1 if hit.size else len(s)
-    steps = s["step"].to_numpy(float)[:end]
-    vals = s[column].to_numpy(float)[:end]
-    if not np.all(np.isfinite(vals) & (vals > 0)) or end < 2:
+    t, vals, used = window_values(scales, column, until_loss, curve=curve)
+    if not np.all(np.isfinite(used) & (used > 0)):
         return float("nan")
+    if t[-1] == t[0]:
+        return float(vals[0])
     if weight == "steps":
-        return trapezoid(vals, steps) / (steps[-1] - steps[0])
+        return trapezoid(vals, t) / (t[-1] - t[0])
+    s = scales
     if batch_size is None:
         if "batch_size" not in s.columns or s["batch_size"].nunique() != 1:
             raise InputError("weight='progress' needs batch_size= or one value in the "
@@ -252,11 +328,11 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
         batch_size = float(s["batch_size"].iloc[0])
     if not batch_size > 0:
         raise InputError(f"batch_size must be > 0, got {batch_size}")
-    bn = s[noise_column].to_numpy(float)[:end]
-    if not np.all(np.isfinite(bn) & (bn > 0)):
+    _, bn, bn_used = window_values(scales, noise_column, until_loss, curve=curve)
+    if not np.all(np.isfinite(bn_used) & (bn_used > 0)):
         return float("nan")
     w = dl_opt(float(batch_size), 1.0, bn)  # ds/dt = ΔL_opt/ΔL_max (eq. 2.7)
-    return trapezoid(vals * w, steps) / trapezoid(w, steps)
+    return trapezoid(vals * w, t) / trapezoid(w, t)
 
 
 def start_value(scales: pd.DataFrame, column: str) -> tuple[float, int]:

@@ -16,9 +16,12 @@ For one task and optimizer (`fit_targets`):
      the progress-weighted mean of the noise scale up to $L$, with progress
      $ds = dt/(1 + B_{noise}/B)$ per step (eq. 2.7; `docs/concepts.md`). Columns
      ``b_simple_avg``/``b_noise_avg`` and the ratios ``b_crit_over_*_avg``: the mean
-     along the reference run (batch $B_{ref}$) from step 0 to the first measured
-     checkpoint at or below $L$ (`empirical_batch.harness.noise.averaged_scale`), NaN
-     where the reference run does not reach $L$ or a B_noise up to it is not positive
+     along the reference run (batch $B_{ref}$) from step 0 to the step where its logged
+     loss curve first crosses $L$, interpolated between logged points
+     (``ref_crossing_step``; `empirical_batch.harness.noise.averaged_scale` and
+     `crossing_step`; the values at that step interpolated between the two checkpoints
+     around it), NaN where the reference run does not reach $L$ or a B_noise up to it
+     is not positive
      (an estimate of GᵀHG ≤ 0 early in training: the weight is then undefined; said in
      ``avg_note``);
    - **local**: the value where the reference run first reaches $L$ (``b_simple``,
@@ -49,7 +52,13 @@ import pandas as pd
 
 from ..fit import common_target, fit_power_law, steps_to_target
 from ..fit.targets import best_losses, choose_targets, clear_of
-from ..harness.noise import averaged_scale, scales_at_losses, start_value
+from ..harness.noise import (
+    averaged_scale,
+    crossing_step,
+    scales_at_losses,
+    start_value,
+    window_values,
+)
 from .curves import FIT_OPTIONS, b_crit_curve
 from .uncertainty import N_BOOT, growth_and_exponent
 
@@ -69,30 +78,59 @@ def ratio(a, b) -> float:
     return a / b if (np.isfinite(a) and np.isfinite(b) and b > 0) else np.nan
 
 
+def reference_curve(frame: pd.DataFrame, scales: pd.DataFrame) -> tuple | None:
+    """(steps, losses) of the reference run's logged evaluation loss in the sweep
+    ``frame`` (the run at the scales' batch size and learning rate, seed 0), or None
+    when the sweep does not hold it."""
+    if "learning_rate" not in scales or frame.empty:
+        return None
+    b, lr = float(scales["batch_size"].iloc[0]), float(scales["learning_rate"].iloc[0])
+    rows = frame[(frame["batch_size"] == b) & np.isclose(frame["learning_rate"], lr)]
+    if "seed" in rows:
+        rows = rows[rows["seed"] == 0]
+    if rows.empty or rows["run"].nunique() != 1:
+        return None
+    rows = rows.sort_values("step")
+    return rows["step"].to_numpy(float), rows["metric"].to_numpy(float)
+
+
+def ref_reaches(scales: pd.DataFrame, target: float, curve=None) -> bool:
+    """Whether the reference run reaches ``target``: on its logged curve when given,
+    else at one of the checkpoints."""
+    if curve is None:
+        return bool(np.any(scales["eval_loss"].to_numpy(float) <= target))
+    return bool(np.isfinite(crossing_step(curve[0], curve[1], target)))
+
+
 def averaged_to(scales: pd.DataFrame, column: str, target: float, reached: bool,
-                b_ref: float) -> float:
-    """``column`` averaged by progress along the reference run up to ``target`` (module
-    doc), NaN when the run does not reach it."""
+                b_ref: float, curve=None) -> float:
+    """``column`` averaged by progress along the reference run up to where its loss
+    curve (``curve``, default the checkpoints) crosses ``target`` (module doc), NaN when
+    the run does not reach it."""
     if not reached:
         return float("nan")
-    return averaged_scale(scales, column, target, weight="progress", batch_size=b_ref)
+    return averaged_scale(scales, column, target, weight="progress", batch_size=b_ref,
+                          curve=curve)
 
 
-def why_no_average(scales: pd.DataFrame, target: float, reached: bool) -> str:
+def why_no_average(scales: pd.DataFrame, target: float, reached: bool, curve=None) -> str:
     """Why the averages up to ``target`` are NaN ("" when they need not be)."""
     if not reached:
         return "the reference run does not reach the target"
-    s = scales.sort_values("step")
-    hit = np.flatnonzero(s["eval_loss"].to_numpy(float) <= target)
-    upto = s.iloc[: int(hit[0]) + 1] if hit.size else s
-    bad = {col: upto.loc[~(np.isfinite(upto[col]) & (upto[col] > 0)), "step"].tolist()
-           for col in (B_NOISE, B_SIMPLE)}
-    parts = [f"{col} not positive at step(s) {', '.join(str(int(v)) for v in steps)}"
-             for col, steps in bad.items() if steps]
+    s = scales.sort_values("step").reset_index(drop=True)
+    parts = []
+    for col in (B_NOISE, B_SIMPLE):
+        _, _, used = window_values(s, col, target, curve=curve)
+        bad = ~(np.isfinite(used) & (used > 0))
+        if bad.any():
+            steps = s["step"].to_numpy()[: len(used)][bad]
+            parts.append(f"{col} not positive at step(s) "
+                         f"{', '.join(str(int(v)) for v in steps)}")
     if not parts:
         return ""
     return ("no average: " + "; ".join(parts) + " of the reference run (the progress "
-            "weight 1/(1 + B_noise/B) needs B_noise > 0 at every checkpoint up to the target)")
+            "weight 1/(1 + B_noise/B) needs B_noise > 0 at every checkpoint the window up "
+            "to the target uses)")
 
 
 @dataclass
@@ -118,17 +156,22 @@ def fit_targets(task: str, optimizer: str, sub, scales: pd.DataFrame,
     curve = b_crit_curve(sub, targets)
     at = scales_at_losses(scales, targets)
     b_ref = float(scales["batch_size"].iloc[0])
+    ref = reference_curve(sub.to_frame(), scales)
     rows, steps_tabs = [], []
     for i, row in curve.frame.iterrows():
         rec = {"task": task, "optimizer": optimizer, **row.to_dict()}
-        reached = bool(at.loc[i, "reached"])
+        reached = ref_reaches(scales, row["target"], ref)
+        end = (crossing_step(ref[0], ref[1], row["target"]) if ref is not None
+               else crossing_step(scales["step"], scales["eval_loss"], row["target"]))
         rec.update({
             "b_simple": at.loc[i, B_SIMPLE], "b_noise": at.loc[i, B_NOISE],
             "b_simple_sample": at.loc[i, "b_simple"], "b_noise_sample": at.loc[i, "b_noise"],
             "ref_reached": reached, "reference_batch_size": b_ref,
-            "b_simple_avg": averaged_to(scales, B_SIMPLE, row["target"], reached, b_ref),
-            "b_noise_avg": averaged_to(scales, B_NOISE, row["target"], reached, b_ref),
-            "avg_note": why_no_average(scales, row["target"], reached),
+            "ref_crossing_step": end,
+            "b_simple_avg": averaged_to(scales, B_SIMPLE, row["target"], reached, b_ref,
+                                        ref),
+            "b_noise_avg": averaged_to(scales, B_NOISE, row["target"], reached, b_ref, ref),
+            "avg_note": why_no_average(scales, row["target"], reached, ref),
         })
         for name in ("b_simple", "b_noise", "b_simple_avg", "b_noise_avg"):
             short = name.replace("_avg", "")
@@ -140,7 +183,7 @@ def fit_targets(task: str, optimizer: str, sub, scales: pd.DataFrame,
         steps_tabs.append(st.drop(columns=[c for c in ("seed_steps", "seed_examples")
                                            if c in st]).assign(
             task=task, optimizer=optimizer, target=row["target"]))
-    t1 = table1_row(task, optimizer, curve, scales, sub.to_frame(), n_boot_growth)
+    t1 = table1_row(task, optimizer, curve, scales, sub.to_frame(), n_boot_growth, ref)
     return TargetFits(rows, steps_tabs, t1, curve)
 
 
@@ -173,7 +216,7 @@ def common_target_fits(table1: pd.DataFrame, subs: dict) -> pd.DataFrame:
 
 
 def table1_row(task: str, opt: str, curve, scales: pd.DataFrame, frame: pd.DataFrame,
-               n_boot_growth: int = N_BOOT) -> dict:
+               n_boot_growth: int = N_BOOT, ref_curve=None) -> dict:
     """The Table-1-style row of one task and optimizer (module doc, step 4)."""
     ok = curve.frame.dropna(subset=["b_crit"]).sort_values("target", ascending=False)
     row: dict[str, Any] = {"task": task, "optimizer": opt, "n_targets_fitted": len(ok)}
@@ -194,11 +237,15 @@ def table1_row(task: str, opt: str, curve, scales: pd.DataFrame, frame: pd.DataF
         "b_noise_start": bn0, "b_noise_start_step": bn0_step,
         "reference_batch_size": b_ref,
         "b_simple_averaged": averaged_scale(scales, B_SIMPLE, last["target"],
-                                            weight="progress", batch_size=b_ref),
+                                            weight="progress", batch_size=b_ref,
+                                            curve=ref_curve),
         "b_noise_averaged": averaged_scale(scales, B_NOISE, last["target"],
-                                           weight="progress", batch_size=b_ref),
-        "b_simple_averaged_steps": averaged_scale(scales, B_SIMPLE, last["target"]),
-        "b_noise_averaged_steps": averaged_scale(scales, B_NOISE, last["target"]),
+                                           weight="progress", batch_size=b_ref,
+                                           curve=ref_curve),
+        "b_simple_averaged_steps": averaged_scale(scales, B_SIMPLE, last["target"],
+                                                  curve=ref_curve),
+        "b_noise_averaged_steps": averaged_scale(scales, B_NOISE, last["target"],
+                                                 curve=ref_curve),
         "b_crit_growth": last["b_crit"] / first["b_crit"],
         # the two per-target intervals combined: joint level >= 1 - 2 (1 - level)
         "b_crit_growth_lo_pertarget": ratio(last["b_crit_lo"], first["b_crit_hi"]),
