@@ -30,6 +30,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "sklearn": ("scikit-learn", "harness"),
     "transformers": ("transformers", "hf"),
     "lightning": ("lightning", "lightning"),
+    "accelerate": ("accelerate", "accelerate"),
+    "deepspeed": ("deepspeed", "deepspeed"),
     "tbparse": ("tbparse", "tensorboard"),
     "distributed": ("Dask distributed", "distributed"),
     "ray": ("Ray", "distributed"),

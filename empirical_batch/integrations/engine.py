@@ -1,0 +1,90 @@
+"""What the engine collectors share: the data-parallel counters, the noise log they
+write and the values they hand to the engine's logger.
+
+Every engine collector (`empirical_batch.integrations.accelerate`,
+`empirical_batch.integrations.ray_train`, `empirical_batch.integrations.deepspeed`)
+holds one collector of `empirical_batch.measure` and counts the examples (and tokens)
+of the whole data-parallel group; at each measured optimizer step it appends one row
+of the noise-log schema (`empirical_batch.noise_log`) to `EngineNoiseScale.log`, so
+that ``empirical-batch schedule --log``, ``plan --noise-log`` and ``transfer
+--noise-log`` read the file `EngineNoiseScale.log` writes unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputError
+from ..measure.log import NoiseScaleLog
+from .loggers import PREFIX, noise_scale_values
+
+__all__ = ["EngineNoiseScale"]
+
+
+class EngineNoiseScale:
+    """Counters, noise log and logged values around one collector (``self.collector``).
+
+    Subclasses set ``self.collector`` and call `_measured` once per optimizer step with
+    the step's examples and tokens over the data-parallel group.
+    """
+
+    collector: Any = None  # a collector of empirical_batch.measure
+
+    def _init_log(self, *, unit: str = "examples", level: float = 0.95,
+                  prefix: str = PREFIX) -> None:
+        if not 0.0 < level < 1.0:
+            raise InputError(f"level must be in (0, 1), got {level!r}")
+        self.prefix = prefix
+        self.log = NoiseScaleLog(level=level, unit=unit)
+        self.steps = 0  # optimizer steps seen (measured or skipped)
+        self.examples = 0.0  # examples of the data-parallel group so far
+        self.tokens: float | None = None  # tokens so far, when the step said
+
+    def _measured(self, examples: float, tokens: float | None, loss=None, **extra) -> dict:
+        """Count one optimizer step and append its row to `log`."""
+        self.steps += 1
+        self.examples += float(examples)
+        if tokens is not None:
+            self.tokens = (self.tokens or 0.0) + float(tokens)
+        if loss is not None and hasattr(loss, "detach"):
+            loss = float(loss.detach())
+        return self.log.record(self.steps, self.collector, loss=loss, examples=self.examples,
+                               tokens=self.tokens, **extra)
+
+    @property
+    def estimator(self):
+        """The collector's `empirical_batch.estimators.GNSEstimator`."""
+        return self.collector.estimator
+
+    @property
+    def skipped(self) -> dict[str, int]:
+        return self.collector.skipped
+
+    @property
+    def b_simple(self) -> float:
+        return self.collector.b_simple
+
+    def values(self) -> dict[str, float]:
+        """``{prefix}b_simple``, ``g2``, ``trace_sigma``, ``skipped`` and the counters, for
+        the engine's logger (empty before the first measured step)."""
+        values = noise_scale_values(self.collector, self.prefix)
+        if values:
+            values[f"{self.prefix}examples"] = self.examples
+            if self.tokens is not None:
+                values[f"{self.prefix}tokens"] = self.tokens
+        return values
+
+    def state_dict(self) -> dict:
+        return {"collector": self.collector.state_dict(), "steps": self.steps,
+                "examples": self.examples, "tokens": self.tokens,
+                "rows": [dict(r) for r in self.log.rows]}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict) or "collector" not in state:
+            raise InputError("state must be a dict from state_dict()")
+        self.collector.load_state_dict(state["collector"])
+        self.steps = int(state.get("steps", 0))
+        self.examples = float(state.get("examples", 0.0))
+        tokens = state.get("tokens")
+        self.tokens = None if tokens is None else float(tokens)
+        self.log.rows = [dict(r) for r in state.get("rows", [])]
