@@ -341,3 +341,51 @@ def test_an_average_ends_at_the_interpolated_crossing_of_the_logged_curve():
     grid = np.linspace(0, 20, 200001)
     assert averaged_scale(s2, "b_simple", 1.5, curve=curve2) == pytest.approx(
         float(np.mean(np.interp(grid, s2["step"], s2["b_simple"]))), rel=1e-6)
+
+
+class _LinearSet(_Linear):
+    """_Linear whose batches are drawn with replacement from its n examples."""
+
+    name = "linear_set_test"
+
+    @property
+    def population_size(self) -> float:
+        return float(self.options.n)
+
+
+def test_noise_scales_follow_the_tasks_sampling_design():
+    from empirical_batch.harness.noise import with_population
+
+    model = _Linear().to("cpu", torch.float64).init_model(0).double()
+    unbounded = measure_scales(_Linear().to("cpu", torch.float64), model, 64)
+    finite = measure_scales(_LinearSet().to("cpu", torch.float64), model, 64)
+    whole = measure_scales(_LinearSet().to("cpu", torch.float64), model, 256)
+    assert unbounded["population_size"] == np.inf and finite["population_size"] == 256
+    # a sample of 64 of the 256: the finite-population correction (1/n - 1/D), by the
+    # Hessian path and the collector path alike
+    n, big_d = 64, 256
+    trs = unbounded["trace_sigma"] * n / (n - 1)
+    want = trs * (big_d - 1) / big_d / (unbounded["g2"] - trs * (1 / n - 1 / big_d))
+    assert finite["b_simple_pop"] == pytest.approx(want, rel=1e-10)
+    assert finite["b_simple_collector"] == pytest.approx(want, rel=1e-6)
+    assert finite["b_simple_pop"] != pytest.approx(unbounded["b_simple_pop"], rel=1e-3)
+    # the whole set measured: the plug-in (uncorrected) values
+    assert whole["b_noise_pop"] == pytest.approx(whole["b_noise"], rel=1e-10)
+    assert whole["b_simple_collector"] == pytest.approx(whole["b_simple"], rel=1e-6)
+    # a table written before the design was recorded, converted afterwards
+    old = pd.DataFrame([{k: v for k, v in unbounded.items() if k != "population_size"}])
+    conv = with_population(old, big_d).iloc[0]
+    for col in ("b_noise_pop", "b_simple_pop", "b_simple_collector"):
+        assert conv[col] == pytest.approx(finite[col], rel=1e-9)
+    assert conv["population_size"] == big_d
+    assert with_population(old, np.inf).iloc[0]["b_noise_pop"] == unbounded["b_noise_pop"]
+
+
+def test_digits_declares_its_training_set_as_the_population():
+    pytest.importorskip("sklearn")
+    from empirical_batch.harness.tasks.digits import Digits
+    from empirical_batch.harness.tasks.teacher_student import TeacherStudent
+
+    task = Digits()
+    assert task.population_size == task.train_size == 1437
+    assert TeacherStudent().population_size == np.inf

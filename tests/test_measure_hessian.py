@@ -208,3 +208,44 @@ def test_cuda_matches_cpu():
     # float64 on both devices: summation order only
     for key in ("b_noise", "b_simple", "g2", "ghg", "trace_sigma", "trace_h_sigma"):
         assert getattr(gpu, key) == pytest.approx(getattr(cpu, key), rel=1e-9), key
+
+
+def test_finite_population_correction_is_exact_over_every_sample():
+    """A finite set of D examples, n of them drawn without replacement: averaged over all
+    C(D, n) samples (brute force), unbiased(population_size=D) gives exactly the set's own
+    |G|², GᵀHG, tr Σ_D and tr(HΣ_D) (ddof 0: batches drawn with replacement from the set),
+    and at n = D it is the plug-in value. The unbounded correction is biased here."""
+    from itertools import combinations
+
+    rng = np.random.default_rng(3)
+    d, big_d, n = 3, 8, 4
+    a = np.diag([1.0, 2.0, 4.0])
+    at = torch.tensor(a)
+    xs = rng.standard_normal((big_d, d)) + np.array([0.5, -0.3, 0.2])
+    theta = np.zeros(d)
+
+    def loss_fn(out, _t):
+        return 0.5 * torch.einsum("ni,ij,nj->n", out, at, out).mean()
+
+    model = _Shift(torch.tensor(theta)).double()
+    # the set's own values, from the per-example gradients a (θ − x_i) directly
+    gi = (theta - xs) @ a
+    g = gi.mean(axis=0)
+    sig = (gi - g).T @ (gi - g) / big_d
+    truth = np.array([g @ g, g @ a @ g, np.trace(sig), np.trace(a @ sig)])
+    fpc, inf = [], []
+    for idx in combinations(range(big_d), n):
+        r = hessian_noise_scale(model, loss_fn, torch.tensor(xs[list(idx)]), torch.zeros(n))
+        u = r.unbiased(population_size=big_d)
+        fpc.append((u.g2, u.ghg, u.trace_sigma, u.trace_h_sigma))
+        w = r.unbiased()
+        inf.append((w.g2, w.ghg))
+    np.testing.assert_allclose(np.mean(fpc, axis=0), truth, rtol=1e-10)
+    assert np.all(np.abs(np.mean(inf, axis=0) - truth[:2]) > 1e-3 * np.abs(truth[:2]))
+    whole = hessian_noise_scale(model, loss_fn, torch.tensor(xs), torch.zeros(big_d))
+    u = whole.unbiased(population_size=big_d)
+    assert (u.b_noise, u.b_simple) == pytest.approx((whole.b_noise, whole.b_simple), rel=1e-12)
+    assert u.unbiased_for_population and u.ddof == 0
+    assert whole.unbiased(float("inf")) == whole.unbiased()
+    with pytest.raises(ValueError, match="population_size"):
+        whole.unbiased(population_size=big_d - 1)

@@ -107,10 +107,14 @@ def objective_sample(task: Task, n: int):
 
 
 def measure_scales(task: Task, model, n_examples: int) -> dict:
-    """Both noise-scale measurements at the model's current weights (see module doc)."""
+    """Both noise-scale measurements at the model's current weights (see module doc),
+    the population values for the task's sampling design (`Task.population_size`,
+    recorded as ``population_size``)."""
     x, y = objective_sample(task, n_examples)
-    out = hessian_scales(model, task.loss_fn, x, y)
-    out.update(collector_b_simple(model, task.loss_fn, x, y))
+    pop = float(task.population_size)
+    out = hessian_scales(model, task.loss_fn, x, y, population_size=pop)
+    out.update(collector_b_simple(model, task.loss_fn, x, y, population_size=pop))
+    out["population_size"] = pop
     with torch.no_grad():
         out["objective_loss"] = float(task.loss_fn(model(x), y))
     return out
@@ -175,6 +179,45 @@ def _run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame,
     scales["eps_max"] = scales["g2"] / scales["ghg"]
     scales["dl_max"] = 0.5 * scales["g2"] ** 2 / scales["ghg"]
     return ReferenceRun(member, steps, scales, snaps, replay_error, opt_snaps)
+
+
+def with_population(scales: pd.DataFrame, population_size: float) -> pd.DataFrame:
+    """A noise table written before the sampling design was recorded, with its population
+    values (``b_noise_pop``, ``b_simple_pop``, ``b_simple_collector`` and the collector's
+    ``g2_collector``/``trace_sigma_collector``) for a population of ``population_size``
+    (`Task.population_size`; inf: unchanged) and the column ``population_size``.
+
+    Those tables hold the unbounded-population values; both paths are recomputed from
+    the recorded scalars: the Hessian path by `HessianNoiseScale.unbiased`, the
+    collector path from its two estimates (|G|²_∞ = |ḡ|² − tr s/n and tr s, so
+    |G_D|² = |G|²_∞ + tr s/D and tr Σ_D = (D − 1)/D tr s, the correction of
+    `collector_b_simple`). A table that already has ``population_size`` is returned as
+    it is.
+    """
+    from ..measure import HessianNoiseScale
+    from ..theory import noise_scales_from_scalars
+
+    if "population_size" in scales.columns:
+        return scales
+    out = scales.copy()
+    out["population_size"] = float(population_size)
+    if not np.isfinite(population_size):
+        return out
+    d = float(population_size)
+    for i, r in out.iterrows():
+        h = HessianNoiseScale(
+            b_noise=r["b_noise"], b_simple=r["b_simple"], g2=r["g2"], ghg=r["ghg"],
+            trace_sigma=r["trace_sigma"], trace_h_sigma=r["trace_h_sigma"],
+            n_examples=int(r["n_examples"]), ddof=int(r["ddof"])).unbiased(d)
+        out.loc[i, ["b_noise_pop", "b_simple_pop"]] = [h.b_noise, h.b_simple]
+        if "trace_sigma_collector" in out.columns:
+            trs = float(r["trace_sigma_collector"])
+            g2 = float(r["g2_collector"]) + trs / d
+            trs_d = trs * (d - 1.0) / d
+            bs = noise_scales_from_scalars(g2, 1.0, trs_d, 0.0)["b_simple"]
+            out.loc[i, ["g2_collector", "trace_sigma_collector", "b_simple_collector"]] = [
+                g2, trs_d, bs if g2 > 0 else np.nan]
+    return out
 
 
 def scales_at_losses(scales: pd.DataFrame, losses,

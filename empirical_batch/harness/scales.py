@@ -104,12 +104,15 @@ def grad_chunk(model, loss_fn, inputs, targets, budget: int | None = None, *,
     return int(max(1, min(n, budget // per_example)))
 
 
-def hessian_scales(model, loss_fn, inputs, targets) -> dict:
+def hessian_scales(model, loss_fn, inputs, targets, population_size: float | None = None
+                   ) -> dict:
     """B_noise, B_simple and |G|², GᵀHG, tr Σ, tr(HΣ) at the model's current weights.
 
     The examples are treated as the data set the batches are drawn from (``ddof=0``);
     ``b_noise_pop``/``b_simple_pop`` are the estimates for the population they were
-    drawn from (``HessianNoiseScale.unbiased``).
+    drawn from (``HessianNoiseScale.unbiased``): an unbounded one by default, or a finite
+    set of ``population_size`` examples that the batches are drawn from with
+    replacement and the examples without (the finite-population correction).
     Hessian-vector products run `hvp_chunk` at a time (memory n × chunk
     activations) and per-example gradients `grad_chunk` at a time; the result does not
     depend on either beyond round-off.
@@ -121,17 +124,23 @@ def hessian_scales(model, loss_fn, inputs, targets) -> dict:
         model, loss_fn, inputs, targets,
         chunk_size=hvp_chunk(model, loss_fn, inputs, targets, per_example=per),
         grad_chunk_size=grad_chunk(model, loss_fn, inputs, targets, per_example=per))
-    pop = r.unbiased()
+    pop = r.unbiased(population_size)
     return {**r.to_dict(), "b_noise_pop": pop.b_noise, "b_simple_pop": pop.b_simple}
 
 
-def collector_b_simple(model, loss_fn, inputs, targets) -> dict:
+def collector_b_simple(model, loss_fn, inputs, targets,
+                       population_size: float | None = None) -> dict:
     """B_simple from the library's collectors: per-example squared norms + ``gns_two_batch``.
 
     ``per_example_sq_norms`` gives |g_i|² (batches of 1); the squared norm of the
     mean gradient over the n examples is the big batch; the unbiased two-batch
-    estimator of App. A.1 gives |G|² and tr Σ and B_simple = tr Σ / |G|².
+    estimator of App. A.1 gives |G|² and tr Σ and B_simple = tr Σ / |G|². With a finite
+    ``population_size`` D (the n examples drawn without replacement from D, batches
+    drawn with replacement from them) the estimator's ``dataset_size`` correction and
+    the set's own covariance, tr Σ_D = (D − 1)/D × the Bessel-corrected trace: the same
+    estimate as ``hessian_scales`` with that ``population_size``.
     """
+    import numpy as np
     import torch
 
     from empirical_batch import gns_two_batch
@@ -143,7 +152,11 @@ def collector_b_simple(model, loss_fn, inputs, targets) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
     grads = torch.autograd.grad(loss_fn(model(inputs), targets), params)
     big = float(sum(g.double().square().sum() for g in grads))
-    g2, trace_sigma = gns_two_batch(float(small.double().mean()), 1, big, n)
+    finite = population_size is not None and np.isfinite(population_size)
+    g2, trace_sigma = gns_two_batch(float(small.double().mean()), 1, big, n,
+                                    dataset_size=int(population_size) if finite else None)
+    if finite:
+        trace_sigma *= (float(population_size) - 1.0) / float(population_size)
     b_simple = noise_scales_from_scalars(g2, 1.0, trace_sigma, 0.0)["b_simple"]
     return {"g2_collector": g2, "trace_sigma_collector": trace_sigma,
             "b_simple_collector": b_simple if g2 > 0 else float("nan")}

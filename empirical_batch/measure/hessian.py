@@ -22,6 +22,7 @@ in memory (``n × parameters``): for small models and data sets.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -50,10 +51,10 @@ class HessianNoiseScale:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def unbiased(self) -> HessianNoiseScale:
+    def unbiased(self, population_size: float | None = None) -> HessianNoiseScale:
         r"""The estimate for the population the ``n`` examples were drawn from.
 
-        With $\hat\Sigma$ rescaled to the Bessel-corrected covariance,
+        With $\hat\Sigma$ rescaled to the Bessel-corrected covariance $s$,
 
         $$
         \operatorname{tr}\Sigma = \tfrac{n-\text{ddof}}{n-1}\operatorname{tr}\hat\Sigma,\quad
@@ -66,20 +67,44 @@ class HessianNoiseScale:
         loss). For ``ddof=0`` this B_simple equals `gns_many`
         on the per-example squared norms. Like that estimator, the corrected
         $|G|^2$ may be negative when noise dominates.
+
+        ``population_size`` $D$ (default: an unbounded population): the ``n`` examples
+        were drawn *without* replacement from a finite set of $D$, and batches are drawn
+        *with* replacement from that set, so the batch covariance is $\Sigma_D/B$ with
+        $\Sigma_D$ the set's covariance (``ddof=0``). Then
+        $E|\bar g|^2 = |G_D|^2 + \operatorname{tr}s\,(1/n - 1/D)$ with $E\,s = \tfrac{D}{D-1}
+        \Sigma_D$ (the finite-population correction), so
+
+        $$
+        \operatorname{tr}\Sigma_D = \tfrac{D-1}{D}\operatorname{tr}s,\quad
+        |G_D|^2 = |\bar g|^2 - \operatorname{tr}s\,(1/n - 1/D),
+        $$
+
+        and the same for $\operatorname{tr}(H\Sigma_D)$ and $G_D^THG_D$. At $n = D$ this
+        is the uncorrected (``ddof=0``) value: the whole set is measured. The result is
+        labelled ``ddof=0`` then (the set's covariance).
         """
         if self.unbiased_for_population:
             raise InputError("this estimate is already corrected for the sample size")
         n = self.n_examples
         if n < 2:
             raise InputError(f"the sample-size correction needs n >= 2 examples, got {n}")
+        big_d = (None if population_size is None or math.isinf(population_size)
+                 else float(population_size))
+        if big_d is not None and not big_d >= n:
+            raise InputError(f"population_size must be >= the {n} examples measured, got "
+                             f"{population_size}")
         scale = (n - self.ddof) / (n - 1)
         trs, trhs = self.trace_sigma * scale, self.trace_h_sigma * scale
-        g2, ghg = self.g2 - trs / n, self.ghg - trhs / n
+        inv = 1.0 / n - (0.0 if big_d is None else 1.0 / big_d)
+        g2, ghg = self.g2 - trs * inv, self.ghg - trhs * inv
+        if big_d is not None:
+            trs, trhs = trs * (big_d - 1.0) / big_d, trhs * (big_d - 1.0) / big_d
         d = noise_scales_from_scalars(g2, ghg, trs, trhs)
         return HessianNoiseScale(
             b_noise=d["b_noise"], b_simple=d["b_simple"],
             g2=g2, ghg=ghg, trace_sigma=trs, trace_h_sigma=trhs, n_examples=n,
-            ddof=1, unbiased_for_population=True,
+            ddof=1 if big_d is None else 0, unbiased_for_population=True,
         )
 
     def quadratic_model(self):

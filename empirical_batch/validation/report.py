@@ -37,7 +37,7 @@ from .._io import atomic_path, atomic_write_text
 from ..errors import InputError
 from ..harness.branched import run_branched
 from ..harness.config import HarnessConfig
-from ..harness.noise import run_reference
+from ..harness.noise import run_reference, with_population
 from ..harness.one_step import run_one_step
 from ..harness.resume import cached
 from ..harness.sweep import load_sweeps, sweep_files
@@ -235,6 +235,9 @@ def reanalyze(config: HarnessConfig, out: str | Path, *,
     experiment, which do not depend on the targets), chooses the targets, fits B_crit
     and rebuilds ``b_crit_vs_noise``, ``steps_to_target``, ``table1`` and the claims
     (per task through `cached_task_fits`; ``timings`` gets each task's seconds).
+    A noise table written before the sampling design was recorded (no
+    ``population_size`` column) gets the population values of the task's design
+    (`empirical_batch.harness.noise.with_population`, `Task.population_size`).
     """
     import time
 
@@ -253,6 +256,7 @@ def reanalyze(config: HarnessConfig, out: str | Path, *,
     read = {k: (v[v["task"].isin(tasks)].reset_index(drop=True) if "task" in v else v)
             for k, v in read.items()}
     parts: list[TaskFits] = []
+    noise_tabs: list[pd.DataFrame] = []
     for plan in config.plans:
         sweep = load_sweeps(sweep_files(out, plan.task))
         scales: dict = {}
@@ -262,14 +266,18 @@ def reanalyze(config: HarnessConfig, out: str | Path, *,
             if mine.empty:
                 raise InputError(f"{res / RESULT_FILES['noise']} has no rows for "
                                  f"{plan.task}/{opt}: run the analyze stage for it first")
-            scales[opt] = mine.reset_index(drop=True)
+            mine = mine.reset_index(drop=True)
+            if "population_size" not in mine.columns:  # written before it was recorded
+                mine = with_population(mine, plan.make_task().population_size)
+            scales[opt] = mine
+            noise_tabs.append(mine)
         branched = read["branched"]
         if not branched.empty:
             branched = branched[branched["task"] == plan.task].reset_index(drop=True)
         t0 = time.perf_counter()
         parts.append(cached_task_fits(config, plan, sweep, scales, branched))
         timings[f"fits/{plan.task}"] = round(time.perf_counter() - t0, 2)
-    return _assemble(parts, noise=read["noise"], refs=read["refs"],
+    return _assemble(parts, noise=pd.concat(noise_tabs, ignore_index=True), refs=read["refs"],
                      one_step=read["one_step"], one_step_summary=read["one_step_summary"])
 
 

@@ -175,5 +175,15 @@ class Task(ABC):
         self._require_ready()
         return self._objective_data()
 
+    @property
+    def population_size(self) -> float:
+        """How many examples the batches are drawn from, when that set is finite and is the
+        objective data itself (`objective_data`) and batches are drawn from it with
+        replacement: the noise measurements then estimate that set's noise scales (the
+        finite-population correction; `empirical_batch.harness.noise`). ``inf`` (the
+        default) when the objective data are a sample of a larger or unbounded
+        population (generated data, random windows of a long text)."""
+        return float("inf")
+
     def describe(self) -> dict:
         return {"task": self.name, "unit": self.unit, **dataclasses.asdict(self.options)}

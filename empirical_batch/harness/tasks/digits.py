@@ -66,6 +66,12 @@ class Digits(Task):
         self._require_ready()
         return int(self._train[0].shape[0])
 
+    @property
+    def population_size(self) -> float:
+        """The training split: batches are drawn from it with replacement and it is the
+        objective (`Task.population_size`)."""
+        return float(self.train_size)
+
     def make_model(self) -> nn.Module:
         return MLP(64, self.options.hidden, 10, F.relu)
 
