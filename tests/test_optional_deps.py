@@ -24,6 +24,14 @@ PACKAGE = Path(empirical_batch.__file__).parent
 ROOT = PACKAGE.parent
 
 
+def _block(monkeypatch, module: str) -> None:
+    """Make ``module`` and its submodules unimportable, as if not installed (submodules
+    that earlier tests imported included: they would be found in ``sys.modules``)."""
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, module, None)
+
+
 def test_the_message_names_the_package_and_the_extra():
     err = missing("sklearn.datasets", by="the digits task")
     assert str(err) == "the digits task needs scikit-learn: pip install 'empirical_batch[harness]'"
@@ -43,7 +51,7 @@ def test_every_extra_named_installs_its_package():
 
 
 def test_optional_import_turns_only_its_own_module_into_the_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "sklearn", None)
+    _block(monkeypatch, "sklearn")
     with pytest.raises(MissingDependencyError, match=r"^the digits task needs scikit-learn: "
                        r"pip install 'empirical_batch\[harness\]'$"):
         with optional_import("sklearn", by="the digits task"):
@@ -67,7 +75,7 @@ def test_a_task_checks_its_packages_when_configured(monkeypatch):
     from empirical_batch.harness.config import get_config
     from empirical_batch.harness.tasks import make_task
 
-    monkeypatch.setitem(sys.modules, "sklearn", None)
+    _block(monkeypatch, "sklearn")
     message = r"^the digits task needs scikit-learn: pip install 'empirical_batch\[harness\]'$"
     with pytest.raises(MissingDependencyError, match=message):
         make_task("digits")
@@ -78,7 +86,7 @@ def test_a_task_checks_its_packages_when_configured(monkeypatch):
 
 def test_harness_without_scikit_learn_is_one_line(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
-    monkeypatch.setitem(sys.modules, "sklearn", None)
+    _block(monkeypatch, "sklearn")
     out = tmp_path / "run"
     code = main(["harness", "--config", "tiny", "--tasks", "digits", "--out", str(out),
                  "--no-progress"])
@@ -188,7 +196,7 @@ def test_an_executor_without_its_engine(spec, module, package, monkeypatch):
     pytest.importorskip("torch")
     from empirical_batch.harness.distribute import open_executor
 
-    monkeypatch.setitem(sys.modules, module, None)
+    _block(monkeypatch, module)
     engine = spec.split(":")[0]
     with pytest.raises(MissingDependencyError, match=rf"^--executor {engine}:\.\.\. needs "
                        rf"{package}: pip install 'empirical_batch\[distributed\]'$"):
