@@ -53,13 +53,16 @@ e. **B_noise is closer to B_crit than B_simple** (§2.2: B_simple = B_noise only
    every such target; else undecided (the counts are listed; ``*_local`` with the values
    at the target).
 f. **Branched training agrees with the model's keep-up point** (Merrill et al. 2025,
-   arXiv:2505.23971, with the model's progress per example ∝ 1/(B + 𝓑)): a branch at
-   kB keeps up with the one at B while kB ≤ 2B + 𝓑, so the branched bracket
-   [low, high) is compared with B_crit + 2B (``b_crit_plus_2b``, with the interval of
-   B_crit). Consistent at a checkpoint when the two intervals meet; holds when
-   consistent at every checkpoint where B_crit is fitted, does not hold when at none,
-   else undecided. The derivation assumes SGD at its best rate; for Adam (branches with
-   the √k rule) it is an approximation.
+   arXiv:2505.23971, in the one-step model: `empirical_batch.validation.fits.keep_up_point`):
+   a branch at kB keeps up with the one at B while kB ≤ B/x + B/2 − 𝓑/2 for SGD branches
+   at k·η (x = η/ε_max; 1.5B + 𝓑/2 at η = ε_opt(B), the reference's tuned rate), or
+   kB ≤ 2B + 𝓑 for branches at their best rate (used for Adam's √k branches, an
+   approximation). The branched bracket [low, high) is compared with that point with
+   𝓑 = B_crit (``keep_up``, with the interval of B_crit). Consistent at a checkpoint when
+   the two intervals meet; holds when consistent at every checkpoint where B_crit is
+   fitted, does not hold when at none, else undecided. *Local*: the 𝓑 the bracket implies
+   under the same rule (``b_local_low``/``_high``) against the local B_noise at the
+   checkpoint (inside at every checkpoint: holds; at none: does not hold).
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ CLAIMS = {
     "c": "the one-step model fits the measured eps_opt(B) and dL_opt(B)",
     "d": "Adam reaches a larger B_crit than SGD (Zhang et al. 2019)",
     "e": "B_noise is closer to B_crit than B_simple (both averaged up to the target)",
-    "f": "the branched bracket contains B_crit + 2B (the model's keep-up point)",
+    "f": "the branched bracket meets the model's keep-up point for the branches' rule",
 }
 
 #: growth of B_crit from "start" to "averaged" in McCandlish et al. 2018, Table 1
@@ -294,25 +297,52 @@ def _claim_e(task, opt, crit: pd.DataFrame) -> dict:
                 "targets compared: " + avg["evidence"], local=local)
 
 
+def _bracket_local(ok: pd.DataFrame) -> dict | None:
+    """Claim (f), local: the 𝓑 the bracket implies (``b_local_low``/``_high``) against
+    the local B_noise of the checkpoint."""
+    if not {"b_local_low", "b_local_high", "b_noise"} <= set(ok.columns):
+        return None
+    r = ok.dropna(subset=["b_local_low", "b_noise"])
+    if r.empty:
+        return None
+    n_in = 0
+    ev = []
+    for _, x in r.iterrows():
+        high = float(x["b_local_high"]) if np.isfinite(x["b_local_high"]) else np.inf
+        inside = x["b_local_low"] <= x["b_noise"] < high
+        n_in += bool(inside)
+        ev.append(f"step {int(x['step'])}: bracket's B [{_g(x['b_local_low'])}, {_g(high)}), "
+                  f"B_noise {_g(x['b_noise'])}: {'inside' if inside else 'outside'}")
+    n = len(r)
+    verdict = HOLDS if n_in == n else FAILS if n_in == 0 else UNDECIDED
+    return {"verdict": verdict, "value": float(n_in), "lo": float(n - n_in), "hi": float(n),
+            "evidence": "; ".join(ev)}
+
+
 def _claim_f(task, opt, branched: pd.DataFrame) -> dict | None:
     b = branched[(branched["task"] == task) & (branched["optimizer"] == opt)] \
         if len(branched) and "task" in branched else branched.iloc[0:0]
     if b.empty:
         return None
-    if "b_crit_plus_2b_lo" not in b:
-        return _row(task, opt, "f", UNDECIDED, evidence="no B_crit + 2B in the table")
-    ok = b.dropna(subset=["b_crit_plus_2b_lo", "b_crit_plus_2b_hi", "b_branched_low"])
+    # the keep-up point of the rule the branches follow; tables without it: 2B + B_crit
+    pre = "keep_up" if "keep_up_lo" in b else "b_crit_plus_2b"
+    if f"{pre}_lo" not in b:
+        return _row(task, opt, "f", UNDECIDED, evidence="no keep-up point in the table")
+    rule = (str(b["keep_up_rule"].iloc[0]) if "keep_up_rule" in b else "best")
+    name = {"linear": "1.5B + B_crit/2 (k·η branches)",
+            "best": "2B + B_crit (best-rate branches)"}.get(rule, rule)
+    ok = b.dropna(subset=[f"{pre}_lo", f"{pre}_hi", "b_branched_low"])
     left = len(b) - len(ok)
     n_in = n_out = 0
     ev = []
     for _, r in ok.iterrows():
         high = float(r["b_branched_high"]) if np.isfinite(r["b_branched_high"]) else np.inf
-        meet = r["b_crit_plus_2b_lo"] <= high and r["b_crit_plus_2b_hi"] >= r["b_branched_low"]
+        meet = r[f"{pre}_lo"] <= high and r[f"{pre}_hi"] >= r["b_branched_low"]
         n_in += bool(meet)
         n_out += not meet
         ev.append(f"step {int(r['step'])}: bracket [{_g(r['b_branched_low'])}, {_g(high)}), "
-                  f"B_crit + 2B {_g(r['b_crit_plus_2b'])} [{_g(r['b_crit_plus_2b_lo'])}, "
-                  f"{_g(r['b_crit_plus_2b_hi'])}]: {'meet' if meet else 'apart'}")
+                  f"{name} {_g(r[pre])} [{_g(r[f'{pre}_lo'])}, {_g(r[f'{pre}_hi'])}]: "
+                  f"{'meet' if meet else 'apart'}")
     n = n_in + n_out
     if n == 0:
         return _row(task, opt, "f", UNDECIDED, evidence=f"B_crit not fitted at any of the "
@@ -321,7 +351,7 @@ def _claim_f(task, opt, branched: pd.DataFrame) -> dict | None:
     tail = f"; {left} checkpoint(s) without a fitted B_crit left out" if left else ""
     return _row(task, opt, "f", verdict, float(n_in), float(n_out), float(n),
                 "value = checkpoints where the intervals meet, lo = where they are apart, "
-                "hi = compared: " + "; ".join(ev) + tail)
+                "hi = compared: " + "; ".join(ev) + tail, local=_bracket_local(b))
 
 
 def claims_table(crit: pd.DataFrame, table1: pd.DataFrame,

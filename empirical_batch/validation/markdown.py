@@ -41,9 +41,10 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
             "of B_simple up to the target, farthest from 1, (b) growth of B_crit with its "
             "interval, (c) the smaller binomial tail probability of the misses, (d) B_crit "
             "ratio Adam/SGD, (e) targets where the averaged B_noise / B_simple is closer, "
-            "of hi compared, (f) checkpoints where B_crit + 2B lies in the branched "
-            "bracket / outside it, of hi compared. *local*: the same test with the noise "
-            "scales at the target instead of averaged up to it.\n")
+            "of hi compared, (f) checkpoints where the keep-up point of the branches' rule "
+            "(with B_crit) meets the branched bracket / is apart from it, of hi compared. "
+            "*local*: the same test with the noise scales at the target instead of averaged "
+            "up to it ((f): the bracket's implied noise scale against the local B_noise).\n")
         parts.append(md_table(claims, {
             "task": "task", "optimizer": "opt", "claim": "claim", "statement": "statement",
             "verdict": "verdict", "value": "value", "lo": "lo", "hi": "hi",
@@ -107,11 +108,15 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
                      "k·η (SGD) or √k·η (Adam), from the checkpoint's weights and optimizer "
                      "state, train on the same examples (paired seeds); a branch keeps up while "
                      "its loss decrease is at least half the reference branch's. The bracket "
-                     "[low, high) is the largest batch that keeps up and the next one. With "
-                     "progress per example ∝ 1/(B + B_noise), a branch keeps up while "
-                     "kB ≤ 2B + B_noise: the bracket is compared with B_crit + 2B (B_crit "
-                     "fitted from the sweep at the checkpoint's loss) and B_noise + 2B; rules "
-                     "in `empirical_batch/harness/branched.py` and "
+                     "[low, high) is the largest batch that keeps up and the next one. In the "
+                     "one-step model a branch at k·η keeps up while kB ≤ B/x + B/2 − B_noise/2 "
+                     "(x = η/ε_max), i.e. 1.5B + B_noise/2 at η = ε_opt(B); branches at their "
+                     "best rate while kB ≤ 2B + B_noise (used for Adam's √k branches, an "
+                     "approximation). The bracket is compared with that keep-up point with "
+                     "B_crit (fitted from the sweep at the checkpoint's loss) and with the local "
+                     "B_noise; *bracket's B* is the noise scale the bracket implies under the "
+                     "same rule, to compare with the local B_noise; rules in "
+                     "`empirical_batch/harness/branched.py` and "
                      "`empirical_batch/validation/fits.py`.\n")
         parts.append(md_table(branched, {
             "task": "task", "optimizer": "opt", "step": "step", "eval_loss": "loss",
@@ -119,9 +124,10 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
             "learning_rate": "η", "b_branched_low": "branched low",
             "b_branched_high": "branched high", "branched_status": "status",
             "diverged_from": "diverged from",
-            "b_crit_plus_2b": "B_crit + 2B", "b_crit_plus_2b_lo": "lo",
-            "b_crit_plus_2b_hi": "hi", "b_crit_status": "fit status",
-            "b_noise_plus_2b": "B_noise + 2B", "b_crit": "B_crit (sweep)",
+            "keep_up_rule": "rule", "keep_up": "keep-up (B_crit)", "keep_up_lo": "lo",
+            "keep_up_hi": "hi", "b_crit_status": "fit status",
+            "keep_up_noise": "keep-up (B_noise)", "b_local_low": "bracket's B low",
+            "b_local_high": "high", "b_crit": "B_crit (sweep)",
             "b_simple": "B_simple", "b_noise": "B_noise"}))
     if len(os_sum):
         parts.append("\n## One-step experiment: fitted constants per checkpoint\n")
