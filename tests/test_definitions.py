@@ -132,6 +132,36 @@ def test_zhang_cbs_from_a_sweep_on_the_hyperbola():
         zhang_cbs_from_sweep([64, 128], [1.0])
 
 
+#: Zhang et al. 2024's base batch (sequences) in their notebook (plots/chinchilla.ipynb):
+#: B* = 1.2 B0 + 0.2 B_crit with B0 = 256
+ZHANG_B0 = 256
+#: the CBS their notebook prints per model (sequences), 85M ... 1.2B
+ZHANG_PRINTED_CBS = {"85M": 745, "151M": 955, "302M": 1394, "604M": 1889, "1.2B": 2533}
+
+
+def test_zhang_printed_cbs_is_the_librarys_b_crit_converted_with_their_b0():
+    """The library's B_crit fitted to Zhang et al.'s revised steps, converted with their
+    convention (B0 = 256 sequences), rounds to the CBS their notebook prints."""
+    import pandas as pd
+
+    from empirical_batch.datasets import zhang2024
+    from empirical_batch.fit import fit_tradeoff
+
+    df = zhang2024().frame
+    got = {}
+    for model, g in df.groupby("model", sort=False):
+        fit = fit_tradeoff(pd.DataFrame({"batch_size": g.batch_size.to_numpy(float),
+                                         "steps": g.steps_to_target_revised.to_numpy(float)}),
+                           n_boot=0)
+        got[str(model)] = zhang_cbs_from_b_crit(fit.b_crit, base_batch=ZHANG_B0)
+    assert set(got) == set(ZHANG_PRINTED_CBS)
+    for model, printed in ZHANG_PRINTED_CBS.items():
+        assert round(got[model]) == printed, (model, got[model])
+        # with B0 = 64 the same B_crit gives 1.2 x 192 = 230 sequences fewer
+        b_crit = (got[model] - 1.2 * ZHANG_B0) / 0.2
+        assert printed - zhang_cbs_from_b_crit(b_crit, base_batch=64) > 229
+
+
 def test_zhang_data_own_definition_against_the_fitted_b_crit():
     """Zhang et al.'s sweeps: their 20%-overhead CBS measured directly on the steps,
     next to the one the hyperbola fitted to the same steps predicts (docs/recipe.md).
@@ -146,7 +176,7 @@ def test_zhang_data_own_definition_against_the_fitted_b_crit():
         b = g.batch_size.to_numpy(float)
         s = g.steps_to_target_revised.to_numpy(float)
         fit = fit_tradeoff(pd.DataFrame({"batch_size": b, "steps": s}), n_boot=20)
-        direct = zhang_cbs_from_sweep(b, s, base_batch=64)
-        predicted = zhang_cbs_from_b_crit(fit.b_crit, base_batch=64)
+        direct = zhang_cbs_from_sweep(b, s, base_batch=ZHANG_B0)
+        predicted = zhang_cbs_from_b_crit(fit.b_crit, base_batch=ZHANG_B0)
         assert 0.5 < predicted / direct < 2.0, (model, direct, predicted)
-        assert predicted < 0.25 * fit.b_crit  # Zhang's CBS is ≈ 0.2 B_crit, not B_crit
+        assert predicted < 0.35 * fit.b_crit  # Zhang's CBS is 0.2 B_crit + 1.2 B0, not B_crit
