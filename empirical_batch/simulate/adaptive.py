@@ -75,8 +75,12 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
     B_t`` (one run; ``progress`` is $\sum ds$ so far in infinite-batch steps,
     ``examples`` the examples used so far: a schedule). Returns a dict with ``steps``
     (first step whose expected loss is <= target, inf if not within ``max_steps``),
-    ``examples`` (sum of the batch sizes used) and, for a callable, the per-step
-    ``batch_sizes``, ``b_noise`` and ``progress`` $ds_t$.
+    ``examples`` (sum of the batch sizes used), ``steps_interp``/``examples_interp`` (the
+    crossing interpolated within the last step: the expected loss taken as linear in
+    the step between the two iterates around the target, and the examples of that step
+    counted by the same fraction; whole-step counts overstate a short run's steps by up
+    to one) and, for a callable, the per-step ``batch_sizes``, ``b_noise`` and
+    ``progress`` $ds_t$.
     """
     if not isinstance(problem, NoisyQuadratic) or not problem.is_plain:
         raise InputError("greedy_run needs a NoisyQuadratic without momentum or EMA")
@@ -104,6 +108,10 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         m = np.repeat(problem.init[None, :], n, axis=0)
     steps = np.full(n, np.inf)
     examples = np.zeros(n)
+    steps_i = np.full(n, np.inf)
+    examples_i = np.full(n, np.inf)
+    prev_loss = np.full(n, np.nan)  # the live runs' loss one step back
+    last_b = np.zeros(n)  # the live runs' last batch size
     live = np.arange(n)  # runs still above the target; m holds their moments only
     trace_b, trace_bn, trace_ds = [], [], []
     progress = 0.0
@@ -111,6 +119,17 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
         loss = 0.5 * (m @ h)
         hit = loss <= t
         steps[live[hit]] = k
+        if k == 0:
+            steps_i[live[hit]] = 0.0
+            examples_i[live[hit]] = 0.0
+        else:
+            idx = live[hit]
+            p0, p1 = prev_loss[idx], loss[hit]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                frac = np.where(p0 > p1, np.clip((p0 - t) / (p0 - p1), 0.0, 1.0), 1.0)
+            steps_i[idx] = k - 1 + frac
+            examples_i[idx] = examples[idx] - last_b[idx] * (1.0 - frac)
+        prev_loss[live] = loss
         live, m = live[~hit], m[~hit]
         if live.size == 0 or k == max_steps:
             break
@@ -134,12 +153,16 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
             inv_b = np.maximum(inv_b - 1.0 / problem.dataset_size, 0.0)
         a = g2 / (ghg + trhs * inv_b)  # eps_opt(B_t), eq. 2.6
         examples[live] += b_t
+        last_b[live] = b_t
         m = (1.0 - a[:, None] * hp) ** 2 * m + (a * a * inv_b)[:, None] * cp
     reached_examples = np.where(np.isfinite(steps), examples, np.inf)
     out: dict[str, Any] = {"steps": steps if not adaptive else float(steps[0]),
-                           "examples": reached_examples}
+                           "examples": reached_examples, "steps_interp": steps_i,
+                           "examples_interp": examples_i}
     if adaptive:
         out["examples"] = float(reached_examples[0])
+        out["steps_interp"] = float(steps_i[0])
+        out["examples_interp"] = float(examples_i[0])
         out["batch_sizes"] = np.array(trace_b)
         out["b_noise"] = np.array(trace_bn)
         out["progress"] = np.array(trace_ds)
