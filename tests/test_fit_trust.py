@@ -95,6 +95,11 @@ def test_steps_still_halving_is_a_lower_bound_not_the_grid_edge():
         assert math.isinf(fit.b_crit_ci[1]) and 0 < fit.b_crit_bound < 1e5
     assert "lower bound only" in repr(fit) and "lower bound only" in fit.summary()
     assert f"{fit.b_crit:.4g}" not in repr(fit)
+    # S_min is not determined by a lower-bound fit (steps still fall like 1/B): the
+    # summary says so instead of printing the fitted curve's value
+    assert f"{fit.s_min:.4g}" not in fit.summary()
+    assert "S_min = not determined" in fit.summary()
+    assert f"E_min = {fit.e_min:.4g}" in fit.summary()
 
 
 def test_no_bend_at_all_is_unidentified_or_bounded_never_identified():

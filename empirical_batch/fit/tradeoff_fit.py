@@ -193,10 +193,15 @@ class TradeoffFit(Result):
 
     def summary(self) -> str:
         """The fit, its interval and its warnings, in a few lines."""
+        det = self.determined()  # S_min/E_min only where the status determines them
+
+        def value(x: float) -> str:
+            return f"{x:.4g}" if math.isfinite(x) else "not determined"
+
         lines = [
             f"{self.b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
             f"n_boot={self.n_boot}); status {self.status}",
-            f"S_min = {self.s_min:.4g} steps, E_min = {self.e_min:.4g} {self.unit}; "
+            f"S_min = {value(det['s_min'])} steps, E_min = {value(det['e_min'])} {self.unit}; "
             f"{self.n_batch_sizes} batch "
             f"sizes ({self.n_below} below, {self.n_above} above B_crit), log-RMSE "
             f"{self.log_rmse:.3g}" + (f"; target {self.target:.6g}" if self.target is not None
