@@ -10,11 +10,26 @@ the ``base_lrs`` of its learning-rate schedulers are multiplied by the same fact
 schedule (warmup, decay) keeps its shape. Every change is kept in `changes` (step,
 examples and tokens so far, old and new batch and rate, the estimate that triggered it
 and whether the rate rule was in its regime).
+
+The learning-rate schedule runs on examples, not optimizer steps: every
+``torch.optim.lr_scheduler.LambdaLR`` that steps once per optimizer step (what the
+``transformers`` schedules are) is evaluated at the *equivalent step*, the examples seen
+divided by the starting batch (`BatchGrowth.equivalent_step`), so a warmup or a decay
+keeps its length in examples and a decay reaches its end value when the data budget
+ends; a run bounded by a number of optimizer steps ends when the equivalent step reaches
+it. Another scheduler that steps per optimizer step is refused (`check_schedulers`): its
+horizon would stay in optimizer steps, which hold more examples after a change.
+
+`BatchGrowth.state_dict` holds all of it (accumulation, pending change, changes, the
+clock of the schedule and the position in the epoch); the callbacks save it in the
+framework's checkpoints and restore it, so a resumed run continues as the uninterrupted
+one would.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from ..errors import InputError
@@ -22,7 +37,7 @@ from ..rules import lr_rules
 from ..schedule.online import AdaptiveBatchRule
 from ..transfer import OPTIMIZERS, transfer
 
-__all__ = ["BatchGrowth", "GrowthCallback"]
+__all__ = ["BatchGrowth", "GrowthCallback", "check_schedulers", "on_examples"]
 
 _LR_RULES = (*lr_rules(), "unchanged")
 
@@ -61,9 +76,43 @@ class BatchGrowth:
         self.last_change_at = 0  # measured steps at the last change
         self.changes: list[dict] = []
         self._trigger: dict = {}  # the estimate behind the pending change
+        self.start_batch = 0  # the global batch of the first step (examples)
+        self.clock = (0, 0.0)  # (step, equivalent step) at the last change
+        self.restored: dict | None = None  # a checkpoint's state, applied at `start`
 
     def start(self, micro_batch_size: int, accumulation: int) -> None:
+        """Begin with the configured sizes, or continue a restored run: its accumulation
+        steps, pending change, changes and schedule clock (the configured micro-batch
+        must be the checkpoint's)."""
         self.micro_batch_size, self.accumulation = int(micro_batch_size), int(accumulation)
+        self.start_batch = self.micro_batch_size * self.accumulation
+        state, self.restored = self.restored, None
+        if state is None:
+            return
+        saved_micro = state.get("micro_batch_size", self.micro_batch_size)
+        if saved_micro != self.micro_batch_size:
+            raise InputError(
+                f"the checkpoint was written with micro-batches of {saved_micro} examples, "
+                f"this run has {self.micro_batch_size}: resume with the same per-device "
+                "batch size")
+        self.accumulation = state["accumulation"]
+        self.last_change_at = state["last_change_at"]
+        self.changes = list(state["changes"])
+        self.start_batch = state.get("start_batch", self.start_batch)
+        self.pending = state.get("pending")
+        self._trigger = dict(state.get("trigger") or {})
+        clock = state.get("clock")
+        if clock is not None:
+            self.clock = (int(clock[0]), float(clock[1]))
+        self.micro_in_epoch = state.get("micro_in_epoch", 0)
+
+    def equivalent_step(self, step: int) -> float:
+        """Optimizer steps of the starting batch that hold the examples of ``step``
+        optimizer steps (the clock the learning-rate schedule runs on)."""
+        if not self.start_batch:
+            return float(step)
+        at, equivalent = self.clock
+        return equivalent + (step - at) * self.batch_size / self.start_batch
 
     @property
     def batch_size(self) -> int:
@@ -101,6 +150,7 @@ class BatchGrowth:
         """Switch to the pending accumulation steps and move the learning rates; returns
         the new accumulation steps."""
         assert self.pending is not None
+        self.clock = (int(step), self.equivalent_step(step))
         old_b, k = self.batch_size, self.pending
         new_b = self.micro_batch_size * k
         b_noise = self._trigger["b_simple"]
@@ -139,8 +189,13 @@ class BatchGrowth:
                 f"{prefix}accumulation_steps": float(self.accumulation)}
 
     def state_dict(self) -> dict:
+        """Everything a resumed run needs (JSON: plain numbers, lists and dicts)."""
         return {"accumulation": self.accumulation, "last_change_at": self.last_change_at,
-                "changes": list(self.changes)}
+                "changes": [dict(c) for c in self.changes],
+                "micro_batch_size": self.micro_batch_size, "start_batch": self.start_batch,
+                "pending": self.pending, "trigger": dict(self._trigger),
+                "clock": [self.clock[0], self.clock[1]],
+                "micro_in_epoch": self.micro_in_epoch}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a `state_dict`; every entry is checked first (nothing changes on an
@@ -150,12 +205,82 @@ class BatchGrowth:
             raise InputError("state must be a dict with 'accumulation', 'last_change_at' "
                              f"and 'changes', got {state!r}")
         acc, last, changes = state["accumulation"], state["last_change_at"], state["changes"]
-        for name, v, low in (("accumulation", acc, 1), ("last_change_at", last, 0)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        checked = {}
+        for name, v, low in (("accumulation", acc, 1), ("last_change_at", last, 0),
+                             ("micro_batch_size", state.get("micro_batch_size", 1), 1),
+                             ("start_batch", state.get("start_batch", 1), 1),
+                             ("micro_in_epoch", state.get("micro_in_epoch", 0), 0),
+                             ("pending", 1 if state.get("pending") is None
+                              else state["pending"], 1)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
                 raise InputError(f"state[{name!r}] must be an integer >= {low}, got {v!r}")
+            checked[name] = int(v)
         if not isinstance(changes, list) or not all(isinstance(c, dict) for c in changes):
             raise InputError(f"state['changes'] must be a list of dicts, got {changes!r}")
+        clock = state.get("clock", [0, 0.0])
+        if (not isinstance(clock, (list, tuple)) or len(clock) != 2
+                or not all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                           and math.isfinite(v) and float(v) >= 0 for v in clock)):
+            raise InputError(f"state['clock'] must be [step, equivalent step], got {clock!r}")
+        trigger = state.get("trigger") or {}
+        if not isinstance(trigger, dict):
+            raise InputError(f"state['trigger'] must be a dict, got {trigger!r}")
         self.accumulation, self.last_change_at, self.changes = acc, last, list(changes)
+        self.restored = {**state, **checked, "pending": state.get("pending"),
+                         "clock": list(clock), "trigger": trigger}
+        if "micro_batch_size" not in state:
+            self.restored.pop("micro_batch_size")
+        if "start_batch" not in state:
+            self.restored.pop("start_batch")
+
+
+class _OnExamples:
+    """A ``LambdaLR`` factor evaluated at the equivalent step of `BatchGrowth` (its
+    ``__dict__`` stays empty: ``LambdaLR.state_dict`` saves it)."""
+
+    __slots__ = ("__dict__", "fn", "growth")
+
+    def __init__(self, fn, growth: BatchGrowth):
+        self.fn, self.growth = fn, growth
+
+    def __call__(self, step):
+        return self.fn(self.growth.equivalent_step(step))
+
+
+def _lambda_lr():
+    import torch
+
+    return torch.optim.lr_scheduler.LambdaLR
+
+
+def check_schedulers(schedulers, *, what: str = "the learning-rate scheduler") -> None:
+    """Refuse, before the first step, a scheduler that steps per optimizer step and is
+    not a ``LambdaLR``: its horizon is counted in optimizer steps, which hold more
+    examples after a batch change, so a decay would end early or be cut off."""
+    lambda_lr = _lambda_lr()
+    for sched in schedulers:
+        if sched is None or isinstance(sched, lambda_lr) or not hasattr(sched, "base_lrs"):
+            continue  # ReduceLROnPlateau has no base_lrs: it follows a metric
+        raise InputError(
+            f"AdaptiveBatchCallback runs the learning-rate schedule on examples seen, "
+            f"which it can do for a torch.optim.lr_scheduler.LambdaLR (every transformers "
+            f"schedule is one) but not for {what} {type(sched).__name__}: its horizon "
+            "would stay in optimizer steps, which hold more examples after the batch "
+            "grows, and a decay would stop early. Use a LambdaLR (e.g. "
+            "LambdaLR(opt, lambda step: ...)), a constant rate, or a scheduler that steps "
+            "once per epoch")
+
+
+def on_examples(schedulers, growth: BatchGrowth) -> None:
+    """Make every ``LambdaLR`` of ``schedulers`` run on `BatchGrowth.equivalent_step`
+    (once: a wrapped factor is not wrapped again) and recompute its current rates."""
+    lambda_lr = _lambda_lr()
+    for sched in schedulers:
+        if not isinstance(sched, lambda_lr):
+            continue
+        sched.lr_lambdas = [fn if isinstance(fn, _OnExamples) and fn.growth is growth
+                            else _OnExamples(getattr(fn, "fn", fn), growth)
+                            for fn in sched.lr_lambdas]
 
 
 class GrowthCallback:

@@ -24,9 +24,9 @@ with optional_import("torch", "transformers", by="empirical_batch.integrations.h
 from ..errors import InputError
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
 from ..schedule.online import AdaptiveBatchRule
-from .adaptive import GrowthCallback
+from .adaptive import GrowthCallback, check_schedulers, on_examples
 from .loggers import PREFIX
-from .steps import CallbackValues, StepAccount, token_rule_of
+from .steps import CallbackValues, StepAccount, check_resumed_beta, token_rule_of
 
 __all__ = ["AdaptiveBatchCallback", "NoiseScaleCallback", "install", "install_adaptive"]
 
@@ -106,6 +106,8 @@ class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
         self.counters: dict | None = None  # restored from a checkpoint
         self._hook = None
         self.superseded = False  # replaced by the instance `install` returned
+        self.adaptive: dict | None = None  # an AdaptiveBatchCallback's state, restored
+        self._growth = None  # the BatchGrowth of the AdaptiveBatchCallback it feeds
 
     # ------------------------------------------------------------------ hooks
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -139,6 +141,7 @@ class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
         if self.estimator_state is None and state is not None:
             self._from_trainer_state(state)
         if self.estimator_state is not None:
+            check_resumed_beta(self.estimator_state["estimator"], self.beta)
             self.collector.estimator.load_state_dict(self.estimator_state["estimator"])
             self.collector.skipped.update(self.estimator_state["skipped"])
         if self.counters:
@@ -205,10 +208,14 @@ class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
             self.estimator_state
         counters = self.account.state_dict() if self.collector is not None else \
             self.counters
+        growth = self._growth
+        adaptive = growth.state_dict() if growth is not None and growth.accumulation else \
+            self.adaptive
         return {"args": {"beta": self.beta, "prefix": self.prefix, "mode": self.mode,
                          "max_history": self.max_history, "level": self.level,
                          "per_module": self.per_module, "params": self.params},
-                "attributes": {"estimator_state": live, "counters": counters}}
+                "attributes": {"estimator_state": live, "counters": counters,
+                               "adaptive": adaptive}}
 
 
 def install(trainer, **kwargs) -> NoiseScaleCallback:
@@ -246,6 +253,7 @@ class _KeepInstalled(TrainerCallback):
         for i, other in enumerate(callbacks):
             if type(other) is type(cb) and other.prefix == cb.prefix:
                 cb.estimator_state, cb.counters = other.estimator_state, other.counters
+                cb.adaptive = other.adaptive
                 other.superseded = True
                 del callbacks[i]
                 callbacks.insert(0, cb)
@@ -267,9 +275,21 @@ class AdaptiveBatchCallback(GrowthCallback, TrainerCallback):
     ``{prefix}batch_size`` and ``{prefix}accumulation_steps`` join the logs and
     ``log_history``; `changes` lists every change.
 
-    ``max_steps`` counts optimizer steps, which hold more examples after a change: bound
-    a run by ``num_train_epochs`` to keep its data budget. A resumed run starts again
-    at the configured accumulation steps.
+    The Trainer's learning-rate schedule (a ``LambdaLR``, as every ``lr_scheduler_type``
+    but ``reduce_lr_on_plateau``) runs on examples seen (see
+    `empirical_batch.integrations.adaptive`): a decay reaches its end value when the
+    epochs end, and a run bounded by ``max_steps`` stops when the examples of
+    ``max_steps`` configured batches are seen.
+
+    The loop's state rides in the checkpoints (in the `NoiseScaleCallback`'s entry of
+    ``trainer_state.json``) and ``trainer.train(resume_from_checkpoint=...)`` continues
+    with the accumulation steps, learning rate, schedule clock and changes of the
+    checkpoint. The Trainer skips ``global_step × gradient_accumulation_steps``
+    micro-batches of the epoch on a resume, which is not where a run stopped after a
+    change; the callback has the data loader skip the micro-batches the run had really
+    used instead. A resume it cannot place (a checkpoint in a later epoch than the
+    Trainer counts, or whose epoch would end in a partial step) is refused with the
+    reason.
 
     Parameters
     ----------
@@ -284,11 +304,81 @@ class AdaptiveBatchCallback(GrowthCallback, TrainerCallback):
 
     noise_type = NoiseScaleCallback
 
+    def __init__(self, noise, rule: AdaptiveBatchRule | None = None, *,
+                 lr_rule: str = "linear", optimizer: str = "sgd"):
+        super().__init__(noise, rule, lr_rule=lr_rule, optimizer=optimizer)
+        noise._growth = self.growth  # its checkpoint entry carries the loop's state
+        self._skip: tuple | None = None  # (loader, micro-batches) of a resumed epoch
+        self._ignore_data_skip: bool | None = None
+
+    def _saved(self, state) -> dict | None:
+        """The loop's state in the checkpoint a run resumes from (None: a new run)."""
+        if not getattr(state, "global_step", 0):
+            return None
+        if self.noise.adaptive is not None:  # restored into the installed callback
+            return self.noise.adaptive
+        saved = (getattr(state, "stateful_callbacks", None) or {}).get(
+            type(self.noise).__name__)
+        for entry in saved if isinstance(saved, list) else [saved]:
+            if isinstance(entry, dict) and entry.get("args", {}).get("prefix") == \
+                    self.noise.prefix:
+                return entry.get("attributes", {}).get("adaptive")
+        return None
+
     def on_train_begin(self, args, state, control, **kwargs):
         if int(args.gradient_accumulation_steps) < 2:
             raise InputError("AdaptiveBatchCallback measures the noise scale from the "
                              "micro-batches: set gradient_accumulation_steps >= 2")
-        self.growth.start(args.per_device_train_batch_size, args.gradient_accumulation_steps)
+        scheduler = kwargs.get("lr_scheduler")
+        check_schedulers([scheduler], what="the Trainer's scheduler")
+        configured = int(args.gradient_accumulation_steps)
+        saved = self._saved(state)
+        if saved is not None:
+            self.growth.load_state_dict(saved)
+        self.growth.start(args.per_device_train_batch_size, configured)
+        on_examples([scheduler], self.growth)
+        if saved is not None:
+            self._place(args, state, configured, kwargs.get("train_dataloader"))
+        args.gradient_accumulation_steps = self.growth.accumulation
+
+    def _place(self, args, state, configured: int, loader) -> None:
+        """Resume at the micro-batch where the run stopped: the Trainer would skip
+        ``global_step × configured`` micro-batches of epoch ``global_step // steps per
+        epoch`` (both counted at the configured accumulation)."""
+        try:
+            per_epoch = len(loader)
+        except TypeError:
+            per_epoch = None
+        used = self.growth.micro_in_epoch
+        if per_epoch is None or args.ignore_data_skip:
+            return
+        epoch = round(state.epoch * per_epoch) // per_epoch
+        updates = per_epoch // configured + int(per_epoch % configured > 0)
+        trainer_epoch = state.global_step // updates
+        trainer_skip = (state.global_step % updates) * configured
+        if (trainer_epoch, trainer_skip) == (epoch, used):
+            return
+        why = None
+        if trainer_epoch != epoch:
+            why = (f"the checkpoint is in epoch {epoch} but the Trainer, counting "
+                   f"{configured} micro-batches a step, would resume in epoch "
+                   f"{trainer_epoch}")
+        elif (per_epoch - used) % self.growth.accumulation:
+            why = (f"the {per_epoch - used} micro-batches left in the epoch do not fill "
+                   f"whole steps of {self.growth.accumulation}")
+        elif not hasattr(loader, "skip_batches"):
+            why = (f"the data loader ({type(loader).__name__}) cannot skip the "
+                   f"{used} micro-batches already used")
+        if why is not None:
+            raise InputError(
+                f"cannot resume this adaptive-batch run from step {state.global_step}: "
+                f"{why}. Resume from a checkpoint written before the first batch change, "
+                "or pass ignore_data_skip=True to train the rest of the run on the "
+                "epoch from its start")
+        self._ignore_data_skip = args.ignore_data_skip
+        args.ignore_data_skip = True  # the loader skips instead
+        loader.skip_batches = used
+        self._skip = (loader, used)
 
     def _maybe_apply(self, args, state, kwargs) -> None:
         if self.growth.ready():
@@ -297,8 +387,19 @@ class AdaptiveBatchCallback(GrowthCallback, TrainerCallback):
                 else [], [kwargs.get("lr_scheduler")])
 
     def on_epoch_begin(self, args, state, control, **kwargs):
-        self.growth.micro_in_epoch = 0
+        if self._skip is None:
+            self.growth.micro_in_epoch = 0
         self._maybe_apply(args, state, kwargs)
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self._unskip(args)
+
+    def _unskip(self, args) -> None:
+        if self._skip is not None:
+            self._skip[0].skip_batches = 0
+            self._skip = None
+        if self._ignore_data_skip is not None:
+            args.ignore_data_skip, self._ignore_data_skip = self._ignore_data_skip, None
 
     def on_substep_end(self, args, state, control, **kwargs):
         self.growth.micro_in_epoch += 1
@@ -307,11 +408,21 @@ class AdaptiveBatchCallback(GrowthCallback, TrainerCallback):
         self.growth.micro_in_epoch += 1
         try:  # the Trainer's own count (also right after a resume within an epoch)
             per_epoch = len(kwargs["train_dataloader"])
-            self.growth.micro_in_epoch = round((state.epoch % 1.0) * per_epoch)
+            epoch, fraction = divmod(state.epoch, 1.0)
+            done = round(fraction * per_epoch)
+            if self._skip is not None:  # the Trainer counts from the resumed position
+                done += self._skip[1]
+                state.epoch = epoch + done / per_epoch
+            self.growth.micro_in_epoch = done
         except (KeyError, TypeError):  # no dataloader length: the callback's count
             pass
         self.growth.after_step(state.global_step)
         self._maybe_apply(args, state, kwargs)
+        if 0 < args.max_steps <= self.growth.equivalent_step(state.global_step):
+            control.should_training_stop = True  # the examples of max_steps batches
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._unskip(args)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs is None or not self.growth.accumulation:

@@ -317,6 +317,20 @@ class StepAccount:
             setattr(self, k, v)
 
 
+def check_resumed_beta(estimator_state, beta: float) -> None:
+    """Refuse to continue a checkpoint's estimator with another EMA decay: the estimator
+    would keep the checkpoint's ``beta`` while ``ema_examples`` is logged for the new
+    one."""
+    saved = estimator_state.get("beta") if isinstance(estimator_state, Mapping) else None
+    if saved is None or saved == beta:
+        return
+    raise InputError(
+        f"the checkpoint's noise-scale estimator averages with beta={saved!r}, this "
+        f"NoiseScaleCallback has beta={beta!r}: pass beta={saved!r} to continue the "
+        "checkpoint's average, or start the measurement afresh (a new output directory "
+        "or a new callback prefix)")
+
+
 def callback_values(collector, account: StepAccount, prefix: str, *, beta: float,
                     level: float = 0.95) -> dict[str, float]:
     r"""The callbacks' log values (empty before the first measured step).
