@@ -110,6 +110,11 @@ def test_hf_resume_with_another_beta_is_refused(tmp_path):
     _hf_run(tmp_path)
     with pytest.raises(InputError, match=r"beta=0\.95.*beta=0\.5"):
         _hf_run(tmp_path, resume=str(tmp_path / "checkpoint-20"), beta=0.5)
+    # without a beta the callback continues with the checkpoint's, and says so
+    _, cb, _ = _hf_run(tmp_path, resume=str(tmp_path / "checkpoint-20"), beta=None)
+    assert cb.noise.beta == cb.noise.collector.estimator.beta == 0.95
+    per_step = cb.noise.ema_examples * (1 - 0.95)  # mean examples of a measured step
+    assert 8 < per_step < 16
 
 
 def test_hf_adaptive_refuses_a_scheduler_on_optimizer_steps(tmp_path):
@@ -124,3 +129,78 @@ def test_hf_adaptive_refuses_a_scheduler_on_optimizer_steps(tmp_path):
     install_adaptive(trainer)
     with pytest.raises(InputError, match=r"CosineAnnealingLR.*LambdaLR"):
         trainer.train()
+
+
+# ------------------------------------------------------------------------ lightning
+def _lightning_run(tmp_path, resume=None, beta=0.95, epochs=1, max_steps=-1, save=True):
+    L = pytest.importorskip("lightning")
+    from empirical_batch.integrations.lightning import AdaptiveBatchCallback, NoiseScaleCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = Recorder()
+
+        def training_step(self, batch, batch_idx):
+            return self.net(batch["x"], batch["labels"])["loss"]
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=LR)
+            total = epochs * N // (MICRO * K0) if max_steps < 0 else max_steps
+            decay = torch.optim.lr_scheduler.LambdaLR(
+                opt, lambda s: max(0.0, 1.0 - s / total))
+            return {"optimizer": opt,
+                    "lr_scheduler": {"scheduler": decay, "interval": "step"}}
+
+    module = Module()
+    noise = NoiseScaleCallback(beta=beta, level=0.5)
+    cb = AdaptiveBatchCallback(noise, AdaptiveBatchRule("doubling", min_steps=4))
+    callbacks = [noise, cb]
+    if save:
+        callbacks.append(L.pytorch.callbacks.ModelCheckpoint(
+            dirpath=tmp_path, every_n_epochs=1, save_top_k=-1, filename="{epoch}"))
+    loader = torch.utils.data.DataLoader(_data(), batch_size=MICRO)
+    trainer = L.Trainer(max_epochs=epochs, max_steps=max_steps,
+                        accumulate_grad_batches=K0, accelerator="cpu", devices=1,
+                        callbacks=callbacks, logger=False, enable_checkpointing=save,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, loader, ckpt_path=resume)
+    return trainer, cb, module.net
+
+
+def test_lightning_adaptive_run_resumed_after_a_change_equals_the_uninterrupted_run(
+        tmp_path):
+    """Stopped at the end of the first epoch (Lightning restarts a plain DataLoader's
+    epoch on a resume, so a mid-epoch checkpoint replays data with or without the
+    callback)."""
+    full, cb, net = _lightning_run(tmp_path, epochs=2)
+    steps = _steps(net.seen)
+    n_first = next(i for i in range(len(steps) + 1)
+                   if sum(len(x) for x, _ in steps[:i]) == N)  # the steps of epoch 0
+    assert cb.changes and cb.changes[0]["step"] < n_first < full.global_step
+    again, cb2, net2 = _lightning_run(tmp_path / "again", epochs=2,
+                                      resume=str(tmp_path / "epoch=0.ckpt"))
+    _same_steps(_steps(net2.seen), steps[n_first:])
+    assert json.dumps(cb2.changes, sort_keys=True) == json.dumps(cb.changes, sort_keys=True)
+    assert again.global_step == full.global_step
+    assert again.accumulate_grad_batches == 2 * K0
+    assert cb2.noise.values()["noise_scale/examples"] == 2 * N
+    sched = again.lr_scheduler_configs[0].scheduler
+    assert sched.base_lrs == [pytest.approx(2 * LR)]
+    assert sched.get_last_lr() == full.lr_scheduler_configs[0].scheduler.get_last_lr()
+
+
+def test_lightning_decaying_schedule_runs_on_examples_and_reaches_its_end(tmp_path):
+    full, cb, net = _lightning_run(tmp_path, save=False)
+    assert cb.changes and max(_sizes(net.seen)) == 2 * K0
+    assert full.lr_scheduler_configs[0].scheduler.get_last_lr() == [0.0]
+    bounded, cb_b, net_b = _lightning_run(tmp_path, save=False, max_steps=20)
+    assert cb_b.changes and bounded.global_step < 20
+    assert sum(_sizes(net_b.seen)) == 20 * K0
+    assert bounded.lr_scheduler_configs[0].scheduler.get_last_lr() == [0.0]
+
+
+def test_lightning_resume_with_another_beta_is_refused(tmp_path):
+    _lightning_run(tmp_path)
+    with pytest.raises(InputError, match=r"beta=0\.95.*beta=0\.5"):
+        _lightning_run(tmp_path / "again", resume=str(tmp_path / "epoch=0.ckpt"), beta=0.5)

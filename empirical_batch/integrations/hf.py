@@ -65,8 +65,9 @@ class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
 
     Parameters
     ----------
-    beta : float
-        EMA decay of the estimator: a time constant of $1/(1-\beta)$ steps, logged in
+    beta : float, optional
+        EMA decay of the estimator (default 0.99; on a resume without it, the
+        checkpoint's): a time constant of $1/(1-\beta)$ steps, logged in
         examples as ``{prefix}ema_examples`` (attribute `ema_examples`).
     prefix : str
         Key prefix in the logs.
@@ -84,7 +85,7 @@ class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
         al.'s proxy).
     """
 
-    def __init__(self, *, beta: float = 0.99, prefix: str = PREFIX, mode: str = "auto",
+    def __init__(self, *, beta: float | None = None, prefix: str = PREFIX, mode: str = "auto",
                  max_history: int | None = 10_000, level: float = 0.95,
                  per_module: bool = False, params: str | None = None):
         if mode not in _MODES:
@@ -93,7 +94,8 @@ class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
             raise InputError(f"params must be None or 'layernorm', got {params!r}")
         if not 0.0 < level < 1.0:
             raise InputError(f"level must be in (0, 1), got {level!r}")
-        self.beta = beta
+        self.beta = 0.99 if beta is None else beta
+        self._beta_chosen = beta is not None
         self.prefix = prefix
         self.mode = mode
         self.max_history = max_history
@@ -141,7 +143,8 @@ class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
         if self.estimator_state is None and state is not None:
             self._from_trainer_state(state)
         if self.estimator_state is not None:
-            check_resumed_beta(self.estimator_state["estimator"], self.beta)
+            self.beta = check_resumed_beta(self.estimator_state["estimator"], self.beta,
+                                           self._beta_chosen)
             self.collector.estimator.load_state_dict(self.estimator_state["estimator"])
             self.collector.skipped.update(self.estimator_state["skipped"])
         if self.counters:

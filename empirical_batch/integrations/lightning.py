@@ -14,13 +14,14 @@ from ..errors import InputError
 from ..estimators import GNSEstimator
 from ..measure import GradientNoiseScale, PerExampleNoiseScale
 from ..measure._common import checked_skipped
-from .adaptive import GrowthCallback
+from .adaptive import GrowthCallback, check_schedulers, on_examples
 from .loggers import PREFIX
 from .steps import (
     LOSS_NORMALIZATIONS,
     CallbackValues,
     StepAccount,
     batch_examples,
+    check_resumed_beta,
     token_rule_of,
 )
 
@@ -68,8 +69,9 @@ class NoiseScaleCallback(CallbackValues, L.Callback):
     micro_batch_size : int, optional
         Examples per batch, used only for batches whose size cannot be read (no tensor
         in them); such steps are skipped and counted without it.
-    beta : float
-        EMA decay of the estimator: a time constant of $1/(1-\beta)$ steps (logged in
+    beta : float, optional
+        EMA decay of the estimator (default 0.99; on a resume without it, the
+        checkpoint's): a time constant of $1/(1-\beta)$ steps (logged in
         examples as ``{prefix}ema_examples``).
     prefix : str
         Metric name prefix.
@@ -83,7 +85,7 @@ class NoiseScaleCallback(CallbackValues, L.Callback):
         Per-example mode: ``"layernorm"`` measures the LayerNorm parameters only.
     """
 
-    def __init__(self, micro_batch_size: int | None = None, *, beta: float = 0.99,
+    def __init__(self, micro_batch_size: int | None = None, *, beta: float | None = None,
                  prefix: str = PREFIX, max_history: int | None = 10_000,
                  level: float = 0.95, per_module: bool = False, params: str | None = None,
                  loss_normalization: str = "auto", token_rule: str | None = None):
@@ -98,7 +100,8 @@ class NoiseScaleCallback(CallbackValues, L.Callback):
         self.loss_normalization = loss_normalization
         self.token_rule = token_rule
         self.micro_batch_size = micro_batch_size
-        self.beta = beta
+        self.beta = 0.99 if beta is None else beta
+        self._beta_chosen = beta is not None
         self.prefix = prefix
         self.max_history = max_history
         self.level = level
@@ -169,6 +172,8 @@ class NoiseScaleCallback(CallbackValues, L.Callback):
         if self.collector is None:
             checked_skipped(state_dict)  # refuse a bad state now, not at fit start
             GNSEstimator().load_state_dict(state_dict["estimator"])
+            self.beta = check_resumed_beta(state_dict["estimator"], self.beta,
+                                           self._beta_chosen)
             self._restored = state_dict
         else:
             self._load(state_dict)
@@ -176,6 +181,7 @@ class NoiseScaleCallback(CallbackValues, L.Callback):
     def _load(self, state: dict) -> None:
         assert self.collector is not None
         skipped = checked_skipped(state)
+        self.beta = check_resumed_beta(state["estimator"], self.beta, self._beta_chosen)
         self.collector.estimator.load_state_dict(state["estimator"])  # checks first
         self.collector.skipped.update(skipped)
         if state.get("counters"):
@@ -195,6 +201,15 @@ class AdaptiveBatchCallback(GrowthCallback, L.Callback):
     and ``{prefix}accumulation_steps`` are logged at every optimizer step; `changes`
     lists every change. Put it after the ``noise`` callback in ``callbacks=``.
 
+    Schedulers that step per optimizer step (``"interval": "step"``) must be
+    ``LambdaLR``: they run on examples seen (see
+    `empirical_batch.integrations.adaptive`), so a decay reaches its end value when the
+    epochs end and a run bounded by ``max_steps`` stops when the examples of
+    ``max_steps`` starting batches are seen; epoch-interval schedulers are left alone.
+    The loop's state (accumulation, pending change, changes, schedule clock) rides in
+    Lightning's checkpoints (`state_dict`/`load_state_dict`), so
+    ``trainer.fit(..., ckpt_path=...)`` continues as the uninterrupted run would.
+
     Parameters
     ----------
     noise : NoiseScaleCallback
@@ -212,6 +227,22 @@ class AdaptiveBatchCallback(GrowthCallback, L.Callback):
         if int(trainer.accumulate_grad_batches) < 2:
             raise InputError("AdaptiveBatchCallback measures the noise scale from the "
                              "micro-batches: set accumulate_grad_batches >= 2")
+        per_step = [c.scheduler for c in trainer.lr_scheduler_configs
+                    if c.interval == "step"]
+        check_schedulers(per_step, what="the step-interval scheduler")
+        on_examples(per_step, self.growth)
+        restored = self.growth.restored
+        if restored is not None and restored.get("micro_batch_size"):
+            self.growth.start(restored["micro_batch_size"], trainer.accumulate_grad_batches)
+            trainer.accumulate_grad_batches = self.growth.accumulation
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loop's state (`BatchGrowth.state_dict`), saved in checkpoints."""
+        return self.growth.state_dict() if self.growth.accumulation else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if state_dict:
+            self.growth.load_state_dict(state_dict)
 
     def _apply(self, trainer) -> None:
         if self.growth.ready():
@@ -220,8 +251,15 @@ class AdaptiveBatchCallback(GrowthCallback, L.Callback):
                 [c.scheduler for c in trainer.lr_scheduler_configs])
 
     def on_train_epoch_start(self, trainer, pl_module):
-        self.growth.micro_in_epoch = 0
+        self.growth.micro_in_epoch = self._micro_done(trainer) or 0
         self._apply(trainer)
+
+    @staticmethod
+    def _micro_done(trainer) -> int | None:
+        """Lightning's count of the epoch's batches (restored on a resume)."""
+        progress = getattr(getattr(trainer.fit_loop, "epoch_loop", None), "batch_progress",
+                           None)
+        return None if progress is None else int(progress.current.ready)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if not self.growth.accumulation:  # the micro-batch size: the first batch's
@@ -233,13 +271,14 @@ class AdaptiveBatchCallback(GrowthCallback, L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.growth.micro_in_epoch += 1
-        progress = getattr(getattr(trainer.fit_loop, "epoch_loop", None), "batch_progress",
-                           None)
-        if progress is not None:  # Lightning's own count (also after a resume)
-            self.growth.micro_in_epoch = int(progress.current.ready)
+        done = self._micro_done(trainer)
+        if done is not None:  # Lightning's own count (also after a resume)
+            self.growth.micro_in_epoch = done
         if self.growth.micro_in_epoch % self.growth.accumulation:
             return  # not an optimizer step boundary of whole groups
         self.growth.after_step(trainer.global_step)
         self._apply(trainer)
+        if 0 < trainer.max_steps <= self.growth.equivalent_step(trainer.global_step):
+            trainer.should_stop = True  # the examples of max_steps starting batches
         pl_module.log_dict(self.growth.values(self.noise.prefix), on_step=True,
                            on_epoch=False)

@@ -317,18 +317,21 @@ class StepAccount:
             setattr(self, k, v)
 
 
-def check_resumed_beta(estimator_state, beta: float) -> None:
-    """Refuse to continue a checkpoint's estimator with another EMA decay: the estimator
-    would keep the checkpoint's ``beta`` while ``ema_examples`` is logged for the new
-    one."""
+def check_resumed_beta(estimator_state, beta: float, chosen: bool = True) -> float:
+    """The EMA decay a resumed callback continues with: the checkpoint's when the
+    callback was built without ``beta`` (``chosen=False``); refused when it was built
+    with another one (the estimator would keep the checkpoint's ``beta`` while
+    ``ema_examples`` is logged for the new one)."""
     saved = estimator_state.get("beta") if isinstance(estimator_state, Mapping) else None
     if saved is None or saved == beta:
-        return
+        return beta
+    if not chosen:
+        return float(saved)
     raise InputError(
         f"the checkpoint's noise-scale estimator averages with beta={saved!r}, this "
-        f"NoiseScaleCallback has beta={beta!r}: pass beta={saved!r} to continue the "
-        "checkpoint's average, or start the measurement afresh (a new output directory "
-        "or a new callback prefix)")
+        f"NoiseScaleCallback has beta={beta!r}: pass beta={saved!r} (or no beta) to "
+        "continue the checkpoint's average, or start the measurement afresh without the "
+        "checkpoint's callback state")
 
 
 def callback_values(collector, account: StepAccount, prefix: str, *, beta: float,
