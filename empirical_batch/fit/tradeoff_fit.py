@@ -194,14 +194,12 @@ class TradeoffFit(Result):
     def summary(self) -> str:
         """The fit, its interval and its warnings, in a few lines."""
         det = self.determined()  # S_min/E_min only where the status determines them
-
-        def value(x: float) -> str:
-            return f"{x:.4g}" if math.isfinite(x) else "not determined"
-
+        s_txt, e_txt = (f"{det[k]:.4g}" if math.isfinite(det[k]) else "not determined"
+                        for k in ("s_min", "e_min"))
         lines = [
             f"{self.b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
             f"n_boot={self.n_boot}); status {self.status}",
-            f"S_min = {value(det['s_min'])} steps, E_min = {value(det['e_min'])} {self.unit}; "
+            f"S_min = {s_txt} steps, E_min = {e_txt} {self.unit}; "
             f"{self.n_batch_sizes} batch "
             f"sizes ({self.n_below} below, {self.n_above} above B_crit), log-RMSE "
             f"{self.log_rmse:.3g}" + (f"; target {self.target:.6g}" if self.target is not None

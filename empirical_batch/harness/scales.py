@@ -152,11 +152,12 @@ def collector_b_simple(model, loss_fn, inputs, targets,
     params = [p for p in model.parameters() if p.requires_grad]
     grads = torch.autograd.grad(loss_fn(model(inputs), targets), params)
     big = float(sum(g.double().square().sum() for g in grads))
-    finite = population_size is not None and np.isfinite(population_size)
+    big_d = (float(population_size) if population_size is not None
+             and np.isfinite(population_size) else None)
     g2, trace_sigma = gns_two_batch(float(small.double().mean()), 1, big, n,
-                                    dataset_size=int(population_size) if finite else None)
-    if finite:
-        trace_sigma *= (float(population_size) - 1.0) / float(population_size)
+                                    dataset_size=None if big_d is None else int(big_d))
+    if big_d is not None:
+        trace_sigma *= (big_d - 1.0) / big_d
     b_simple = noise_scales_from_scalars(g2, 1.0, trace_sigma, 0.0)["b_simple"]
     return {"g2_collector": g2, "trace_sigma_collector": trace_sigma,
             "b_simple_collector": b_simple if g2 > 0 else float("nan")}
