@@ -26,6 +26,8 @@ column                meaning
 The framework callbacks' keys (``noise_scale/b_simple``, ``noise_scale/examples`` ...)
 are the same columns with a prefix: a trainer's ``log_history`` (or its
 ``trainer_state.json``) and a metrics CSV shared with other metrics read as a noise log.
+Such a log's ``b_simple`` counts sequences when it has ``b_simple_tokens`` (the
+``transformers`` callback also writes ``unit`` into ``log_history``).
 
 At least one of ``b_simple`` and ``b_noise`` is present; any other column
 (``loss``, ``g2``, ``trace_sigma``, ``n_eff``, ``skipped``, ``lr`` ...) passes
@@ -86,8 +88,8 @@ def load_noise_log(source, where: str | None = None) -> pd.DataFrame:
     without steps) with a ``unit`` column (``"examples"`` when the source has none).
     Raises `DataError` naming the column and row for: no ``step`` (nor
     ``examples``/``tokens``), neither ``b_simple`` nor ``b_noise``, non-numeric
-    values, negative or repeated steps, decreasing ``examples``/``tokens``, or
-    several units in one log.
+    values, negative or repeated steps, decreasing ``examples``/``tokens``, several
+    units in one log, or a ``unit`` given on some rows and blank on others.
     The older lower-bound spelling ``b_simple_lo`` is refused with the schema's name.
     """
     frame, label = _read(source)
@@ -146,8 +148,16 @@ def load_noise_log(source, where: str | None = None) -> pd.DataFrame:
             if np.any(known < 0) or np.any(np.diff(known) < 0):
                 raise DataError(f"{label}, column {col!r}: must be >= 0 and not decrease "
                                 "with step (it counts what was processed so far)")
-    units = ({check_unit(u, f"{label}, column 'unit'") for u in out["unit"].dropna()}
-             if "unit" in out.columns else set())
+    units = set()
+    if "unit" in out.columns:
+        raw = out["unit"]
+        blank = raw.isna() | raw.map(lambda u: isinstance(u, str) and not u.strip())
+        if blank.any() and not blank.all():
+            i = int(np.argmax(blank.to_numpy()))
+            raise DataError(f"{label}, row {i}, column 'unit': blank while other rows say "
+                            f"{raw[~blank].iloc[0]!r}; fill the unit of every row (or of "
+                            "none, which means examples)")
+        units = {check_unit(u, f"{label}, column 'unit'") for u in raw[~blank]}
     if len(units) > 1:
         raise DataError(f"{label}: several units in one log: {sorted(units)}; one log "
                         "holds one unit")
@@ -297,4 +307,8 @@ def _unprefixed(frame: pd.DataFrame, label: str) -> pd.DataFrame:
     out = frame.loc[frame[list(mapping)].notna().any(axis=1)].rename(columns=mapping)
     if "step" in out.columns:
         out = out.drop_duplicates(subset=["step", *mapping.values()])
+    if "unit" not in out.columns and "b_simple_tokens" in out.columns:
+        # the callbacks log b_simple_tokens only for token batches: b_simple counts
+        # sequences (a logger that takes numbers only cannot carry the unit itself)
+        out["unit"] = "sequences"
     return out.reset_index(drop=True)

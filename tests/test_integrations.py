@@ -450,6 +450,12 @@ def test_hf_token_weighted_padded_batches_and_log_history(tmp_path):
         values["noise_scale/b_simple_tokens"])
     saved = json.loads((tmp_path / "checkpoint-8" / "trainer_state.json").read_text())
     assert any("noise_scale/b_simple_se" in h for h in saved["log_history"])
+    # the log says its b_simple counts sequences, and a reader labels it so
+    from empirical_batch.noise_log import load_noise_log
+
+    assert {h.get("noise_scale/unit") for h in logged} == {"sequences"}
+    assert set(load_noise_log(tmp_path / "checkpoint-8" / "trainer_state.json")["unit"]) \
+        == {"sequences"}
 
 
 @pytest.mark.parametrize("restore", [False, True], ids=["default", "restore_callbacks"])

@@ -134,7 +134,8 @@ def test_the_harness_noise_table_is_a_noise_log_per_run():
 
 def test_the_callbacks_log_keys_read_as_a_noise_log(tmp_path):
     """A trainer's log history (trainer_state.json) or a shared metrics CSV with the
-    callbacks' prefixed keys: the noise-scale rows are the log, in examples."""
+    callbacks' prefixed keys: the noise-scale rows are the log, in sequences (the log
+    has per-token values: its batches were sequences)."""
     import json
 
     p = "noise_scale/"
@@ -154,7 +155,7 @@ def test_the_callbacks_log_keys_read_as_a_noise_log(tmp_path):
     for source in (history, state, csv):
         f = load_noise_log(source)
         assert f["step"].tolist() == [10, 20] and f["b_simple"].tolist() == [40.0, 60.0]
-        assert f["examples"].tolist() == [320.0, 640.0] and set(f["unit"]) == {"examples"}
+        assert f["examples"].tolist() == [320.0, 640.0] and set(f["unit"]) == {"sequences"}
         t = NoiseTrajectory.from_log(source, 32, quantity="b_simple",
                                      level_column="b_simple_low")
         assert t.lower.tolist() == [30.0, 45.0]
@@ -168,7 +169,27 @@ def test_the_callbacks_per_token_column_is_in_tokens():
     history = [{"step": s, f"{p}b_simple": 10.0 * s, f"{p}b_simple_tokens": 640.0 * s,
                 f"{p}examples": 8.0 * s, f"{p}tokens": 512.0 * s} for s in (1, 2, 3)]
     seq = NoiseTrajectory.from_log(history, 8, quantity="b_simple")
-    tok = NoiseTrajectory.from_log(history, 512, column="b_simple_tokens")
-    assert seq.unit == "examples" and tok.unit == "tokens"
+    # batch_size in the log's unit (8 sequences): 512 tokens with the log's 64 a sequence
+    tok = NoiseTrajectory.from_log(history, 8, column="b_simple_tokens")
+    assert seq.unit == "sequences" and tok.unit == "tokens"
     np.testing.assert_allclose(tok.b_noise, 64 * seq.b_noise)
     np.testing.assert_allclose(tok.progress, seq.progress)  # same run, counted in tokens
+
+
+def test_a_unit_blank_on_some_rows_is_refused_not_relabelled():
+    import math
+
+    frame = pd.DataFrame({"step": [1, 2, 3, 4], "b_simple": [5.0, 6.0, 7.0, 8.0],
+                          "unit": ["sequences", math.nan, "sequences", " "]})
+    with pytest.raises(DataError, match=r"row 1, column 'unit': blank"):
+        load_noise_log(frame)
+    assert set(load_noise_log(frame.assign(unit=math.nan))["unit"]) == {"examples"}
+
+
+def test_a_callback_log_with_token_values_counts_sequences():
+    frame = pd.DataFrame({"step": [1, 2], "loss": [1.0, 0.9],
+                          "noise_scale/b_simple": [5.0, 6.0],
+                          "noise_scale/b_simple_tokens": [500.0, 600.0]})
+    assert set(load_noise_log(frame)["unit"]) == {"sequences"}
+    plain = frame.drop(columns="noise_scale/b_simple_tokens")
+    assert set(load_noise_log(plain)["unit"]) == {"examples"}

@@ -190,10 +190,12 @@ class NoiseScaleCallback(CallbackValues, TrainerCallback, ExportableState):
         if logs is None or not values:
             return
         logs.update(values)
-        # the Trainer appended a copy of the logs to its history before calling on_log
+        # the Trainer appended a copy of the logs to its history before calling on_log;
+        # the history (trainer_state.json, a noise log) also says what b_simple counts
         history = getattr(state, "log_history", None)
         if history and history[-1].get("step") == state.global_step:
-            history[-1].update(values)
+            unit = "sequences" if f"{self.prefix}b_simple_tokens" in values else "examples"
+            history[-1].update(values, **{f"{self.prefix}unit": unit})
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.collector is not None:

@@ -152,7 +152,9 @@ class NoiseTrajectory:
         warning, since the model needs $B_{noise}$), or the named ``column``.
         ``level_column`` (e.g. ``"b_simple_low"``) is the lower bound. A column named
         ``*_tokens`` (the callbacks' ``b_simple_tokens``) is in tokens, whatever the
-        log's ``unit``. Progress is
+        log's ``unit``: the trajectory is then in tokens, and ``batch_size`` (still in
+        the log's unit) is converted with the tokens per example the log measured
+        (its ``tokens`` over its ``examples``). Progress is
         counted along the log's ``examples`` (``tokens`` for a log in tokens), or
         ``step × batch_size`` where the log has no such column.
 
@@ -178,7 +180,10 @@ class NoiseTrajectory:
         if missing:
             raise DataError(f"the log has missing columns {missing}; got {list(f.columns)}")
         unit = str(f["unit"].iat[0])
-        if column.endswith("_tokens"):  # the callbacks' per-token column of a log in sequences
+        if column.endswith("_tokens") and unit != "tokens":
+            # the callbacks' per-token column of a log in sequences: batch_size is in
+            # the log's unit, converted with the tokens per sequence the log measured
+            batch_size = batch_size * _tokens_per_example(f, column, unit)
             unit = "tokens"
         counter = "tokens" if unit == "tokens" else "examples"
         if counter in f.columns:
@@ -270,3 +275,19 @@ class NoiseTrajectory:
         mid = np.where(np.isfinite(hi), np.sqrt(lo * hi), lo)
         t = cls.from_examples(examples, mid, batch_size, lower=lo, source="branched training")
         return t
+
+
+def _tokens_per_example(f, column: str, unit: str) -> float:
+    """Tokens per example (sequence) a log measured: its last ``tokens``/``examples``."""
+    if not {"tokens", "examples"} <= set(f.columns):
+        raise DataError(f"column {column!r} counts tokens and batch_size is in the log's "
+                        f"unit ({unit}): the log needs 'examples' and 'tokens' columns to "
+                        "convert it (or use a column in the log's unit)")
+    t, e = f["tokens"].to_numpy(dtype=float), f["examples"].to_numpy(dtype=float)
+    ok = np.isfinite(t) & np.isfinite(e) & (e > 0) & (t > 0)
+    if not ok.any():
+        raise DataError(f"column {column!r} counts tokens: the log has no row with "
+                        "'examples' and 'tokens' > 0 to convert batch_size from its unit "
+                        f"({unit})")
+    i = int(np.flatnonzero(ok)[-1])
+    return float(t[i] / e[i])
