@@ -193,18 +193,14 @@ class TradeoffFit(Result):
 
     def summary(self) -> str:
         """The fit, its interval and its warnings, in a few lines."""
-        det = self.determined()  # S_min/E_min only where the status determines them
-        s_txt, e_txt = (f"{det[k]:.4g}" if math.isfinite(det[k]) else "not determined"
-                        for k in ("s_min", "e_min"))
-        lines = [
-            f"{self.b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
-            f"n_boot={self.n_boot}); status {self.status}",
-            f"S_min = {s_txt} steps, E_min = {e_txt} {self.unit}; "
-            f"{self.n_batch_sizes} batch "
-            f"sizes ({self.n_below} below, {self.n_above} above B_crit), log-RMSE "
-            f"{self.log_rmse:.3g}" + (f"; target {self.target:.6g}" if self.target is not None
-                                      else ""),
-        ]
+        d = {k: (f"{v:.4g}" if math.isfinite(v) else "not determined")  # by the status
+             for k, v in self.determined().items()}
+        lines = [f"{self.b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
+                 f"n_boot={self.n_boot}); status {self.status}",
+                 f"S_min = {d['s_min']} steps, E_min = {d['e_min']} {self.unit}; "
+                 f"{self.n_batch_sizes} batch sizes ({self.n_below} below, {self.n_above} "
+                 f"above B_crit), log-RMSE {self.log_rmse:.3g}"
+                 + ("" if self.target is None else f"; target {self.target:.6g}")]
         if self.unreached_batch_sizes:
             lines.append(f"not reached at batch sizes {list(self.unreached_batch_sizes)}")
         lines += [f"warning: {w}" for w in self.warnings]
