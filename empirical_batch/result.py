@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -66,7 +67,9 @@ class Interval:
         return (self.low, self.high)[i]
 
     def __contains__(self, x: object) -> bool:
-        return isinstance(x, int | float) and self.low <= x <= self.high
+        """A real number (Python or numpy scalar, not bool) within ``[low, high]``."""
+        return (isinstance(x, numbers.Real) and not isinstance(x, bool | np.bool_)
+                and self.low <= float(x) <= self.high)
 
     @property
     def width(self) -> float:

@@ -153,3 +153,24 @@ def test_curve_table_is_a_view_of_the_fits():
     edited.loc[0, "b_crit"] = -1.0
     assert curve.b_crit[0] == b == curve.frame.loc[0, "b_crit"]
     assert curve.status == (curve.fits[0].status,)
+
+
+def test_interval_holds_numpy_scalars_of_every_real_kind():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from empirical_batch.result import Interval
+
+    kinds = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.float16,
+             np.float32, np.float64, int, float)
+
+    @given(st.integers(-20, 20), st.sampled_from(kinds))
+    def check(v, kind):
+        if kind in (np.uint8, np.uint32) and v < 0:
+            return
+        x = kind(v)
+        assert (x in Interval(2, 8, 0.95)) is (2 <= v <= 8)
+
+    check()
+    assert True not in Interval(0, 2, 0.95) and np.True_ not in Interval(0, 2, 0.95)
+    assert "5" not in Interval(2, 8, 0.95) and np.nan not in Interval(2, 8, 0.95)
