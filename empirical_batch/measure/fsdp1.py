@@ -14,6 +14,10 @@ squared norms:
   ``NO_SHARD``), summed over the calls of one step; the shards' squared norms summed
   over ranks give $|\bar g|^2$ of all $W b$ examples.
 
+(``NO_SHARD`` all-reduces ``.grad`` in place, which after the first micro-batch of a
+step already holds the average of the earlier ones: the local gradient is what was added
+since.)
+
 One two-number all-reduce per step then feeds the replica estimator (``b_small = b``,
 ``b_big = W b``), exactly as `empirical_batch.measure.FSDPNoiseScale` does for FSDP2.
 Under ``model.no_sync()`` for the first ``k - 1`` of ``k`` accumulation micro-batches
@@ -108,26 +112,30 @@ class FSDP1NoiseScale(EstimatorMixin):
 
     @staticmethod
     def _hook(self, grad: torch.Tensor, output: torch.Tensor | None = None) -> None:
-        self._local.append(norm(grad))
-        self._sharded = output is not None
-        grad.div_(self.world_size)
-        if output is None:  # NO_SHARD: an all-reduce of the whole gradient in place
-            dist.all_reduce(grad, group=self.process_group)
-            out = grad
-        else:
-            _reduce_scatter(output, grad, group=self.process_group)
-            out = output
         unit = self._calls % max(self.units, 1)
         self._calls += 1
         kept = self._shards[unit]
+        self._sharded = output is not None
+        if output is None:
+            # NO_SHARD reduces .grad in place, which still holds the average of the
+            # step's earlier micro-batches: this micro-batch's local gradient is the rest
+            self._local.append(norm(grad if kept is None else grad - kept))
+            grad.div_(self.world_size)
+            dist.all_reduce(grad, group=self.process_group)
+            self._shards[unit] = grad.detach().to(
+                grad.dtype if grad.dtype in FULL_DTYPES else torch.float32, copy=True)
+            return
+        self._local.append(norm(grad))
+        grad.div_(self.world_size)
+        _reduce_scatter(output, grad, group=self.process_group)
         if kept is None:
-            self._shards[unit] = out.detach().to(
-                out.dtype if out.dtype in FULL_DTYPES else torch.float32, copy=True)
-        elif kept.shape != out.shape:
+            self._shards[unit] = output.detach().to(
+                output.dtype if output.dtype in FULL_DTYPES else torch.float32, copy=True)
+        elif kept.shape != output.shape:
             raise UsageError("FSDP reduced its units in a different order in two backward "
                              "passes of one step: the shards cannot be paired")
         else:
-            kept.add_(out.detach())
+            kept.add_(output.detach())
 
     def step(self, local_batch_size: int | None = None, *, loss_scale=None):
         """All-reduce this step's two norms and feed the estimator (on every rank).
