@@ -325,8 +325,9 @@ def keep_up_point(base_batch, b_noise, *, rule: str = "linear", x=None):
         return 2.0 * b + bn
     if rule != "linear":
         raise InputError(f"rule must be 'linear' or 'best', got {rule!r}")
-    xv = 1.0 / (1.0 + bn / b) if x is None else np.asarray(x, float)
-    return b / xv + b / 2.0 - bn / 2.0
+    if x is None:  # B/x = B + B_noise at the best rate (also for B_noise = inf)
+        return 1.5 * b + bn / 2.0
+    return b / np.asarray(x, float) + b / 2.0 - bn / 2.0
 
 
 def local_noise_from_bracket(base_batch, k_batch, *, rule: str = "linear"):
@@ -365,7 +366,8 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
     if branched.empty:
         return branched
     out = branched.drop(columns=[c for c in branched.columns  # what this adds: idempotent
-                                 if c.startswith("b_crit") or c == "b_noise_plus_2b"])
+                                 if c.startswith(("b_crit", "keep_up", "b_local_"))
+                                 or c == "b_noise_plus_2b"])
     fits = []
     for _, r in out.iterrows():
         sub = subs[(r["task"], r["optimizer"])]
@@ -393,10 +395,14 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
     rules = out["optimizer"].map(KEEP_UP_RULE).fillna("best")
     out["keep_up_rule"] = rules
     for col in ("b_crit", "b_crit_lo", "b_crit_hi", "b_noise"):
+        if col not in out:
+            continue
         vals = [float(keep_up_point(b, v, rule=r)) for b, v, r in
                 zip(base, out[col].astype(float), rules, strict=True)]
         out[col.replace("b_crit", "keep_up").replace("b_noise", "keep_up_noise")] = vals
     for end in ("low", "high"):
+        if f"b_branched_{end}" not in out:
+            continue
         out[f"b_local_{end}"] = [
             float(local_noise_from_bracket(b, v, rule=r)) for b, v, r in
             zip(base, out[f"b_branched_{end}"].astype(float), rules, strict=True)]
