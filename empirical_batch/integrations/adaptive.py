@@ -32,6 +32,7 @@ import math
 import numbers
 from typing import Any
 
+from .._optional import optional_import
 from ..errors import InputError
 from ..rules import lr_rules
 from ..schedule.online import AdaptiveBatchRule
@@ -248,7 +249,8 @@ class _OnExamples:
 
 
 def _lambda_lr():
-    import torch
+    with optional_import("torch", by="the adaptive batch loop", extra="torch"):
+        import torch
 
     return torch.optim.lr_scheduler.LambdaLR
 
