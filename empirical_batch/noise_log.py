@@ -65,7 +65,8 @@ from .errors import DataError, EmpiricalBatchWarning, InputError
 from .units import check_unit
 
 __all__ = ["NOISE_LOG_COLUMNS", "QUANTITIES", "BSimpleForBNoise", "FinalNoiseScale",
-           "choose_quantity", "final_noise_scale", "load_noise_log", "write_noise_log"]
+           "choose_quantity", "final_noise_scale", "load_noise_log", "token_column",
+           "write_noise_log"]
 
 NOISE_LOG_COLUMNS = ("step", "examples", "tokens", "b_simple", "b_simple_low",
                      "b_simple_high", "b_simple_se", "b_noise", "unit")
@@ -199,31 +200,59 @@ class FinalNoiseScale:
     quantity: str  # the column read: "b_noise" or "b_simple"
     step: float  # the row's step (or examples/tokens in a log without steps)
     n_unresolved_after: int  # later rows with a NaN or non-positive value
+    column: str = ""  # the column read when not ``quantity`` (``b_simple_tokens``)
 
     def describe(self) -> str:
         name = "B_noise" if self.quantity == "b_noise" else "B_simple (for B_noise)"
         later = (f"; {self.n_unresolved_after} later rows unresolved"
                  if self.n_unresolved_after else "")
-        return f"{name} = {self.value:.4g} {self.unit} at step {self.step:g} of the log{later}"
+        measured = f" (the log's measured {self.column})" if self.column else ""
+        return (f"{name} = {self.value:.4g} {self.unit}{measured} at step {self.step:g} "
+                f"of the log{later}")
 
 
-def final_noise_scale(source, quantity: str | None = None, where: str | None = None
-                      ) -> FinalNoiseScale:
+def token_column(frame: pd.DataFrame, column: str) -> str | None:
+    """The measured per-token twin of ``column`` (the callbacks' ``b_simple_tokens``) in
+    a log whose unit is not tokens, or ``None`` where the log has none.
+
+    Such a column is what the run measured per token (with its own loss tokens per
+    sequence, padding left out); a reader asked for tokens uses it rather than the
+    sequences times a nominal sequence length."""
+    twin = f"{column}_tokens"
+    if str(frame["unit"].iat[0]) == "tokens" or twin not in frame.columns:
+        return None
+    values = pd.to_numeric(frame[twin], errors="coerce").to_numpy(dtype=float)
+    return twin if np.isfinite(values).any() else None
+
+
+def final_noise_scale(source, quantity: str | None = None, where: str | None = None, *,
+                      unit: str | None = None, tokens_per_example=None) -> FinalNoiseScale:
     """The noise scale at the end of a logged run: the last row whose value is finite and
     > 0 (the critical batch of the model at the end of training, eq. 2.12's
     $B_{crit} \\approx B_{noise}$). Later unresolved rows are counted, not hidden;
-    a log with no resolved row is refused. ``where`` as in `load_noise_log`."""
+    a log with no resolved row is refused. ``where`` as in `load_noise_log`.
+
+    ``unit`` (default the log's) is the unit of the value returned: tokens are read from
+    the log's measured per-token column where it has one (`token_column`), else
+    converted with ``tokens_per_example`` (`empirical_batch.units.convert`)."""
+    from .units import convert
+
     frame = load_noise_log(source, where)
     label = source if isinstance(source, str | os.PathLike) else "the log"
     col, _ = choose_quantity(frame, quantity, str(label))
-    v = frame[col].to_numpy(dtype=float)
+    log_unit = str(frame["unit"].iat[0])
+    want = log_unit if unit is None else check_unit(unit, "unit")
+    read = token_column(frame, col) if want == "tokens" else None
+    v = pd.to_numeric(frame[read or col], errors="coerce").to_numpy(dtype=float)
     ok = np.flatnonzero(np.isfinite(v) & (v > 0))
     if ok.size == 0:
-        raise DataError(f"{label}: no row has a resolved {col} (finite and > 0)")
+        raise DataError(f"{label}: no row has a resolved {read or col} (finite and > 0)")
     i = int(ok[-1])
     at = next(c for c in ("step", "examples", "tokens") if c in frame.columns)
-    return FinalNoiseScale(float(v[i]), str(frame["unit"].iat[0]), col,
-                           float(frame[at].to_numpy(dtype=float)[i]), len(v) - 1 - i)
+    value = float(v[i]) if read else float(convert(float(v[i]), log_unit, want,
+                                                   tokens_per_example=tokens_per_example))
+    return FinalNoiseScale(value, want, col, float(frame[at].to_numpy(dtype=float)[i]),
+                           len(v) - 1 - i, column=read or "")
 
 
 def write_noise_log(frame: pd.DataFrame, path) -> Path:

@@ -33,7 +33,7 @@ def curve(tmp_path):
 def test_from_a_log_to_megatron(log, capsys):
     assert main(["schedule", "--log", str(log), "--batch-size", "64", "--base-batch", "64",
                  "--granularity", "32", "--lower-column", "b_simple_low",
-                 "--format", "megatron", "--tokens-per-sample", "1024"]) == 0
+                 "--format", "megatron", "--tokens-per-example", "1024"]) == 0
     out = capsys.readouterr().out.strip()
     assert out.startswith("--step-batch-size-schedule ")
     stages = parse_megatron(out.split('"')[1])
@@ -124,7 +124,7 @@ def test_a_log_in_examples_scheduled_in_tokens(tmp_path, capsys):
             "--base-batch", str(64 * 128), "--unit", "tokens", "--format", "json"]
     assert main(argv) == 2
     assert "tokens_per_example" in capsys.readouterr().err
-    assert main([*argv, "--tokens-per-sample", "128"]) == 0
+    assert main([*argv, "--tokens-per-example", "128"]) == 0
     stages = json.loads(capsys.readouterr().out)["stages"]
     assert stages[0]["batch_size"] == 64 * 128 and len(stages) >= 2
 
@@ -150,7 +150,7 @@ def test_b_simple_for_b_noise_is_said(tmp_path, capsys):
 def test_framework_exports_refuse_batch_sizes_in_tokens(tmp_path, capsys):
     path = _noise_log(tmp_path)
     argv = ["schedule", "--log", str(path), "--batch-size", "64", "--quantity", "b_simple",
-            "--base-batch", "8192", "--unit", "tokens", "--tokens-per-sample", "128",
+            "--base-batch", "8192", "--unit", "tokens", "--tokens-per-example", "128",
             "--format", "megatron"]
     assert main(argv) == 2
     assert "in samples" in capsys.readouterr().err
@@ -184,7 +184,7 @@ def test_from_a_predicted_batch_with_its_interval(tmp_path, capsys):
     p = json.loads(pred.read_text())
     argv = ["schedule", "--b-crit-from", str(pred), "--loss-curve", str(_token_curve(tmp_path)),
             "--batch-size", "524288", "--base-batch", "256", "--unit", "sequences",
-            "--tokens-per-sample", "2048"]
+            "--tokens-per-example", "2048"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "B_crit from" in out and "30× beyond the anchor" in out and "taken as B_crit" in out

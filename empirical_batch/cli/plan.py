@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import DataError, InputError
 from ..planning import Hardware
-from .output import command
+from .output import add_tokens_per_example, command
 
 
 def _int_list(text: str) -> list[int]:
@@ -34,7 +34,8 @@ Or take the tradeoff from a noise log of a run that reached the target at its en
 (--noise-log LOG --batch-size B_REF): S_min is the run's progress in infinite-batch
 steps and B_crit the progress average of its noise scale (McCandlish et al. 2018,
 eq. 2.11 and App. D). Batch sizes, examples and throughput are in --unit (default the
-fit's or the log's unit, else examples; converted with --tokens-per-example).
+fit's or the log's unit, else examples; converted with --tokens-per-example, or
+read from the log's measured per-token b_simple_tokens where it has them).
 Without hardware options the plan runs on a placeholder device (it says so).
 
 examples:
@@ -83,9 +84,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     parser.add_argument("--unit", choices=("examples", "sequences", "tokens"),
                         help="unit of batch sizes, examples and throughput (default the "
                              "fit's or the log's, else examples)")
-    parser.add_argument("--tokens-per-example", type=float,
-                        help="tokens per example (sequence), to convert the fit's or the "
-                             "log's unit to --unit")
+    add_tokens_per_example(parser, "to convert the fit's or the log's unit to --unit")
     h = parser.add_argument_group(
         "hardware (each one not given takes the placeholder value shown, and is reported)")
     h.add_argument("--throughput", type=float,
@@ -278,9 +277,13 @@ def _tradeoff(args):
             raise InputError("--noise-log needs --batch-size (the logged run's batch size, "
                              "in the log's unit)")
         traj = NoiseTrajectory.from_log(args.noise_log, args.batch_size,
-                                        quantity=args.quantity, where=args.log_where)
+                                        quantity=args.quantity, where=args.log_where,
+                                        unit=args.unit,
+                                        tokens_per_example=args.tokens_per_example)
         t, unit = traj.tradeoff(), traj.unit
         name = "B_noise" if traj.quantity == "b_noise" else "B_simple (for B_noise)"
+        if traj.source.endswith("_tokens)"):
+            name += " as the log measured it per token"
         source = (f"tradeoff from {args.noise_log}: S_min = the run's progress, B_crit = "
                   f"the progress average of its {name}, for a target reached at the end "
                   "of the logged run (the model at the optimal learning rate, App. D)")

@@ -8,7 +8,7 @@ The critical batch along training comes from a noise log (``--log``, the schema 
 bound the doubling policy waits for, shaped along ``--loss-curve`` as L^(-1/ALPHA)), or
 the schedule converts a learning-rate schedule (``--seesaw``).
 Batch sizes are in ``--unit`` (default the log's or the fit's unit; converted with
-``--tokens-per-sample`` where tokens meet sequences); the table gives stage starts in
+``--tokens-per-example`` where tokens meet sequences); the table gives stage starts in
 whole optimizer steps; ``--plot`` draws the schedule.
 """
 
@@ -19,18 +19,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import DataError, InputError
-from .output import command
+from .output import add_tokens_per_example, command
 
 _EPILOG = """\
 examples:
   empirical-batch schedule --log gns_log.csv --batch-size 256 --base-batch 256 \\
-      --policy doubling --granularity 64 --format megatron --tokens-per-sample 2048
+      --policy doubling --granularity 64 --format megatron --tokens-per-example 2048
   empirical-batch schedule --log gns_log.jsonl --quantity b_simple --batch-size 256 \\
       --base-batch 256 --plot schedule.png
   empirical-batch schedule --power-law 2e8,0.21 --loss-curve run.csv --batch-size 512 \\
       --base-batch 512 --policy app_d
   empirical-batch schedule --b-crit-from pred.json --loss-curve run.csv \\
-      --batch-size 524288 --base-batch 256 --unit sequences --tokens-per-sample 2048
+      --batch-size 524288 --base-batch 256 --unit sequences --tokens-per-example 2048
   empirical-batch schedule --seesaw cosine --total-steps 100000 --base-batch 256 \\
       --max-batch 4096 --format levanter
 """
@@ -88,9 +88,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="batch sizes are multiples of this (devices x micro-batch)")
     p.add_argument("--max-batch", type=int, help="largest batch size")
     p.add_argument("--format", choices=FORMATS, default="table")
-    p.add_argument("--tokens-per-sample", type=int,
-                   help="tokens per example (sequence): converts between --unit and the "
-                        "log's unit; Megatron format: stage starts in tokens")
+    add_tokens_per_example(p, "to convert between --unit and the log's unit; Megatron "
+                              "format: stage starts in tokens (a whole number)")
     p.add_argument("--out", type=Path, help="write the export here (json, csv) instead of "
                    "printing it")
     p.add_argument("--plot", type=Path, metavar="PATH",
@@ -160,7 +159,9 @@ def _trajectory(args):
             raise InputError("give --quantity or --column, not both")
         return NoiseTrajectory.from_log(args.log, args.batch_size, quantity=args.quantity,
                                         column=args.column, level_column=args.lower_column,
-                                        unresolved=args.unresolved, where=args.log_where)
+                                        unresolved=args.unresolved, where=args.log_where,
+                                        unit=args.unit if args.column is None else None,
+                                        tokens_per_example=args.tokens_per_example)
     if args.alpha is not None and not args.b_crit_from:
         raise InputError("--alpha shapes a --b-crit-from prediction; --power-law takes "
                          "B_STAR,ALPHA")
@@ -223,11 +224,11 @@ def run(args) -> int:
     unit = args.unit or (traj.unit if traj is not None else "examples")
     if traj is not None and traj.unit != unit:
         # the trajectory in the unit of the batch sizes asked for
-        traj = traj.to_unit(unit, tokens_per_example=args.tokens_per_sample)
+        traj = traj.to_unit(unit, tokens_per_example=args.tokens_per_example)
     if unit == "tokens" and args.format in ("megatron", "levanter"):
         raise InputError(f"--format {args.format} takes batch sizes in samples (sequences), "
                          "and this schedule's are in tokens: pass --unit sequences with "
-                         "--tokens-per-sample")
+                         "--tokens-per-example")
     if traj is None:
         if args.total_steps is None:
             raise InputError("--seesaw needs --total-steps")
@@ -249,7 +250,11 @@ def run(args) -> int:
     if args.format == "table":
         print(table(sch, traj, unit))
     elif args.format == "megatron":
-        text = to_megatron(sch, tokens_per_sample=args.tokens_per_sample)
+        tpe = args.tokens_per_example
+        if tpe is not None and tpe != int(tpe):
+            raise InputError(f"--format megatron counts stage starts in whole tokens per "
+                             f"sample: --tokens-per-example must be a whole number, got {tpe:g}")
+        text = to_megatron(sch, tokens_per_sample=None if tpe is None else int(tpe))
         print(f'--step-batch-size-schedule "{text}"')
     elif args.format == "levanter":
         print(dumps(to_levanter(sch)))

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..rules import lr_rules
 from ..transfer import HPARAMS, OPTIMIZERS, TRANSFER_RULES, RegimeWarning
-from .output import command
+from .output import add_tokens_per_example, command
 
 _DESCRIPTION = """\
 Move optimizer hyperparameters from batch B to batch B' with published rules
@@ -27,7 +27,8 @@ surge law (Adam) and to check regimes, or --noise-log to take it from a noise lo
 last resolved value: the noise scale where training is now); give two of
 --b-crit/--s-min/--e-min (`empirical-batch fit` prints them) to scale steps along the
 fitted tradeoff. The batch sizes, B_noise and B_crit share one unit (--unit; the log's
-is converted with --tokens-per-example, or mixing is refused).
+is read from its measured b_simple_tokens or converted with --tokens-per-example,
+or mixing is refused).
 
 example:
   empirical-batch transfer --from-batch 256 --to-batch 2048 --optimizer adamw \\
@@ -81,8 +82,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     parser.add_argument("--unit", choices=("examples", "sequences", "tokens"),
                         help="unit of --from-batch, --to-batch and --b-noise (default the "
                              "log's, else examples)")
-    parser.add_argument("--tokens-per-example", type=float,
-                        help="tokens per example (sequence), to convert the log's unit")
+    add_tokens_per_example(parser, "to convert the log's unit")
     g = parser.add_argument_group("fitted tradeoff (give two, optional)")
     g.add_argument("--b-crit", type=float, help="critical batch size E_min/S_min")
     g.add_argument("--s-min", type=float, help="fewest steps to the target")
@@ -152,7 +152,7 @@ def run(args) -> int:
 def _b_noise(args):
     """(B_noise or None, the unit of the batch sizes, where B_noise came from)."""
     from ..noise_log import final_noise_scale
-    from ..units import check_unit, convert
+    from ..units import check_unit
 
     if args.noise_log is None:
         if args.quantity is not None:
@@ -162,8 +162,11 @@ def _b_noise(args):
         raise InputError("give --b-noise or --noise-log, not both")
     final = final_noise_scale(args.noise_log, args.quantity, args.log_where)
     unit = check_unit(args.unit or final.unit, "--unit")
-    value = convert(final.value, final.unit, unit, tokens_per_example=args.tokens_per_example)
     note = f"{args.noise_log}: {final.describe()}"
     if unit != final.unit:
-        note += f" = {value:.6g} {unit}"
-    return value, unit, note
+        conv = final_noise_scale(args.noise_log, args.quantity, args.log_where, unit=unit,
+                                 tokens_per_example=args.tokens_per_example)
+        note = (f"{args.noise_log}: {conv.describe()}" if conv.column
+                else f"{note} = {conv.value:.6g} {unit}")
+        return conv.value, unit, note
+    return final.value, unit, note

@@ -142,7 +142,8 @@ class NoiseTrajectory:
     @classmethod
     def from_log(cls, log, batch_size: float, *, quantity: str | None = None,
                  column: str | None = None, level_column: str | None = None,
-                 unresolved: str = "refuse", where: str | None = None) -> NoiseTrajectory:
+                 unresolved: str = "refuse", where: str | None = None,
+                 unit: str | None = None, tokens_per_example=None) -> NoiseTrajectory:
         r"""From a noise log (`empirical_batch.noise_log`: a path, or a DataFrame such
         as `empirical_batch.measure.NoiseScaleLog.to_frame()`) of a run at
         ``batch_size`` (in the log's ``unit``).
@@ -163,9 +164,15 @@ class NoiseTrajectory:
         left out with a warning and counted in ``n_dropped`` (``"drop"``): leaving
         them out silently would move the trajectory's start and change its progress.
         ``where`` keeps one run of a table of several (`load_noise_log`).
-        """
-        from ..noise_log import choose_quantity, load_noise_log
 
+        ``unit`` (default the log's) is the unit of the trajectory returned: tokens from
+        a log in sequences are read from its measured per-token column (``b_simple_tokens``,
+        with the bound scaled row by row by the same measured ratio) where it has one,
+        else converted with ``tokens_per_example`` (`to_unit`).
+        """
+        from ..noise_log import choose_quantity, load_noise_log, token_column
+
+        unit_ = unit  # the unit asked for (``unit`` below is the log's)
         f = load_noise_log(log, where)
         if unresolved not in ("refuse", "drop"):
             raise InputError(f"unresolved must be 'refuse' or 'drop', got {unresolved!r}")
@@ -180,6 +187,13 @@ class NoiseTrajectory:
         if missing:
             raise DataError(f"the log has missing columns {missing}; got {list(f.columns)}")
         unit = str(f["unit"].iat[0])
+        want = None if unit_ is None else check_unit(unit_, "unit")
+        measured = token_column(f, column) if want == "tokens" else None
+        if measured is not None:
+            if level_column is not None:  # the bound by the same measured ratio
+                ratio = f[measured].to_numpy(dtype=float) / f[column].to_numpy(dtype=float)
+                f = f.assign(**{level_column: f[level_column].to_numpy(dtype=float) * ratio})
+            column = measured
         if column.endswith("_tokens") and unit != "tokens":
             # the callbacks' per-token column of a log in sequences: batch_size is in
             # the log's unit, converted with the tokens per sequence the log measured
@@ -210,8 +224,11 @@ class NoiseTrajectory:
         traj = cls.from_examples(e[keep], vals[keep, 0], batch_size,
                                  lower=vals[keep, 1] if level_column else None,
                                  source=f"log ({column})", unit=unit)
-        return replace(traj, quantity="b_simple" if column.startswith("b_simple")
+        traj = replace(traj, quantity="b_simple" if column.startswith("b_simple")
                        else "b_noise", n_dropped=int(bad.sum()))
+        if want is not None and traj.unit != want:
+            traj = traj.to_unit(want, tokens_per_example=tokens_per_example)
+        return traj
 
     @classmethod
     def from_power_law(cls, law, examples, loss, batch_size: float) -> NoiseTrajectory:
