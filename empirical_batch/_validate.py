@@ -19,6 +19,7 @@ from .errors import EmpiricalBatchDeprecationWarning, InputError
 __all__ = [
     "as_array",
     "as_float",
+    "as_scalar",
     "check_broadcast",
     "check_count",
     "check_finite",
@@ -84,8 +85,19 @@ def as_array(value, name: str, *, ndim: int | tuple[int, ...] | None = None) -> 
     return arr
 
 
+def as_scalar(value: Any) -> Any:
+    """A numpy scalar or 0-d array as the Python number it holds (``np.int64(5)`` -> 5,
+    ``np.float32(0.5)`` -> 0.5, ``np.bool_`` -> bool, still refused where a number is
+    meant); anything else unchanged. Every check of a scalar parameter starts here, so
+    that numpy's numbers are welcome wherever Python's are."""
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        return value.item()
+    return value
+
+
 def as_float(value, name: str) -> float:
     """Return ``value`` as a finite Python float, or raise naming ``name``."""
+    value = as_scalar(value)
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real | np.ndarray):
         raise InputError(f"{name} must be a real number, got {type(value).__name__}")
     arr = as_array(value, name)
@@ -95,8 +107,13 @@ def as_float(value, name: str) -> float:
     return float(arr)
 
 
-def positive_float(value, name: str, *, allow_zero: bool = False) -> float:
-    """A finite scalar > 0 (>= 0 with ``allow_zero``) as a Python float."""
+def positive_float(value, name: str, *, allow_zero: bool = False,
+                   allow_inf: bool = False) -> float:
+    """A finite scalar > 0 (>= 0 with ``allow_zero``; +inf too with ``allow_inf``) as a
+    Python float."""
+    v = as_scalar(value)
+    if allow_inf and isinstance(v, float) and v == math.inf:
+        return math.inf
     x = as_float(value, name)
     if x < 0 or (x == 0 and not allow_zero):
         raise InputError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {x!r}")
@@ -110,7 +127,9 @@ not exact as floats."""
 
 def check_count(value, name: str, low: int = 0) -> int:
     """An integer in [``low``, 2^53] as a Python int (integral floats accepted); booleans,
-    fractions, NaN, inf, complex and strings are refused naming ``name``."""
+    fractions, NaN, inf, complex and strings are refused naming ``name``; numpy's
+    integers (and integral floats) are welcome."""
+    value = as_scalar(value)
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise InputError(f"{name} must be an integer >= {low}, got {type(value).__name__} "
                          f"{value!r}")

@@ -63,6 +63,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._validate import as_scalar, positive_float
 from .errors import InputError
 from .result import Interval, Result, deprecated_alias
 from .rules import RULES, ratio_rules
@@ -259,13 +260,14 @@ def branched_critical_batch(
         raise InputError(
             f"factors must be increasing integers starting at 1, got {list(factors)!r}"
         )
-    if not isinstance(examples, (int, np.integer)) or examples < ks[-1] * batch_size:
+    examples = as_scalar(examples)
+    if not isinstance(examples, int) or isinstance(examples, bool) or \
+            examples < ks[-1] * batch_size:
         raise InputError(
             f"examples={examples!r} is fewer than one step at the largest branch "
             f"({ks[-1]} x {batch_size}); give at least {ks[-1] * batch_size}"
         )
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise InputError(f"lr must be a positive finite number, got {lr!r}")
+    lr = positive_float(lr, "lr")
     seeds = tuple(int(s) for s in seeds)
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
         raise InputError(f"seeds must hold at least two distinct seeds, got {seeds!r}")

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ._validate import check_level
+from ._validate import check_level, positive_float
 from .errors import InputError
 from .fit.power_law import PowerLaw, fit_power_law
 from .fit.tradeoff_fit import FitWarning
@@ -247,8 +247,7 @@ def fit_fixed_budget(
     """
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
-    if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and tolerance >= 0):
-        raise InputError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
+    tolerance = positive_float(tolerance, "tolerance", allow_zero=True)
     ci = check_level(level, ci)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_array, as_float
+from ._validate import as_array, as_float, as_scalar
 from .errors import InputError, NotFoundError
 from .params import check
 
@@ -33,9 +33,10 @@ def check_max_history(value) -> int | None:
     """``None`` (keep every step) or a positive integer."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(as_scalar(value), bool) or not isinstance(as_scalar(value), int) or \
+            as_scalar(value) < 1:
         raise InputError(f"max_history must be a positive integer or None, got {value!r}")
-    return value
+    return int(as_scalar(value))
 
 
 def checked_state(state, dataset_size, columns: tuple[str, ...]) -> dict:

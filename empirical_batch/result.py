@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ._validate import as_scalar
 from .errors import EmpiricalBatchDeprecationWarning, UsageError
 
 if TYPE_CHECKING:
@@ -67,7 +68,9 @@ class Interval:
         return (self.low, self.high)[i]
 
     def __contains__(self, x: object) -> bool:
-        """A real number (Python or numpy scalar, not bool) within ``[low, high]``."""
+        """A real number (Python or numpy scalar or 0-d array, not bool) within
+        ``[low, high]``."""
+        x = as_scalar(x)
         return (isinstance(x, numbers.Real) and not isinstance(x, bool | np.bool_)
                 and self.low <= float(x) <= self.high)
 

@@ -30,6 +30,7 @@ from ._validate import (
     as_array,
     as_float,
     check_broadcast,
+    check_count,
     check_positive,
     positive_float,
     scalar_or_array,
@@ -102,8 +103,7 @@ class Tradeoff:
         """
         import pandas as pd
 
-        if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
-            raise InputError(f"n_seeds must be a positive integer, got {n_seeds!r}")
+        n_seeds = check_count(n_seeds, "n_seeds", 1)
         s = positive_float(sigma, "sigma", allow_zero=True)
         gen = np.random.default_rng(rng)
         b = np.repeat(check_positive(batch_sizes, "batch_sizes").reshape(-1), n_seeds)

@@ -41,7 +41,6 @@ layout             columns
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validate import positive_float
 from ..errors import DataError, InputError
 from ..units import UnitMismatch, check_unit
 from .schema import RunGrid, finish_grid, numeric_column
@@ -179,8 +179,7 @@ def _seq_len(frame: pd.DataFrame, seq_len: float | None, default: float | None,
     if "seq_len" in frame.columns:
         return numeric_column(frame, "seq_len", where)
     if seq_len is not None:
-        if not (isinstance(seq_len, int | float) and math.isfinite(seq_len) and seq_len > 0):
-            raise InputError(f"seq_len must be a number > 0, got {seq_len!r}")
+        seq_len = positive_float(seq_len, "seq_len")
         return np.full(len(frame), float(seq_len))
     return None if default is None else np.full(len(frame), float(default))
 

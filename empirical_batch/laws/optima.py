@@ -42,7 +42,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .._validate import check_level
+from .._validate import check_count, check_level, positive_float
 from ..errors import FitError, InputError
 from ..fit.tradeoff_fit import FitWarning, NotEnoughBatchSizes, fit_tradeoff
 from ..result import TableResult
@@ -96,10 +96,8 @@ def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
     with intervals and edge flags (see the module's text)."""
     if not isinstance(grid, RunGrid):
         raise InputError(f"grid must be a RunGrid (load_grid), got {type(grid).__name__}")
-    if not (isinstance(band, int | float) and math.isfinite(band) and band >= 0):
-        raise InputError(f"band must be a finite number >= 0, got {band!r}")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
-        raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
+    band = positive_float(band, "band", allow_zero=True)
+    n_boot = check_count(n_boot, "n_boot", 0)
     if estimator not in ESTIMATORS:
         raise InputError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
     lvl = check_level(level, None)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._validate import as_scalar
 from ..errors import InputError, NotFoundError
 from ..estimators import GNSEstimate, GNSEstimator
 
@@ -60,6 +61,7 @@ def fixed_state(model: nn.Module, varied) -> dict[str, torch.Tensor]:
 
 
 def check_batch_size(value, name: str) -> int:
+    value = as_scalar(value)
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise InputError(f"{name} must be a positive integer, got {value!r}")
     if value < 1:

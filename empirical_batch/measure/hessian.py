@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .._validate import as_scalar
 from ..errors import InputError
 from ..theory import noise_scales_from_scalars
 from ._common import check_batch, check_batch_size, fixed_state, select_params
@@ -133,6 +134,7 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
 
     chosen = select_params(model, params)
     n = check_batch(inputs, targets)
+    ddof = as_scalar(ddof)
     if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
         raise InputError(f"ddof must be a non-negative integer (0 or 1), got {ddof!r}")
     if chunk_size is not None:

@@ -48,6 +48,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from .._validate import as_scalar
 from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
@@ -161,7 +162,9 @@ class PerExampleNoiseScale(EstimatorMixin):
                  per_module: bool = False, sync_every: int = 1):
         if not isinstance(model, nn.Module):
             raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        if not (isinstance(min_coverage, int | float) and 0.0 <= min_coverage <= 1.0):
+        min_coverage = as_scalar(min_coverage)
+        if not (isinstance(min_coverage, int | float) and not isinstance(min_coverage, bool)
+                and 0.0 <= min_coverage <= 1.0):
             raise InputError(f"min_coverage must be a fraction in [0, 1], got {min_coverage!r}")
         check_no_batchnorm(model)
         # kept to check at every step: a model built in eval mode (as from_pretrained

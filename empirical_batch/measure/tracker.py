@@ -53,9 +53,11 @@ import math
 import warnings
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
+from .._validate import as_scalar
 from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
@@ -352,6 +354,8 @@ class GradientNoiseScale(EstimatorMixin):
         if weights is None:
             c = 1.0 / self.accumulation_steps if self.loss_convention == "mean/k" else 1.0
             return [c] * n
+        if isinstance(weights, np.ndarray | torch.Tensor) and weights.ndim == 1:
+            weights = list(weights)
         if isinstance(weights, str) or not isinstance(weights, Sequence):
             raise InputError("weights must be a sequence of one positive number per "
                              f"backward pass, got {type(weights).__name__}")
@@ -360,8 +364,9 @@ class GradientNoiseScale(EstimatorMixin):
                              "were seen this step")
         out = []
         for w in weights:
-            if isinstance(w, torch.Tensor):
+            if isinstance(w, torch.Tensor) and w.ndim == 0 and w.dtype != torch.bool:
                 w = float(w)
+            w = as_scalar(w)
             if isinstance(w, bool) or not isinstance(w, int | float) or \
                     not math.isfinite(w) or w <= 0:
                 raise InputError(f"weights must be finite and > 0, got {w!r}")

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 from pathlib import Path
 
 import pandas as pd
 
 from .._io import atomic_path, atomic_write_text
+from .._validate import check_count
 from ..errors import InputError
 from .policies import BatchSchedule
 
@@ -45,10 +45,8 @@ def to_megatron(schedule: BatchSchedule, *, tokens_per_sample: int | None = None
     """``--step-batch-size-schedule`` string: stage starts in samples, or in tokens with
     ``tokens_per_sample`` (the sequence length). Starts are rounded up to whole samples
     (the first is 0); stages that would start at the same sample keep the later one."""
-    if tokens_per_sample is not None and (not isinstance(tokens_per_sample, int)
-                                          or tokens_per_sample < 1):
-        raise InputError(f"tokens_per_sample must be a positive integer, got "
-                         f"{tokens_per_sample!r}")
+    if tokens_per_sample is not None:
+        tokens_per_sample = check_count(tokens_per_sample, "tokens_per_sample", 1)
     stages: dict[int, int] = {}
     for i, (start, batch) in enumerate(zip(schedule.stages["start_examples"],
                                            schedule.stages["batch_size"], strict=True)):
@@ -96,11 +94,8 @@ def parse_megatron(text: str, *, tokens_per_sample: int | None = None) -> pd.Dat
     """
     if not isinstance(text, str) or not text.strip():
         raise InputError("the schedule string is empty")
-    if tokens_per_sample is not None and (isinstance(tokens_per_sample, bool) or not
-                                          isinstance(tokens_per_sample, numbers.Integral)
-                                          or tokens_per_sample < 1):
-        raise InputError(f"tokens_per_sample must be a positive integer, got "
-                         f"{tokens_per_sample!r}")
+    if tokens_per_sample is not None:
+        tokens_per_sample = check_count(tokens_per_sample, "tokens_per_sample", 1)
     rows = []
     for entry in text.replace(",", " ").split():
         if ":" not in entry:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .._validate import as_scalar, check_count, positive_float
 from ..errors import InputError
 
 __all__ = ["ADAPTIVE_POLICIES", "AdaptiveBatchRule"]
@@ -81,19 +82,18 @@ class AdaptiveBatchRule:
         if self.policy not in ADAPTIVE_POLICIES:
             raise InputError(f"policy must be one of {ADAPTIVE_POLICIES}, got {self.policy!r}")
         if self.policy == "app_d":
-            r = self.exchange_rate
+            r = as_scalar(self.exchange_rate)
             if not (isinstance(r, int | float) and not isinstance(r, bool) and
                     math.isfinite(r) and r > 0):
                 raise InputError(f"policy 'app_d' needs exchange_rate > 0 (examples one "
                                  f"step is worth), got {r!r}")
+            object.__setattr__(self, "exchange_rate", float(r))
         elif self.exchange_rate is not None:
             raise InputError(f"exchange_rate applies to policy 'app_d' only, not "
                              f"{self.policy!r}")
-        if not (isinstance(self.max_batch, int | float) and self.max_batch > 0):
-            raise InputError(f"max_batch must be > 0, got {self.max_batch!r}")
-        if isinstance(self.min_steps, bool) or not isinstance(self.min_steps, int) or \
-                self.min_steps < 1:
-            raise InputError(f"min_steps must be a positive integer, got {self.min_steps!r}")
+        object.__setattr__(self, "max_batch",
+                           positive_float(self.max_batch, "max_batch", allow_inf=True))
+        object.__setattr__(self, "min_steps", check_count(self.min_steps, "min_steps", 1))
 
     def target(self, b_noise: float) -> float:
         """The batch the policy aims at for a noise scale (``"doubling"``: ``b_noise/2``,
@@ -109,8 +109,7 @@ class AdaptiveBatchRule:
         (``"doubling"`` tests it; without one, the estimate itself). An estimate that is
         not a positive finite number (the gradient not resolved yet) changes nothing.
         """
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise InputError(f"batch must be a positive integer, got {batch!r}")
+        batch = check_count(batch, "batch", 1)
         b = float(b_noise)
         if not (math.isfinite(b) and b > 0):
             return batch

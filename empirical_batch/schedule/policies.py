@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from .._numeric import trapezoid
+from .._validate import check_count, positive_float
 from ..errors import InputError
 from ..rules import RULES, default_lr_rule, ratio_rules
 from .trajectory import NoiseTrajectory
@@ -193,9 +194,8 @@ def _predict(traj: NoiseTrajectory, starts, batches) -> tuple[dict, np.ndarray]:
 
 
 def _check_common(base_batch, granularity, max_batch, lr_rule):
-    for name, v in (("base_batch", base_batch), ("granularity", granularity)):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise InputError(f"{name} must be a positive integer, got {v!r}")
+    base_batch = check_count(base_batch, "base_batch", 1)
+    granularity = check_count(granularity, "granularity", 1)
     if base_batch % granularity:
         raise InputError(f"base_batch={base_batch} is not a multiple of "
                          f"granularity={granularity} (devices x micro-batch)")
@@ -204,7 +204,7 @@ def _check_common(base_batch, granularity, max_batch, lr_rule):
         raise InputError(f"max_batch must be >= base_batch={base_batch}, got {max_batch!r}")
     if lr_rule not in LR_RULES:
         raise InputError(f"lr_rule must be one of {LR_RULES}, got {lr_rule!r}")
-    return mb
+    return base_batch, granularity, mb
 
 
 def design_schedule(
@@ -247,7 +247,7 @@ def design_schedule(
     if optimizer not in ("adam", "sgd"):
         raise InputError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     lr_rule = default_lr_rule(optimizer)  # sqrt for Adam, linear for SGD
-    mb = _check_common(base_batch, granularity, max_batch, lr_rule)
+    base_batch, granularity, mb = _check_common(base_batch, granularity, max_batch, lr_rule)
     levels = _levels(base_batch, granularity, mb)
     g = _grid(trajectory)
     notes = []
@@ -255,8 +255,8 @@ def design_schedule(
         r = exchange_rate
         if r is None:
             r = float(trapezoid(trajectory(g), g) / trajectory.total)
-        elif not (math.isfinite(r) and r > 0):
-            raise InputError(f"exchange_rate must be > 0, got {r!r}")
+        else:
+            r = positive_float(r, "exchange_rate")
         want = np.sqrt(r * trajectory(g))
         idx = np.abs(np.log(want)[:, None] - np.log(levels)[None, :]).argmin(axis=1)
         idx = np.maximum.accumulate(idx)  # never shrink the batch
@@ -378,13 +378,12 @@ def seesaw_schedule(
     the ramp stops at 32 times the base batch (a schedule decaying to zero would double
     it without end).
     """
-    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 2:
-        raise InputError(f"total_steps must be an integer >= 2, got {total_steps!r}")
+    total_steps = check_count(total_steps, "total_steps", 2)
     shape = _check_shape(lr_schedule, shape)
     capped = max_batch is None
     if capped:  # a decay to zero would double the batch without end
         max_batch = 32 * base_batch
-    mb = _check_common(base_batch, granularity, max_batch, "sqrt")
+    base_batch, granularity, mb = _check_common(base_batch, granularity, max_batch, "sqrt")
     levels = _levels(base_batch, granularity, mb)
     frac = np.linspace(0.0, 1.0, 20001)
     lr = _lr_shape(lr_schedule, frac, **shape)

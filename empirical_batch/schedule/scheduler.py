@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._validate import as_float
+from .._validate import as_float, positive_float
 from ..errors import InputError
 from .policies import BatchSchedule
 
@@ -47,8 +47,7 @@ class BatchSizeScheduler:
                  lr_lambda: Callable[[float], float] | None = None):
         if not isinstance(schedule, BatchSchedule):
             raise InputError(f"schedule must be a BatchSchedule, got {type(schedule).__name__}")
-        if not (isinstance(base_lr, int | float) and base_lr > 0):
-            raise InputError(f"base_lr must be > 0, got {base_lr!r}")
+        base_lr = positive_float(base_lr, "base_lr")
         if not hasattr(optimizer, "param_groups"):
             raise InputError("optimizer must be a torch.optim.Optimizer")
         self.optimizer = optimizer
