@@ -268,6 +268,10 @@ def _check_tradeoff(tradeoff):
     from .fit import TradeoffFit
 
     if isinstance(tradeoff, TradeoffFit):
+        if tradeoff.status not in ("identified", "unknown"):
+            raise InputError(f"tradeoff: the fit gives {tradeoff.b_crit_text()} (status "
+                             f"{tradeoff.status}), not S_min and E_min to scale steps "
+                             "along; pass an identified fit or a Tradeoff")
         return tradeoff.tradeoff, (min(tradeoff.batch_sizes), max(tradeoff.batch_sizes))
     if isinstance(tradeoff, Tradeoff):
         return tradeoff, None

@@ -98,7 +98,7 @@ def test_steps_still_halving_is_a_lower_bound_not_the_grid_edge():
     # S_min is not determined by a lower-bound fit (steps still fall like 1/B): the
     # summary says so instead of printing the fitted curve's value
     assert f"{fit.s_min:.4g}" not in fit.summary()
-    assert "S_min = not determined" in fit.summary()
+    assert "S_min not determined" in fit.summary()
     assert f"E_min = {fit.e_min:.4g}" in fit.summary()
 
 

@@ -239,3 +239,42 @@ def test_throughput_fit_that_misses_the_timings_is_flagged():
         warnings.simplefilter("error", EmpiricalBatchWarning)
         ok = fit_throughput(pd.DataFrame({"micro_batch": m, "step_seconds": good}))
     assert ok.status == "fitted"
+
+
+def _flat(seed=0, sigma=0.03):
+    steps = 1e4 * np.exp(sigma * np.random.default_rng(seed).normal(size=B.size))
+    return pd.DataFrame({"batch_size": B, "steps": steps})
+
+
+@pytest.mark.parametrize("make, status, open_", [(_halving, "lower_bound", ("s_min",)),
+                                                 (_flat, "upper_bound", ("e_min",))])
+def test_a_bound_fit_holds_and_prints_no_number_it_does_not_determine(
+        make, status, open_, tmp_path, capsys):
+    from empirical_batch.cli import main
+    from empirical_batch.transfer import transfer
+
+    fit = _quiet(fit_tradeoff, make(), n_boot=400)
+    assert fit.status == status
+    # the attributes themselves: no 1000x-the-largest-batch point value
+    assert math.isnan(fit.b_crit) and fit.b_crit_bound > 0
+    for k in ("s_min", "e_min"):
+        value = getattr(fit, k)
+        assert math.isnan(value) if k in open_ else value > 0
+        if k in open_:  # the open quantity keeps its upper end only
+            assert getattr(fit, f"{k}_interval").low == 0
+            assert k not in repr(fit)
+            assert f"{k.upper().replace('_MIN', '_min')} not determined" in fit.summary()
+    # the fitted curve still draws the fitted values
+    assert np.isfinite(fit.to_frame()["steps_fit"]).all()
+    d = json.loads(fit.to_json())
+    assert d["b_crit"] is None and all(d[k] is None for k in open_)
+    assert "_curve" not in d
+    path = tmp_path / "sweep.csv"
+    make().to_csv(path, index=False)
+    assert main(["fit", str(path), "--fractional-steps", "--n-boot", "400"]) == 0
+    out = capsys.readouterr().out
+    for k in open_:
+        name = k.replace("s_min", "S_min").replace("e_min", "E_min")
+        assert f"{name} not determined" in out and f"{name} =" not in out
+    with pytest.raises(ValueError, match="not S_min and E_min"):
+        transfer({"total_steps": 1000}, 64, 128, optimizer="sgd", tradeoff=fit)

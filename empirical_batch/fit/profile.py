@@ -17,8 +17,10 @@ from numpy.typing import ArrayLike
 from scipy import optimize
 
 __all__ = [
+    "active_bound",
     "fit_many",
     "fit_point",
+    "fit_status",
     "profile_at",
     "profile_grid",
     "profile_interval",
@@ -173,3 +175,30 @@ def profile_interval(y: np.ndarray, log_b: np.ndarray, grid: np.ndarray, prof: n
             else math.exp(b)
     est = math.exp(lc)
     return min(lo, est), max(hi, est)
+
+
+def fit_status(b_ci: tuple[float, float]) -> str:
+    """What an interval of B_crit determines: ``"identified"``, ``"lower_bound"`` (no
+    upper end), ``"upper_bound"`` (no lower end), ``"unidentified"`` (neither) or
+    ``"unknown"`` (no interval)."""
+    lo, hi = b_ci
+    if math.isnan(lo) or math.isnan(hi):
+        return "unknown"
+    if lo <= 0 and math.isinf(hi):
+        return "unidentified"
+    if math.isinf(hi):
+        return "lower_bound"
+    if lo <= 0:
+        return "upper_bound"
+    return "identified"
+
+
+def active_bound(y: np.ndarray, log_b: np.ndarray, lc: float, lsm: float) -> str:
+    """Which constraint of ``bounded`` is active at the optimum (or exceeded)."""
+    unc = np.mean(y - np.logaddexp(0.0, lc - log_b))
+    if lsm < unc - 1e-12:
+        return "s_min <= min S" if abs(lsm - y.min()) < 1e-9 else "e_min <= min E"
+    over = [name for name, ok in (("s_min > min S", lsm <= y.min() + 1e-12),
+                                  ("e_min > min E", lsm + lc <= (y + log_b).min() + 1e-12))
+            if not ok]
+    return "unbounded: " + ", ".join(over) if over else "none"

@@ -508,3 +508,25 @@ def best_per_size(p: Prepared, pr: dict[str, np.ndarray], ct: pd.DataFrame, targ
         higher_is_better=p.higher_is_better, combine=combine, config=p.config,
         best_metric=-best if p.higher_is_better else best,
     )
+
+
+def seed_groups(table: pd.DataFrame) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Batch sizes and per-batch-size arrays of steps (one value per seed/row)."""
+    if "steps" in table.columns:
+        steps = pd.to_numeric(table["steps"], errors="coerce").to_numpy(dtype=float)
+    else:
+        ex = pd.to_numeric(table["examples"], errors="coerce").to_numpy(dtype=float)
+        steps = ex / table["batch_size"].to_numpy(dtype=float)
+    b = table["batch_size"].to_numpy(dtype=float)
+    use_seeds = "seed_steps" in table.columns
+    groups: dict[float, list[float]] = {}
+    for i in range(len(table)):
+        if use_seeds:
+            seeds = table["seed_steps"].iloc[i]
+            vals = list(seeds) if isinstance(seeds, tuple | list | np.ndarray) and len(
+                seeds) else [steps[i]]
+        else:
+            vals = [steps[i]]
+        groups.setdefault(b[i], []).extend(vals)
+    keys = np.array(sorted(groups))
+    return keys, [np.asarray(groups[k], dtype=float) for k in keys]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,8 +20,16 @@ from ..errors import EmpiricalBatchWarning, FitError, InputError
 from ..result import Interval, Result, deprecated_alias, unwrap_table
 from ..tradeoff import Tradeoff
 from ..units import UnitMismatch, check_unit
-from .profile import fit_many, fit_point, profile_grid, profile_interval, rss_at
-from .steps import StepsTable, check_combine, combine_seeds
+from .profile import (
+    active_bound,
+    fit_many,
+    fit_point,
+    fit_status,
+    profile_grid,
+    profile_interval,
+    rss_at,
+)
+from .steps import StepsTable, check_combine, combine_seeds, seed_groups
 
 __all__ = ["FitWarning", "NotEnoughBatchSizes", "TradeoffFit", "fit_tradeoff"]
 
@@ -46,12 +54,15 @@ class TradeoffFit(Result):
     Attributes
     ----------
     s_min, e_min, b_crit : float
-        Point estimates; ``b_crit = e_min / s_min``.
+        Point estimates; ``b_crit = e_min / s_min``. NaN where the ``status`` does not
+        determine them (`determined`): a bound has no point value.
     b_crit_interval : Interval
         Interval on $B_{crit}$ (see ``interval`` in `fit_tradeoff`); its level is
         ``level``.
     s_min_interval, e_min_interval : Interval
-        Percentile bootstrap intervals at the same level.
+        Percentile bootstrap intervals at the same level; for a bound on $B_{crit}$ the
+        quantity it leaves open keeps only its upper end (low 0: $S_{min}$ of a
+        ``"lower_bound"``, $E_{min}$ of an ``"upper_bound"``), NaN when unidentified.
     level : float
         The confidence level of the intervals. ``b_crit_ci``, ``s_min_ci``,
         ``e_min_ci`` (tuples), ``ci_level``, ``b_crit_lo`` and ``b_crit_hi`` are the
@@ -111,11 +122,30 @@ class TradeoffFit(Result):
     status: str = "identified"
     warnings: tuple[str, ...] = ()
     unit: str = "examples"
+    #: the fitted curve's (S_min, E_min): for a bound, the optimum at the searched
+    #: range's edge, which draws the curve but is no estimate (not in to_dict)
+    _curve: tuple[float, float] = field(default=(math.nan, math.nan), compare=False)
+
+    def __post_init__(self) -> None:
+        if math.isnan(self._curve[0]):
+            object.__setattr__(self, "_curve", (self.s_min, self.e_min))
+        d = self.determined()
+        for k in ("s_min", "e_min", "b_crit"):
+            object.__setattr__(self, k, d[k])
+        open_ = {"lower_bound": ("s_min",), "upper_bound": ("e_min",),
+                 "unidentified": ("s_min", "e_min")}.get(self.status, ())
+        for k in open_:
+            ci = getattr(self, f"{k}_interval")
+            ci = (Interval(math.nan, math.nan, ci.level) if self.status == "unidentified"
+                  else Interval(0.0, ci.high, ci.level))
+            object.__setattr__(self, f"{k}_interval", ci)
 
     @property
     def tradeoff(self) -> Tradeoff:
-        """The fitted curve as a `Tradeoff`."""
-        return Tradeoff(self.s_min, self.e_min)
+        """The fitted curve as a `Tradeoff` (for a bound on $B_{crit}$, the curve at the
+        edge of the searched range: it draws the fitted values, its S_min, E_min and
+        B_crit are not estimates; read `determined` and `b_crit_bound`)."""
+        return Tradeoff(*self._curve)
 
     @property
     def level(self) -> float:
@@ -147,7 +177,9 @@ class TradeoffFit(Result):
 
     def to_dict(self) -> dict[str, Any]:
         """The fields, with the values the data do not determine as NaN (`determined`)."""
-        return super().to_dict() | self.determined()
+        out = super().to_dict() | self.determined()
+        out.pop("_curve", None)
+        return out
 
     def to_frame(self) -> pd.DataFrame:
         """Per batch size: measured steps/examples, fitted values, log-residual."""
@@ -185,19 +217,21 @@ class TradeoffFit(Result):
 
     def __repr__(self) -> str:
         warn = f", {len(self.warnings)} warnings" if self.warnings else ""
+        known = "".join(f"{k}={v:.4g}, " for k, v in self.determined().items()
+                        if k in ("s_min", "e_min") and math.isfinite(v))
         return (
             f"TradeoffFit({self.b_crit_text()}, status={self.status!r}, "
-            f"s_min={self.s_min:.4g}, e_min={self.e_min:.4g}, "
-            f"{self.n_batch_sizes} batch sizes{warn})"
+            f"{known}{self.n_batch_sizes} batch sizes{warn})"
         )
 
     def summary(self) -> str:
         """The fit, its interval and its warnings, in a few lines."""
-        d = {k: (f"{v:.4g}" if math.isfinite(v) else "not determined")  # by the status
-             for k, v in self.determined().items()}
+        d = {k: (f" = {v:.4g} {u}" if math.isfinite(v) else " not determined")  # status
+             for (k, v), u in zip(self.determined().items(),
+                                  ("steps", self.unit, self.unit, self.unit), strict=True)}
         lines = [f"{self.b_crit_text()} ({self.level:.0%}, {self.bootstrap} bootstrap, "
                  f"n_boot={self.n_boot}); status {self.status}",
-                 f"S_min = {d['s_min']} steps, E_min = {d['e_min']} {self.unit}; "
+                 f"S_min{d['s_min']}, E_min{d['e_min']}; "
                  f"{self.n_batch_sizes} batch sizes ({self.n_below} below, {self.n_above} "
                  f"above B_crit), log-RMSE {self.log_rmse:.3g}"
                  + ("" if self.target is None else f"; target {self.target:.6g}")]
@@ -208,28 +242,6 @@ class TradeoffFit(Result):
 
     def __str__(self) -> str:
         return self.summary()
-
-
-def seed_groups(table: pd.DataFrame) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Batch sizes and per-batch-size arrays of steps (one value per seed/row)."""
-    if "steps" in table.columns:
-        steps = pd.to_numeric(table["steps"], errors="coerce").to_numpy(dtype=float)
-    else:
-        ex = pd.to_numeric(table["examples"], errors="coerce").to_numpy(dtype=float)
-        steps = ex / table["batch_size"].to_numpy(dtype=float)
-    b = table["batch_size"].to_numpy(dtype=float)
-    use_seeds = "seed_steps" in table.columns
-    groups: dict[float, list[float]] = {}
-    for i in range(len(table)):
-        if use_seeds:
-            seeds = table["seed_steps"].iloc[i]
-            vals = list(seeds) if isinstance(seeds, tuple | list | np.ndarray) and len(
-                seeds) else [steps[i]]
-        else:
-            vals = [steps[i]]
-        groups.setdefault(b[i], []).extend(vals)
-    keys = np.array(sorted(groups))
-    return keys, [np.asarray(groups[k], dtype=float) for k in keys]
 
 
 def fit_tradeoff(
@@ -414,7 +426,7 @@ def fit_tradeoff(
         b_ci = (b_ci[0], math.inf)
     if lc <= grid[0] + edge and not math.isnan(b_ci[1]):
         b_ci = (0.0, b_ci[1])
-    status = _status(b_ci)
+    status = fit_status(b_ci)
     if interval == "profile" and status in ("lower_bound", "upper_bound") \
             and rss_min > 1e-24 * n and not bounded:
         # a one-sided set: its finite end from the F(1, n-2) calibration, which depends on
@@ -423,13 +435,14 @@ def fit_tradeoff(
         f_ci = profile_interval(y, log_b, grid, prof, lc, rss_min, n - 2,
                                 float(stats.f.ppf(ci, 1, n - 2)), bounded)
         b_ci = (f_ci[0], math.inf) if status == "lower_bound" else (0.0, f_ci[1])
-        status = _status(b_ci)
+        status = fit_status(b_ci)
     s_min = math.exp(lsm)
     b_crit = math.exp(lc)
     notes = _warnings(b, y, b_crit, stepstable, n_boot, ci, interval)
     for w in notes:
         warnings.warn(w, FitWarning, stacklevel=2)
     return TradeoffFit(
+        _curve=(s_min, s_min * b_crit),
         s_min=s_min,
         e_min=s_min * b_crit,
         b_crit=b_crit,
@@ -446,7 +459,7 @@ def fit_tradeoff(
         n_below=int(np.sum(b < b_crit)),
         n_above=int(np.sum(b > b_crit)),
         extrapolation=bool(b_crit < b.min() or b_crit > b.max()),
-        bound=_active_bound(y, log_b, lc, lsm),
+        bound=active_bound(y, log_b, lc, lsm),
         unreached_batch_sizes=unreached,
         target=None if target is None else float(target),
         status=status,
@@ -540,19 +553,6 @@ def _bootstrap(groups: Sequence[np.ndarray], combine: str, bootstrap: str, y: np
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
-def _status(b_ci: tuple[float, float]) -> str:
-    lo, hi = b_ci
-    if math.isnan(lo) or math.isnan(hi):
-        return "unknown"
-    if lo <= 0 and math.isinf(hi):
-        return "unidentified"
-    if math.isinf(hi):
-        return "lower_bound"
-    if lo <= 0:
-        return "upper_bound"
-    return "identified"
-
-
 def _warnings(b: np.ndarray, y: np.ndarray, b_crit: float, stepstable: StepsTable | None,
               n_boot: int, ci: float, interval: str) -> tuple[str, ...]:
     notes = []
@@ -586,14 +586,3 @@ def _warnings(b: np.ndarray, y: np.ndarray, b_crit: float, stepstable: StepsTabl
         notes.append(f"n_boot=0: no {interval} interval (use interval='f' for one without "
                      "draws)")
     return tuple(notes)
-
-
-def _active_bound(y: np.ndarray, log_b: np.ndarray, lc: float, lsm: float) -> str:
-    """Which constraint of ``bounded`` is active at the optimum (or exceeded)."""
-    unc = np.mean(y - np.logaddexp(0.0, lc - log_b))
-    if lsm < unc - 1e-12:
-        return "s_min <= min S" if abs(lsm - y.min()) < 1e-9 else "e_min <= min E"
-    over = [name for name, ok in (("s_min > min S", lsm <= y.min() + 1e-12),
-                                  ("e_min > min E", lsm + lc <= (y + log_b).min() + 1e-12))
-            if not ok]
-    return "unbounded: " + ", ".join(over) if over else "none"
