@@ -261,3 +261,33 @@ def test_autocast_fp16_cuda_matches_fp32():
     # fp16 matmuls: ~1e-3 relative error per gradient entry
     for col in ("sq_norm_small", "sq_norm_big"):
         np.testing.assert_allclose(amp[col], full[col], rtol=1e-2)
+
+
+def test_preconditioned_collector_measures_p_sigma_p(setup):
+    """preconditioned=True estimates tr(PΣP)/|PG|² (the noise of the update PG_est), not
+    the App. C scale tr(PΣ)/GᵀPG of docs/concepts.md; with Adam's scales spread over
+    orders of magnitude the two differ, and the collector lands on the first."""
+    m, x, y = setup
+    opt = torch.optim.Adam(m.parameters(), lr=0.0, eps=1e-3)
+    for j in range(K):
+        (orc.loss_fn(m(x[j * B:(j + 1) * B]), y[j * B:(j + 1) * B]) / K).backward()
+    opt.step()  # lr = 0: parameters unchanged, state created
+    m.zero_grad()
+    beta2 = opt.param_groups[0]["betas"][1]
+    spread = np.logspace(-2, 2, orc.D + 1)  # the second moments, one per parameter
+    opt.state[m.weight]["exp_avg_sq"].copy_(torch.tensor(spread[:-1]).reshape(1, -1))
+    opt.state[m.bias]["exp_avg_sq"].copy_(torch.tensor(spread[-1:]))
+    step = float(opt.state[m.weight]["step"])
+    p = 1.0 / ((spread / (1 - beta2 ** step)) ** 0.5 + 1e-3)
+    g = orc.per_example_grads(m, x, y)
+    mean = g.mean(0)
+    cov_diag = ((g - mean) ** 2).mean(0)
+    pg2, tr_psp = float(np.sum((p * mean) ** 2)), float(np.sum(p**2 * cov_diag))
+    app_c = float(np.sum(p * cov_diag) / np.sum(p * mean**2))  # tr(PΣ)/GᵀPG
+    gns = GradientNoiseScale(m, micro_batch_size=B, accumulation_steps=K, optimizer=opt,
+                             preconditioned=True)
+    _run(gns, m, x, y, steps=600, seed=11)
+    frame = gns.to_frame()
+    orc.check_recovers(frame, pg2, tr_psp)
+    estimate = frame["trace_sigma"].mean() / frame["g2"].mean()
+    assert abs(estimate - app_c) > 0.5 * app_c, (estimate, tr_psp / pg2, app_c)
