@@ -4,6 +4,7 @@ uninterrupted sweep bit for bit; the analysis's training stages are kept per tas
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pandas as pd
@@ -148,3 +149,34 @@ def test_a_second_analysis_with_the_same_inputs_refits_nothing(tmp_path, monkeyp
     with stage_cache(StageCache(out / "cache")), \
             pytest.raises(AssertionError, match="computed again"):
         report.compute_results(changed, out)
+
+
+def test_a_finished_group_cut_short_is_trained_again_by_name(tmp_path):
+    from empirical_batch.errors import EmpiricalBatchWarning
+    from empirical_batch.harness.resume import DamagedPart, part_record, read_part
+    from empirical_batch.harness.sweep import COLUMNS
+
+    cfg = small_config()
+    out = tmp_path / "h"
+    whole = run_harness(cfg, out, stage="sweep", device="cpu", progress=False)
+    assert whole.complete
+    manifest = json.loads((out / "manifest.sweep.json").read_text())
+    parts = sorted((out / "sweeps" / "parts" / "teacher_student").iterdir())
+    assert set(manifest["parts"]) == {p.name for p in parts}
+    assert all(manifest["parts"][p.name] == part_record(p) for p in parts)
+    reference = read(out / "sweeps" / "teacher_student.csv")
+    damaged = parts[1]
+    lines = damaged.read_text().splitlines(keepends=True)
+    damaged.write_text("".join(lines[:5]))  # the header and 4 rows
+    with pytest.raises(DamagedPart, match=rf"{re.escape(damaged.name)}: damaged: the "
+                       rf"manifest recorded {len(lines) - 1} rows .* holds 4"):
+        read_part(damaged, list(COLUMNS), manifest["parts"][damaged.name])
+    with pytest.warns(EmpiricalBatchWarning, match=rf"{re.escape(damaged.name)}.*training "
+                      "the group again"):
+        again = run_harness(cfg, out, stage="sweep", device="cpu", progress=False)
+    assert again.complete
+    pd.testing.assert_frame_equal(read(out / "sweeps" / "teacher_student.csv"), reference,
+                                  check_exact=True)
+    assert len(damaged.read_text().splitlines()) == len(lines)
+    after = json.loads((out / "manifest.sweep.json").read_text())
+    assert after["parts"][damaged.name] == part_record(damaged)

@@ -78,6 +78,9 @@ class HarnessRun:
     complete: bool = True
     remaining: list = field(default_factory=list)
     time_budget: float | None = None
+    #: per sweep group file (by name): its rows and sha256 when written (`part_record`),
+    #: so that a resumed run retrains a file damaged since
+    parts: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -87,6 +90,7 @@ class HarnessRun:
             "time_budget_s": self.time_budget, "complete": self.complete,
             "remaining": self.remaining,
             "wall_s": self.wall_s, "files": _relative(self.out, self.files),
+            "parts": dict(sorted(self.parts.items())),
         }
 
 
@@ -253,9 +257,14 @@ def _sweep_stage(run, config, out, dev, device, shard, split, progress, threads,
         else:
             task = plan.make_task().to(dev)
             try:
+                if not run.parts:  # what the earlier pieces' manifests recorded
+                    for m in harness_manifests(out):
+                        if isinstance(m.data.get("parts"), dict):
+                            run.parts.update(m.data["parts"])
                 frame = run_sweep(task, plan.sweep, shard=shard, split=split,
                                   progress=progress, parts=parts_folder(out, plan.task),
-                                  budget=budget, files=run.files, guard=guard.check)
+                                  budget=budget, files=run.files, guard=guard.check,
+                                  records=run.parts)
             except BudgetExhausted as stop:
                 run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
                 later = [f"{p.task}: the whole sweep" for p in config.plans[k + 1:]]

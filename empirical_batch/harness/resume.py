@@ -17,7 +17,9 @@ stage's plan and the sweep rows it reads), so a unit of a changed plan is never
 reused and units of different shards or configurations never collide. A rerun of the
 same command reads the finished units instead of training them again; since a group's
 rows depend only on the group, the sweep it assembles equals an uninterrupted run's
-bit for bit (on the same device, dtype and thread count).
+bit for bit (on the same device, dtype and thread count). The manifest records each
+group file's rows and sha256 (``parts``, `part_record`): a file damaged since (cut
+short, edited) is named and trained again, never read as it is.
 
 `TimeBudget` stops a run cleanly between units: a unit is started only while the
 budget has time left for it (its predicted time, from the units already trained in
@@ -50,8 +52,8 @@ import pandas as pd
 from .._io import atomic_path
 from ..errors import EmpiricalBatchError, InputError
 
-__all__ = ["BudgetExhausted", "StageCache", "TimeBudget", "cached", "digest", "read_part",
-           "stage_cache", "task_identity", "write_part"]
+__all__ = ["BudgetExhausted", "DamagedPart", "StageCache", "TimeBudget", "cached", "digest",
+           "part_record", "read_part", "stage_cache", "task_identity", "write_part"]
 
 T = TypeVar("T")
 
@@ -130,8 +132,30 @@ _EXACT: dict = ({} if int(pd.__version__.split(".")[0]) >= 3
                 else {"float_precision": "round_trip"})
 
 
-def read_part(path: Path, columns: list[str]) -> pd.DataFrame:
-    """The rows `write_part` wrote, bit for bit; a file with other columns is an error."""
+class DamagedPart(InputError):
+    """A finished part whose file no longer holds what its run recorded (rows, sha256)."""
+
+
+def part_record(path: Path) -> dict:
+    """What a finished part holds, as the manifest records it: its data rows and the
+    sha256 of its bytes."""
+    data = Path(path).read_bytes()
+    rows = max(data.count(b"\n") - 1, 0) if data.endswith(b"\n") else data.count(b"\n")
+    return {"rows": rows, "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def read_part(path: Path, columns: list[str], record: dict | None = None) -> pd.DataFrame:
+    """The rows `write_part` wrote, bit for bit; a file with other columns is an error.
+
+    With ``record`` (`part_record` of the file when it was written, from the run's
+    manifest) a file that no longer matches it (cut short, edited) is `DamagedPart`,
+    naming the file, the rows recorded and the rows found."""
+    if record is not None:
+        now = part_record(path)
+        if now != {k: record.get(k) for k in now}:
+            raise DamagedPart(f"{path}: damaged: the manifest recorded {record.get('rows')} "
+                              f"rows (sha256 {str(record.get('sha256'))[:12]}...), the file "
+                              f"holds {now['rows']} (sha256 {now['sha256'][:12]}...)")
     frame = pd.read_csv(path, keep_default_na=False, na_values=[""], **_EXACT)
     if list(frame.columns) != list(columns):
         raise InputError(f"{path}: not a sweep group file of this harness (columns "

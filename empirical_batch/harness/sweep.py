@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,7 +33,16 @@ from .._io import atomic_path
 from ..errors import EmpiricalBatchWarning, InputError
 from .config import SweepSpec
 from .device import sync_device
-from .resume import BudgetExhausted, TimeBudget, digest, read_part, task_identity, write_part
+from .resume import (
+    BudgetExhausted,
+    DamagedPart,
+    TimeBudget,
+    digest,
+    part_record,
+    read_part,
+    task_identity,
+    write_part,
+)
 from .tasks.base import Task
 from .trainer import Member, StepBudget, group_members, log_steps, prefer_batched, train_group
 
@@ -111,6 +121,7 @@ def run_sweep(
     budget: TimeBudget | None = None,
     files: list[Path] | None = None,
     guard: Callable[[Path], None] | None = None,
+    records: dict[str, dict] | None = None,
 ) -> pd.DataFrame:
     """Train this shard's runs of ``spec`` on ``task``; a DataFrame in the sweep schema.
 
@@ -128,6 +139,12 @@ def run_sweep(
     `BudgetExhausted` (listing the groups left) is raised otherwise, after every
     finished group has been written. ``files`` receives the group files read or
     written; ``guard(path)`` is called before a group file is written.
+
+    ``records`` maps a group file's name to its `part_record` (rows and sha256, from
+    the manifests of the runs that wrote it) and receives those of the files this run
+    reads or writes: a recorded file that no longer matches (cut short, edited) is
+    trained again, with an `EmpiricalBatchWarning` naming it; a file no manifest
+    records is read as it is.
     """
     members = shard_members(spec.members(), shard, split=split, budget=spec.budget,
                             max_group=max_group)
@@ -146,19 +163,27 @@ def run_sweep(
             path = None if parts is None else Path(parts) / group_file_name(
                 task, group, spec.budget, mode)
             if path is not None and path.is_file():
-                frames.append(read_part(path, COLUMNS))
-                if files is not None:
-                    files.append(path)
-                if bar is not None:
-                    bar.update(steps * len(group))
-                continue
+                try:
+                    frames.append(read_part(path, COLUMNS, (records or {}).get(path.name)))
+                except DamagedPart as exc:
+                    warnings.warn(f"{exc}; training the group again", EmpiricalBatchWarning,
+                                  stacklevel=2)
+                else:
+                    if files is not None:
+                        files.append(path)
+                    if records is not None:
+                        records.setdefault(path.name, part_record(path))
+                    if bar is not None:
+                        bar.update(steps * len(group))
+                    continue
             if budget is not None and not budget.allows(per_step * steps):
                 raise BudgetExhausted([describe_group(task, g, spec.budget)
-                                       for g in groups[k:]
-                                       if parts is None or not (Path(parts) / group_file_name(
-                                           task, g, spec.budget,
-                                           prefer_batched(task, g) if batched is None
-                                           else batched)).is_file()])
+                                       for j, g in enumerate(groups[k:])
+                                       if parts is None or j == 0 or not (
+                                           Path(parts) / group_file_name(
+                                               task, g, spec.budget,
+                                               prefer_batched(task, g) if batched is None
+                                               else batched)).is_file()])
             t0 = time.monotonic()
             rows = train_group(task, group, spec.budget, batched=mode, progress=bar)
             sync_device(task.device)
@@ -172,6 +197,8 @@ def run_sweep(
                 write_part(frame, path)
                 if files is not None:
                     files.append(path)
+                if records is not None:
+                    records[path.name] = part_record(path)
             frames.append(frame)
     finally:
         if bar is not None:
