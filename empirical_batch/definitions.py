@@ -69,6 +69,7 @@ import numpy as np
 
 from ._validate import as_array, as_float, check_positive, positive_float
 from .errors import InputError
+from .result import Result
 
 __all__ = [
     "CBS_DEFINITIONS",
@@ -96,7 +97,7 @@ CITATIONS = MappingProxyType({
 
 
 @dataclass(frozen=True)
-class CBSDefinition:
+class CBSDefinition(Result):
     """One published definition of "the critical batch size".
 
     Attributes

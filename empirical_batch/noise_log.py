@@ -62,6 +62,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataError, EmpiricalBatchWarning, InputError
+from .result import Result
 from .units import check_unit
 
 __all__ = ["NOISE_LOG_COLUMNS", "QUANTITIES", "BSimpleForBNoise", "FinalNoiseScale",
@@ -192,7 +193,7 @@ def choose_quantity(frame: pd.DataFrame, quantity: str | None, label: str = "the
 
 
 @dataclass(frozen=True)
-class FinalNoiseScale:
+class FinalNoiseScale(Result):
     """The last resolved noise scale of a log (`final_noise_scale`)."""
 
     value: float

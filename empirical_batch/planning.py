@@ -36,7 +36,7 @@ import numpy as np
 from ._validate import as_array, check_broadcast, positive_float, scalar_or_array
 from .errors import InputError
 from .params import check
-from .result import TableResult, unwrap_table
+from .result import Result, TableResult, unwrap_table
 from .tradeoff import Tradeoff
 
 __all__ = ["Hardware", "Plan", "frontier", "frontier_bend", "pareto_mask", "plan"]
@@ -48,7 +48,7 @@ _COLUMNS = [
 
 
 @dataclass(frozen=True)
-class Hardware:
+class Hardware(Result):
     """One kind of accelerator and how a data-parallel step on n of them takes time.
 
     Parameters

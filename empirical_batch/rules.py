@@ -36,6 +36,7 @@ from typing import Any
 
 from . import theory
 from .errors import InputError, NotFoundError
+from .result import Result
 from .tradeoff import Tradeoff
 
 __all__ = [
@@ -94,7 +95,7 @@ class Move:
 
 
 @dataclass(frozen=True)
-class Rule:
+class Rule(Result):
     """A published rule for moving a hyperparameter from batch B to B′ = κB.
 
     ``optimizers`` names the optimizers its learning-rate part was derived for (empty:

@@ -35,6 +35,7 @@ import pandas as pd
 from scipy import optimize
 
 from .errors import EmpiricalBatchWarning, InputError
+from .result import Result
 
 __all__ = ["ThroughputModel", "fit_throughput"]
 
@@ -42,7 +43,7 @@ COLUMNS = ("micro_batch", "devices", "accumulation", "step_seconds")
 
 
 @dataclass(frozen=True, repr=False)
-class ThroughputModel:
+class ThroughputModel(Result):
     """The fitted step-time model (see the module docstring for the equation)."""
 
     alpha_grad: float

@@ -37,13 +37,14 @@ from ._validate import (
 )
 from .errors import InputError
 from .params import check
+from .result import Result
 
 __all__ = ["AdaptiveSchedule", "Tradeoff", "adaptive_schedule"]
 
 
 
 @dataclass(frozen=True)
-class Tradeoff:
+class Tradeoff(Result):
     r"""The hyperbola $(S/S_{min} - 1)(E/E_{min} - 1) = 1$.
 
     Parameters
@@ -111,10 +112,14 @@ class Tradeoff:
         return pd.DataFrame({"batch_size": b, "steps": steps,
                              "seed": np.tile(np.arange(n_seeds), b.size // n_seeds)})
 
-    def to_frame(self, batch_sizes: ArrayLike) -> Any:
-        """S(B), E(B), S/S_min and E/E_min for the given batch sizes, as a DataFrame."""
+    def to_frame(self, batch_sizes: ArrayLike | None = None) -> Any:
+        """S(B), E(B), S/S_min and E/E_min for the given batch sizes (default: the powers
+        of two from B_crit/64 to 64 B_crit), as a DataFrame."""
         import pandas as pd
 
+        if batch_sizes is None:
+            k = np.round(np.log2(self.b_crit))
+            batch_sizes = 2.0 ** np.arange(k - 6, k + 7)
         b = np.atleast_1d(check_positive(batch_sizes, "batch_sizes"))
         steps, examples = self.steps(b), self.examples(b)
         return pd.DataFrame({
@@ -181,7 +186,7 @@ class Tradeoff:
 
 
 @dataclass(frozen=True, eq=False)
-class AdaptiveSchedule:
+class AdaptiveSchedule(Result):
     r"""An adaptive batch-size schedule and what it costs (App. D, eqs. D.1–D.5).
 
     Training progress is measured by $s$, in units of infinite-batch steps, so

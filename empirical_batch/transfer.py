@@ -66,6 +66,7 @@ from types import MappingProxyType
 
 from ._validate import as_float, positive_float
 from .errors import EmpiricalBatchWarning, InputError, NotFoundError
+from .result import Result
 from .rules import (
     HPARAMS,
     NEEDS,
@@ -114,7 +115,7 @@ _LR_RULES = lr_rules()
 
 
 @dataclass(frozen=True)
-class TransferredValue:
+class TransferredValue(Result):
     """One hyperparameter moved from batch B to B′.
 
     ``in_regime`` is ``None`` where the rule's regime cannot be checked with the
@@ -134,7 +135,7 @@ class TransferredValue:
 
 
 @dataclass(frozen=True)
-class TransferResult:
+class TransferResult(Result):
     """The configuration moved from ``from_batch`` to ``to_batch`` (see `transfer`).
 
     Attributes

@@ -174,3 +174,65 @@ def test_interval_holds_numpy_scalars_of_every_real_kind():
     check()
     assert True not in Interval(0, 2, 0.95) and np.True_ not in Interval(0, 2, 0.95)
     assert "5" not in Interval(2, 8, 0.95) and np.nan not in Interval(2, 8, 0.95)
+
+
+def _public_result_like_classes():
+    """Every public dataclass of the library that writes itself out (``to_dict``)."""
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    import empirical_batch
+
+    found = {}
+    for info in pkgutil.walk_packages(empirical_batch.__path__, "empirical_batch."):
+        if any(part.startswith("_") for part in info.name.split(".")) or \
+                info.name.startswith(("empirical_batch.validation", "empirical_batch.cli")):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except Exception:  # an optional package that is not installed
+            continue
+        for name in getattr(module, "__all__", ()):
+            cls = getattr(module, name, None)
+            if isinstance(cls, type) and dataclasses.is_dataclass(cls) and \
+                    "to_dict" in vars(cls) and cls.__module__ == info.name:
+                found[f"{info.name}.{name}"] = cls
+    return found
+
+
+def test_every_result_like_class_follows_the_protocol():
+    """A public dataclass that writes itself out is a `Result`: to_dict, to_json and
+    to_frame, as the result protocol documents (docs/design.md)."""
+    classes = _public_result_like_classes()
+    assert {"empirical_batch.transfer.TransferResult",
+            "empirical_batch.throughput.ThroughputModel"} <= set(classes)
+    # an Interval is a field of results (its to_dict is the protocol's); a Member is one
+    # run of a harness sweep's plan, an input
+    exempt = {"empirical_batch.result.Interval", "empirical_batch.harness.trainer.Member"}
+    missing = sorted(name for name, cls in classes.items()
+                     if not issubclass(cls, Result) and name not in exempt)
+    assert missing == []
+
+
+def test_the_former_outliers_write_json_and_frames(tmp_path):
+    from empirical_batch.noise_log import final_noise_scale
+    from empirical_batch.throughput import fit_throughput
+    from empirical_batch.transfer import transfer
+
+    objs = [transfer({"lr": 3e-4}, 256, 1024, optimizer="adamw", b_noise=4000.0)]
+    log = pd.DataFrame({"step": [1, 2], "b_simple": [10.0, 12.0]})
+    objs.append(final_noise_scale(log, "b_simple"))
+    timings = pd.DataFrame([{"micro_batch": m, "devices": d, "accumulation": 1,
+                             "step_seconds": 0.01 + 0.001 * m + 0.02 * np.log2(d)}
+                            for m in (8, 16, 32, 64) for d in (1, 2, 4)])
+    objs.append(fit_throughput(timings))
+    from empirical_batch.measure.hessian import HessianNoiseScale
+    from empirical_batch.tradeoff import Tradeoff
+
+    objs.append(HessianNoiseScale(b_noise=3.0, b_simple=4.0, g2=1.0, ghg=2.0,
+                                  trace_sigma=4.0, trace_h_sigma=6.0, n_examples=16))
+    objs.append(Tradeoff(s_min=100.0, e_min=6400.0))
+    for obj in objs:
+        json.loads(obj.to_json())
+        assert isinstance(obj.to_frame(), pd.DataFrame) and len(obj.to_frame()) >= 1

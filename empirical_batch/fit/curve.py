@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import as_array, check_level
 from ..errors import InputError
+from ..result import Result
 from .steps import FrameView, as_sweep, check_combine, prepare, steps_table, sweep_unit
 from .tradeoff_fit import NotEnoughBatchSizes, TargetAtStart, TradeoffFit, fit_tradeoff
 
@@ -19,7 +20,7 @@ __all__ = ["CriticalBatchCurve", "critical_batch_curve"]
 
 
 @dataclass(frozen=True, repr=False, eq=False)
-class CriticalBatchCurve(FrameView):
+class CriticalBatchCurve(FrameView, Result):
     """The fits of `critical_batch_curve`, one per target.
 
     Attributes

@@ -12,7 +12,7 @@ import pandas as pd
 
 from .._validate import as_float
 from ..errors import InputError, NotFoundError
-from ..result import unwrap_table
+from ..result import Result, unwrap_table
 from ..sweeps import Sweep, load_sweep
 from ..units import UnitMismatch, check_unit
 
@@ -62,7 +62,7 @@ class FrameView:
 
 
 @dataclass(frozen=True, repr=False, eq=False)
-class StepsTable(FrameView):
+class StepsTable(FrameView, Result):
     """Steps and examples to a target per batch size (the result of `steps_to_target`).
 
     Attributes

@@ -29,6 +29,7 @@ import torch
 
 from .._validate import as_scalar
 from ..errors import InputError
+from ..result import Result
 from ..theory import noise_scales_from_scalars
 from ._common import check_batch, check_batch_size, fixed_state, select_params
 
@@ -36,7 +37,7 @@ __all__ = ["HessianNoiseScale", "hessian_noise_scale"]
 
 
 @dataclass(frozen=True)
-class HessianNoiseScale:
+class HessianNoiseScale(Result):
     """The four scalars of the local quadratic model and the two noise scales."""
 
     b_noise: float

@@ -57,6 +57,7 @@ import pandas as pd
 from .._numeric import trapezoid
 from .._validate import check_count, positive_float
 from ..errors import InputError
+from ..result import Result
 from ..rules import RULES, default_lr_rule, ratio_rules
 from .trajectory import NoiseTrajectory
 
@@ -67,7 +68,7 @@ LR_RULES = tuple(sorted(ratio_rules(), reverse=True))  # ("sqrt", "linear"), fro
 
 
 @dataclass(frozen=True, repr=False)
-class BatchSchedule:
+class BatchSchedule(Result):
     """A piecewise-constant batch schedule with its learning-rate factors.
 
     ``stages`` is a DataFrame with one row per stage: ``start_progress`` (infinite-batch

@@ -27,6 +27,7 @@ import numpy as np
 
 from .._validate import as_array, as_float, check_count, check_positive, positive_float
 from ..errors import InputError
+from ..result import Result
 from ..theory import noise_scales_from_scalars
 from .quadratic import NoisyQuadratic
 
@@ -34,7 +35,7 @@ __all__ = ["AdaptiveResult", "greedy_run", "simulate_adaptive"]
 
 
 @dataclass(frozen=True)
-class AdaptiveResult:
+class AdaptiveResult(Result):
     r"""Adaptive schedule against fixed batch sizes at one exchange rate.
 
     ``s_min``, ``e_min`` come from a least-squares fit of

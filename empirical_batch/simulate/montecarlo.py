@@ -28,6 +28,7 @@ from .._numeric import log_steps
 from .._optional import optional_import
 from .._validate import as_array, check_count, check_positive, resolve_count
 from ..errors import InputError
+from ..result import Result
 from .quadratic import NoisyQuadratic
 
 __all__ = ["MonteCarloResult", "log_steps", "monte_carlo_sgd"]
@@ -38,7 +39,7 @@ def _int_at_least(value, name: str, low: int) -> int:
 
 
 @dataclass(frozen=True)
-class MonteCarloResult:
+class MonteCarloResult(Result):
     """Losses of Monte Carlo SGD runs.
 
     ``loss[i, j, s, t]`` is the loss of seed ``s`` at batch size ``batch_sizes[i]``,

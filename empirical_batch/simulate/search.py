@@ -15,6 +15,7 @@ import pandas as pd
 
 from .._validate import as_array, check_positive, positive_float, scalar_or_array
 from ..errors import InputError
+from ..result import Result
 from ._crossing import (
     NEG_BIG,
     Workspace,
@@ -44,7 +45,7 @@ bookkeeping). Both are exact; timed in benchmarks/bench_simulate.py, part (a')."
 
 
 @dataclass(frozen=True)
-class BestLR:
+class BestLR(Result):
     """Best learning rate from a grid, per batch size.
 
     ``learning_rate`` is NaN and ``steps`` is inf where no rate of the grid reaches

@@ -9,6 +9,7 @@ import pandas as pd
 
 from .._validate import check_count
 from ..errors import InputError
+from ..result import Result
 from ..theory import noise_scales_from_scalars
 from .dynamics import check_steps, expected_loss, lr_and_batch, second_moment
 from .problem import QuadraticProblem
@@ -17,7 +18,7 @@ __all__ = ["NoiseScaleTrace", "noise_scales", "noise_scales_along_run"]
 
 
 @dataclass(frozen=True)
-class NoiseScaleTrace:
+class NoiseScaleTrace(Result):
     r"""The model's noise scales along the expected trajectory.
 
     ``b_noise`` $= E[\operatorname{tr}(H\Sigma)]/E[G^THG]$ and ``b_simple``
