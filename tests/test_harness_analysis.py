@@ -389,3 +389,65 @@ def test_digits_declares_its_training_set_as_the_population():
     task = Digits()
     assert task.population_size == task.train_size == 1437
     assert TeacherStudent().population_size == np.inf
+
+
+def _one_step_scales():
+    """Checkpoints with the one-step scalars; at step 20 a step at η = 0.5 overshoots
+    (η > 2 ε_opt(B)), so the model predicts a loss increase there."""
+    return pd.DataFrame({
+        "step": [0, 10, 20, 40], "eval_loss": [2.0, 1.0, 0.5, 0.4],
+        "b_simple": [10.0, 20.0, 40.0, 80.0], "b_noise_pop": [4.0, 8.0, 16.0, 32.0],
+        "batch_size": 8, "learning_rate": 0.5,
+        "g2": [1.0, 1.0, 0.5, 0.5], "ghg": [1.0, 1.0, 2.0, 1.0],
+        "trace_sigma": [10.0, 20.0, 20.0, 40.0], "trace_h_sigma": [4.0, 8.0, 32.0, 32.0],
+    })
+
+
+def test_rate_weight_is_the_one_step_progress_at_the_runs_rate():
+    from empirical_batch.harness.noise import negative_progress, rate_progress
+
+    s = _one_step_scales()
+    eta, b = 0.5, 8
+    want = eta * s["g2"] - 0.5 * eta**2 * (s["ghg"] + s["trace_h_sigma"] / b)  # eq. 2.5
+    np.testing.assert_allclose(rate_progress(s), want, rtol=1e-12)
+    assert want[2] < 0 < want[0] and want[1] > 0
+    # the window to L = 0.5 is [0, 20]; the negative weight at step 20 counts as 0
+    w = np.clip(want.to_numpy()[:3], 0, None)
+    v = s["b_simple"].to_numpy()[:3]
+    num = 5 * (v[0] * w[0] + v[1] * w[1]) + 5 * (v[1] * w[1] + v[2] * w[2])
+    den = 5 * (w[0] + w[1]) + 5 * (w[1] + w[2])
+    assert averaged_scale(s, "b_simple", 0.5, weight="rate") == pytest.approx(num / den)
+    # ... and it is said where
+    np.testing.assert_array_equal(negative_progress(s, 0.5, "rate"), [20.0])
+    assert negative_progress(s, 1.0, "rate").size == 0
+    # not the App. D (ε_opt) weight
+    assert averaged_scale(s, "b_simple", 0.5, weight="rate") != pytest.approx(
+        averaged_scale(s, "b_simple", 0.5, weight="progress"))
+    # where the model is undefined (GᵀHG ≤ 0) at a checkpoint the window uses: NaN
+    assert np.isnan(averaged_scale(s.assign(ghg=[1.0, -1.0, 2.0, 1.0]), "b_simple", 0.5,
+                                   weight="rate"))
+    # every checkpoint overshooting: no progress at all, NaN rather than a mean
+    assert np.isnan(averaged_scale(s.assign(learning_rate=10.0), "b_simple", 0.5,
+                                   weight="rate"))
+
+
+def test_loss_weight_is_the_runs_own_loss_decrease():
+    from empirical_batch.harness.noise import negative_progress
+
+    s = _one_step_scales()
+    # the logged curve falls 3.0 → 1.0 over [0, 40], rising once (into step 15)
+    curve = (np.array([0, 5, 10, 15, 20, 40]), np.array([3.0, 2.4, 2.0, 2.2, 1.5, 1.0]))
+    s = s.assign(eval_loss=[3.0, 2.0, 1.5, 1.0])
+    got = averaged_scale(s, "b_simple", 1.5, weight="loss", curve=curve)
+    t = curve[0][:5]
+    v = np.interp(t, s["step"], s["b_simple"])
+    dl = -np.diff(curve[1][:5])  # 0.6, 0.4, -0.2, 0.7: the rise counts negatively
+    assert got == pytest.approx(np.sum(0.5 * (v[1:] + v[:-1]) * dl) / (3.0 - 1.5))
+    np.testing.assert_array_equal(negative_progress(s, 1.5, "loss", curve=curve), [15.0])
+    # a window ending between logged points ends at the target's loss
+    got = averaged_scale(s, "b_simple", 1.2, weight="loss", curve=curve)
+    end = 20 * 2 ** ((1.5 - 1.2) / (1.5 - 1.0))  # loss linear in log step on [20, 40]
+    t = np.append(curve[0][:5], end)
+    loss = np.append(curve[1][:5], 1.2)
+    v = np.interp(t, s["step"], s["b_simple"])
+    assert got == pytest.approx(np.sum(0.5 * (v[1:] + v[:-1]) * -np.diff(loss)) / 1.8)

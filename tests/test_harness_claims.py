@@ -256,3 +256,44 @@ def test_the_average_up_to_a_target_and_why_it_is_missing():
     # a bad value after the window's end does not matter
     late = scales.assign(b_noise_pop=[8.0, 8.0, 8.0, -1.0])
     assert averaged_to(late, "b_simple_collector", 1.8, True, 8.0) == pytest.approx(v)
+
+
+def test_the_averages_under_other_progress_weights_say_where_progress_is_negative():
+    from empirical_batch.validation.fits import alternative_averages, weight_shifts
+    from empirical_batch.validation.markdown import render_markdown
+
+    scales = pd.DataFrame({
+        "step": [0, 10, 20, 40], "eval_loss": [3.0, 2.0, 1.5, 1.0], "batch_size": 8,
+        "learning_rate": 0.5, "b_simple_collector": [10.0, 20.0, 40.0, 80.0],
+        "b_noise_pop": [4.0, 8.0, 16.0, 32.0], "g2": [1.0, 1.0, 0.5, 0.5],
+        "ghg": [1.0, 1.0, 2.0, 1.0], "trace_sigma": [10.0, 20.0, 20.0, 40.0],
+        "trace_h_sigma": [4.0, 8.0, 32.0, 32.0]})
+    sgd = alternative_averages(scales, 1.5, True, 8.0, "sgd")
+    assert np.isfinite(sgd["b_simple_avg_rate"]) and np.isfinite(sgd["b_noise_avg_loss"])
+    # step 20: 0.5·0.5 − ½·0.25·(2 + 32/8) < 0, said with what the average does there
+    assert "loss increase at the run's rate at step(s) 20 (weight 0" in sgd["progress_note"]
+    adam = alternative_averages(scales, 1.5, True, 8.0, "adam")
+    assert np.isnan(adam["b_simple_avg_rate"]) and np.isfinite(adam["b_simple_avg_loss"])
+    assert "describes SGD steps" in adam["progress_note"]
+    unreached = alternative_averages(scales, 0.5, False, 8.0, "sgd")
+    assert np.isnan(unreached["b_noise_avg_loss"]) and unreached["progress_note"] == ""
+    # how much the ratios move against the App. D weight
+    crit = pd.DataFrame({"task": "t", "optimizer": "sgd", "target": [1.0, 2.0, 3.0],
+                         "b_crit": 10.0,
+                         "b_crit_over_b_simple_avg": [1.0, 2.0, 1.0],
+                         "b_crit_over_b_simple_avg_rate": [1.1, 1.0, np.nan],
+                         "b_crit_over_b_simple_avg_loss": [2.0, 2.0, 0.5],
+                         "b_crit_over_b_noise_avg": 1.0,
+                         "b_crit_over_b_noise_avg_rate": 1.0,
+                         "b_crit_over_b_noise_avg_loss": 1.0,
+                         "progress_note": ["rate: the one-step model predicts a loss increase "
+                                           "at the run's rate at step(s) 3 (weight 0 there)",
+                                           "", ""]})
+    sh = weight_shifts(crit).set_index(["weight", "quantity"])
+    r = sh.loc[("rate", "b_simple")]
+    assert (r["n"], r["min"], r["max"], r["n_moved_25pct"]) == (2, 0.5, 1.1, 1)
+    r = sh.loc[("loss", "b_simple")]
+    assert (r["n"], r["median"], r["n_moved_25pct"]) == (3, 1.0, 2)
+    md = render_markdown("x", crit, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), None)
+    assert "the model's in the windows of 1 of the 3 SGD targets" in md
+    assert "2 of 3 targets moved by more than 25 %" in md

@@ -48,6 +48,7 @@ import torch
 
 from .._numeric import trapezoid
 from ..errors import InputError
+from ..quadratic_model import QuadraticModel
 from ..theory import dl_opt
 from .config import TaskPlan
 from .resume import cached, task_identity
@@ -327,21 +328,117 @@ def window_values(scales: pd.DataFrame, column: str, until_loss: float, *,
     return t, v, used
 
 
+#: the weights `averaged_scale` takes
+WEIGHTS = ("steps", "progress", "rate", "loss")
+
+
+def rate_progress(scales: pd.DataFrame, *, learning_rate: float | None = None,
+                  batch_size: float | None = None) -> np.ndarray:
+    r"""Per checkpoint (in the order of ``scales``), the one-step model's expected loss
+    decrease of one SGD step at the rate the run uses (eq. 2.5),
+    $\Delta L(\eta) = \eta|G|^2 - \tfrac12\eta^2(G^THG + \operatorname{tr}(H\Sigma)/B)$,
+    from the scalars measured there (``g2``, ``ghg``, ``trace_sigma``,
+    ``trace_h_sigma``) through `empirical_batch.QuadraticModel.from_scalars` and its
+    ``expected_improvement``. ``learning_rate``/``batch_size`` default to the scales'
+    one-valued columns. Negative where the model says a step at that rate raises the
+    loss ($\eta > 2\epsilon_{opt}(B)$); NaN where the model is undefined ($|G|^2 \le 0$,
+    $G^THG \le 0$ or $\operatorname{tr}(H\Sigma) < 0$ in the estimate).
+    """
+    eta = _one_value(scales, "learning_rate", learning_rate)
+    b = _one_value(scales, "batch_size", batch_size)
+    out = np.full(len(scales), np.nan)
+    for i, (g2, ghg, tr_s, tr_hs) in enumerate(
+            scales[["g2", "ghg", "trace_sigma", "trace_h_sigma"]].to_numpy(float)):
+        try:
+            model = QuadraticModel.from_scalars(g2=g2, ghg=ghg, trace_sigma=tr_s,
+                                                trace_h_sigma=tr_hs)
+        except InputError:
+            continue
+        out[i] = model.expected_improvement(eta, b)
+    return out
+
+
+def _one_value(scales: pd.DataFrame, column: str, given: float | None) -> float:
+    """``given``, else the one value of ``column`` in ``scales`` (checked > 0)."""
+    if given is None:
+        if column not in scales.columns or scales[column].nunique() != 1:
+            raise InputError(f"give {column}= or one value in the scales' {column} column")
+        given = float(scales[column].iloc[0])
+    if not given > 0:
+        raise InputError(f"{column} must be > 0, got {given}")
+    return float(given)
+
+
+def _loss_curve(scales: pd.DataFrame, until_loss: float, curve, end: float):
+    """The logged loss curve on the window [0, end]: its points before ``end`` and the
+    loss at ``end`` (``until_loss`` where the curve crosses it there, else the curve
+    interpolated linearly in step)."""
+    s = scales.sort_values("step")
+    if curve is None:
+        curve = (s["step"].to_numpy(float), s["eval_loss"].to_numpy(float))
+    ct, cl = (np.asarray(v, float) for v in curve)
+    order = np.argsort(ct, kind="stable")
+    ct, cl = ct[order], cl[order]
+    keep = ct < end
+    crossed = crossing_step(ct, cl, until_loss)
+    l_end = until_loss if crossed == end else float(np.interp(end, ct, cl))
+    return np.append(ct[keep], end), np.append(cl[keep], l_end)
+
+
+def negative_progress(scales: pd.DataFrame, until_loss: float, weight: str, *,
+                      learning_rate: float | None = None, batch_size: float | None = None,
+                      curve=None) -> np.ndarray:
+    """Where the progress ``weight`` (`averaged_scale`) is negative on the window up to
+    ``until_loss``: for ``"rate"`` the checkpoints the window uses where the one-step
+    model predicts a loss increase at the run's rate (`rate_progress`; they weigh 0), for
+    ``"loss"`` the logged steps at which the loss is higher than at the logged step
+    before (those intervals count negatively). Empty for the other weights."""
+    s = scales.sort_values("step").reset_index(drop=True)
+    steps, n_before, end = _window(s, until_loss, curve)
+    if weight == "rate":
+        w = rate_progress(s, learning_rate=learning_rate, batch_size=batch_size)
+        used = slice(0, min(n_before + 1, len(steps)))
+        return steps[used][w[used] < 0]
+    if weight == "loss":
+        t, loss = _loss_curve(s, until_loss, curve, end)
+        return t[1:][np.diff(loss) > 0]
+    return np.array([])
+
+
 def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
                    weight: str = "steps", noise_column: str = "b_noise_pop",
-                   batch_size: float | None = None, curve=None) -> float:
+                   batch_size: float | None = None, curve=None,
+                   learning_rate: float | None = None) -> float:
     r"""Mean of ``column`` along the reference run until it reaches ``until_loss``.
 
     ``weight="steps"``: the trapezoid rule over the measured checkpoints in steps,
-    $\int \mathcal B\,dt / \int dt$. ``weight="progress"``: the paper's App. D
-    average $E_s[\mathcal B] = \int \mathcal B\,ds / \int ds$ with progress
-    $ds = dt/(1 + B_{noise}(t)/B)$ per step (a step at batch ``B`` makes that fraction
-    of the progress of an infinitely large batch, eq. 2.7), ``B_noise`` from
-    ``noise_column`` and ``B`` the run's batch size (``batch_size``, default the
-    ``batch_size`` column); both integrals by the trapezoid rule over the checkpoints.
-    The same weighting as `empirical_batch.simulate.traces.noise_scales_along_run`
-    with ``average="progress"``. For an Adam run the raw-gradient B_noise stands in
-    for the preconditioned one in the weight (the harness measures only the former).
+    $\int \mathcal B\,dt / \int dt$. The other weights are App. D's progress average
+    $E_s[\mathcal B] = \int \mathcal B\,ds / \int ds$ with three measures of the
+    progress $ds$ of a step:
+
+    - ``"progress"`` (App. D): $ds = dt/(1 + B_{noise}(t)/B)$ per step, the progress of
+      a step at $\epsilon_{opt}(B)$ as a fraction of that of an infinitely large batch
+      (eq. 2.7), ``B_noise`` from ``noise_column`` and ``B`` the run's batch size
+      (``batch_size``, default the ``batch_size`` column); both integrals by the
+      trapezoid rule over the checkpoints. The same weighting as
+      `empirical_batch.simulate.traces.noise_scales_along_run` with
+      ``average="progress"``. For an Adam run the raw-gradient B_noise stands in for the
+      preconditioned one in the weight (the harness measures only the former).
+    - ``"rate"``: $ds = \Delta L(\eta)\,dt$, the one-step model's progress of a step at
+      the rate $\eta$ the run actually uses (`rate_progress`: eq. 2.5 with the scalars
+      measured at each checkpoint; ``learning_rate`` default the ``learning_rate``
+      column). Where the model predicts a loss increase the weight is set to 0 (such a
+      step makes no progress towards the target; `negative_progress` lists those
+      checkpoints, and the report says so). NaN where the model is undefined at a
+      checkpoint the window uses, or every weight is 0. A model of SGD steps: for an
+      Adam run it does not describe the run's steps.
+    - ``"loss"``: $ds = -dL$, the run's own loss decrease along its logged curve
+      (``curve``, default the checkpoints' ``eval_loss``):
+      $\sum_j \tfrac12(\mathcal B_j + \mathcal B_{j+1})(L_j - L_{j+1})$ over the logged
+      points up to the crossing, divided by $L_0 - L$, with $\mathcal B$ interpolated
+      linearly in step between checkpoints. An interval where the loss rose counts
+      negatively (net progress; `negative_progress` lists them); NaN when the loss at
+      the window's end is not below its start.
 
     The window is $[0, t_L]$ with $t_L$ the step where the run's loss curve first
     reaches ``until_loss``, interpolated between logged points (`crossing_step`):
@@ -351,11 +448,11 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
     the checkpoints that bracket it, so the window ends at the crossing, not at the
     next checkpoint. At $t_L = 0$ the mean is the value at step 0 (the limit). The
     range is the whole run when the loss is never reached. NaN when any checkpoint
-    value the window uses (or, for progress, any weight's B_noise) is not
+    value the window uses (or, for ``"progress"``, any weight's B_noise) is not
     positive-finite.
     """
-    if weight not in ("steps", "progress"):
-        raise InputError(f"weight must be 'steps' or 'progress', got {weight!r}")
+    if weight not in WEIGHTS:
+        raise InputError(f"weight must be one of {', '.join(WEIGHTS)}, got {weight!r}")
     t, vals, used = window_values(scales, column, until_loss, curve=curve)
     if not np.all(np.isfinite(used) & (used > 0)):
         return float("nan")
@@ -363,14 +460,26 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
         return float(vals[0])
     if weight == "steps":
         return trapezoid(vals, t) / (t[-1] - t[0])
-    s = scales
-    if batch_size is None:
-        if "batch_size" not in s.columns or s["batch_size"].nunique() != 1:
-            raise InputError("weight='progress' needs batch_size= or one value in the "
-                             "scales' batch_size column")
-        batch_size = float(s["batch_size"].iloc[0])
-    if not batch_size > 0:
-        raise InputError(f"batch_size must be > 0, got {batch_size}")
+    s = scales.sort_values("step").reset_index(drop=True)
+    if weight == "loss":
+        steps, n_before, end = _window(s, until_loss, curve)
+        lt, loss = _loss_curve(s, until_loss, curve, end)
+        n_used = min(n_before + 1, len(steps))
+        v = np.interp(lt, steps[:n_used], s[column].to_numpy(float)[:n_used])
+        total = loss[0] - loss[-1]
+        if not total > 0:
+            return float("nan")
+        return float(np.sum(0.5 * (v[1:] + v[:-1]) * -np.diff(loss)) / total)
+    if weight == "rate":
+        w_col = s.assign(_progress=rate_progress(s, learning_rate=learning_rate,
+                                                 batch_size=batch_size))
+        _, w, w_used = window_values(w_col, "_progress", until_loss, curve=curve)
+        if not np.all(np.isfinite(w_used)):
+            return float("nan")
+        w = np.clip(w, 0.0, None)  # a step that raises the loss makes no progress
+        den = trapezoid(w, t)
+        return trapezoid(vals * w, t) / den if den > 0 else float("nan")
+    batch_size = _one_value(s, "batch_size", batch_size)
     _, bn, bn_used = window_values(scales, noise_column, until_loss, curve=curve)
     if not np.all(np.isfinite(bn_used) & (bn_used > 0)):
         return float("nan")

@@ -8,7 +8,7 @@ For one task and optimizer (`fit_targets`):
    (``FIT_OPTIONS``; a target that cannot be fitted is reported, not raised).
 3. The noise scales along the reference run (`empirical_batch.harness.noise`),
    population estimates (B_simple from the collector path, B_noise bias-corrected;
-   the sample values beside them), in two forms:
+   the sample values beside them), in these forms:
 
    - **averaged** (what the model compares B_crit with): for a run at fixed batch $B$
      the model gives $S = \int (1 + \mathcal B/B)\,ds$ and $E = \int (\mathcal B + B)\,ds$
@@ -24,6 +24,15 @@ For one task and optimizer (`fit_targets`):
      is not positive
      (an estimate of GᵀHG ≤ 0 early in training: the weight is then undefined; said in
      ``avg_note``);
+   - **averaged, other progress weights**: the progress $ds = dt/(1 + B_{noise}/B)$
+     is that of a step at $\epsilon_{opt}(B)$, while the reference run keeps one rate
+     $\eta$. Beside it (``*_avg_rate``, ``*_avg_loss`` and their ratios
+     ``b_crit_over_*_avg_rate``/``_loss``; `alternative_averages`): the one-step model's
+     progress at $\eta$, $\Delta L(\eta) = \eta|G|^2 - \tfrac12\eta^2(G^THG +
+     \operatorname{tr}(H\Sigma)/B)$ (eq. 2.5, scalars measured at each checkpoint; SGD
+     runs only), and the run's own loss decrease along its logged curve. Where either
+     progress is negative (the model predicts a loss increase at $\eta$: weight 0; the
+     loss rose between logged steps: counted negative), ``progress_note`` says where;
    - **local**: the value where the reference run first reaches $L$ (``b_simple``,
      ``b_noise``, ``b_crit_over_b_simple``, ``b_crit_over_b_noise``;
      `empirical_batch.harness.noise.scales_at_losses`).
@@ -56,6 +65,7 @@ from ..fit.targets import best_losses, choose_targets, clear_of
 from ..harness.noise import (
     averaged_scale,
     crossing_step,
+    negative_progress,
     scales_at_losses,
     start_value,
     window_values,
@@ -112,6 +122,65 @@ def averaged_to(scales: pd.DataFrame, column: str, target: float, reached: bool,
         return float("nan")
     return averaged_scale(scales, column, target, weight="progress", batch_size=b_ref,
                           curve=curve)
+
+
+#: the alternative progress weights of the averages (`averaged_scale`): the one-step
+#: model's progress at the run's rate, and the run's own loss decrease
+ALT_WEIGHTS = ("rate", "loss")
+
+
+def alternative_averages(scales: pd.DataFrame, target: float, reached: bool, b_ref: float,
+                         optimizer: str, curve=None) -> dict:
+    """The averages up to ``target`` with the ``ALT_WEIGHTS`` (columns
+    ``b_simple_avg_rate``, ``b_noise_avg_rate``, ``b_simple_avg_loss``,
+    ``b_noise_avg_loss``) and ``progress_note``: where each weight's progress is
+    negative and what the average does there, or why the rate weight is not given
+    (the one-step model describes SGD steps only)."""
+    out: dict[str, Any] = {}
+    notes = []
+    for w in ALT_WEIGHTS:
+        usable = reached and (w != "rate" or optimizer == "sgd")
+        for col, name in ((B_SIMPLE, "b_simple"), (B_NOISE, "b_noise")):
+            out[f"{name}_avg_{w}"] = (
+                averaged_scale(scales, col, target, weight=w, batch_size=b_ref, curve=curve)
+                if usable else float("nan"))
+        if not usable:
+            if reached:
+                notes.append("rate: the one-step model describes SGD steps, not "
+                             f"{optimizer}'s")
+            continue
+        neg = negative_progress(scales, target, w, batch_size=b_ref, curve=curve)
+        if neg.size:
+            at = ", ".join(f"{v:g}" for v in neg)
+            notes.append(
+                f"rate: the one-step model predicts a loss increase at the run's rate at "
+                f"step(s) {at} (weight 0 there)" if w == "rate" else
+                f"loss: the loss rose into logged step(s) {at} (counted as negative "
+                "progress)")
+    out["progress_note"] = "; ".join(notes)
+    return out
+
+
+def weight_shifts(crit: pd.DataFrame) -> pd.DataFrame:
+    """How much each alternative progress weight (``ALT_WEIGHTS``) moves the averaged
+    ratios B_crit/B_simple(avg) and B_crit/B_noise(avg) against App. D's ε_opt weight:
+    per weight and quantity, the targets where both are finite (``n``), the factor
+    ratio(weight)/ratio(App. D) there (``median``, ``min``, ``max``), and how many
+    targets move by more than 25 % either way (``n_moved_25pct``)."""
+    rows = []
+    for w in ALT_WEIGHTS:
+        for q in ("b_simple", "b_noise"):
+            base, alt = f"b_crit_over_{q}_avg", f"b_crit_over_{q}_avg_{w}"
+            if base not in crit or alt not in crit:
+                continue
+            f = (crit[alt].to_numpy(float) / crit[base].to_numpy(float))
+            f = f[np.isfinite(f) & (f > 0)]
+            rows.append({"weight": w, "quantity": q, "n": int(f.size),
+                         "median": float(np.median(f)) if f.size else np.nan,
+                         "min": float(f.min()) if f.size else np.nan,
+                         "max": float(f.max()) if f.size else np.nan,
+                         "n_moved_25pct": int(np.sum((f > 1.25) | (f < 1 / 1.25)))})
+    return pd.DataFrame(rows)
 
 
 def why_no_average(scales: pd.DataFrame, target: float, reached: bool, curve=None) -> str:
@@ -174,9 +243,12 @@ def fit_targets(task: str, optimizer: str, sub, scales: pd.DataFrame,
             "b_noise_avg": averaged_to(scales, B_NOISE, row["target"], reached, b_ref, ref),
             "avg_note": why_no_average(scales, row["target"], reached, ref),
         })
-        for name in ("b_simple", "b_noise", "b_simple_avg", "b_noise_avg"):
-            short = name.replace("_avg", "")
-            suffix = "_avg" if name.endswith("_avg") else ""
+        rec.update(alternative_averages(scales, row["target"], reached, b_ref, optimizer,
+                                        ref))
+        for name in ("b_simple", "b_noise", "b_simple_avg", "b_noise_avg",
+                     *(f"{q}_avg_{w}" for w in ALT_WEIGHTS for q in ("b_simple", "b_noise"))):
+            short = name.split("_avg")[0]
+            suffix = name[len(short):]
             rec[f"b_crit_over_{short}{suffix}"] = ratio(rec["b_crit"], rec[name])
         st = steps_to_target(sub, row["target"], combine=FIT_OPTIONS["combine"]).to_frame()
         rec["lr_at_grid_edge"] = _lr_edges(st, grid)

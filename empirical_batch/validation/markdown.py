@@ -54,8 +54,9 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
     parts.append(
         "The model's B_crit at a target is the progress-weighted mean of the noise scale "
         "up to it, ∫B ds / ∫ds with ds = dt/(1 + B_noise/B) (App. D): *avg* columns, "
-        "along the reference run from step 0 to the first checkpoint at or below the "
-        "target. The values where the reference run reaches the target are beside them. "
+        "along the reference run from step 0 to where its logged loss curve crosses the "
+        "target (interpolated). The values where the reference run reaches the target are "
+        "beside them. "
         "Targets: the hardest is 2 % above the best loss that at least K batch sizes "
         "reach (K = max(5, half of them)); rule in `empirical_batch/fit/targets.py`.\n")
     parts.append(md_table(crit, {
@@ -68,6 +69,8 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
         "b_crit_over_b_simple": "B_crit/B_simple at L",
         "b_crit_over_b_noise": "B_crit/B_noise at L",
         "extrapolation": "extrap.", "lr_at_grid_edge": "lr at grid edge (B)", "note": "note"}))
+    if "b_crit_over_b_simple_avg_rate" in crit.columns:
+        parts.append(_weights_section(crit))
     parts.append("\n## Table-1-style summary (start / averaged)\n")
     parts.append("Start: B_simple and B_noise measured at the step listed (0 where defined). "
                  "Averaged: along the reference run until the hardest target, weighted by "
@@ -144,3 +147,39 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
             "dl_opt_hi": "hi", "dl_opt_pred_fit": "pred. (fit)",
             "dl_opt_pred_hvp": "pred. (HVP)"}))
     return "\n".join(parts)
+
+
+def _weights_section(crit: pd.DataFrame) -> str:
+    """The averaged ratios under the three progress weights, and how much they move."""
+    from .fits import weight_shifts
+
+    shifts = weight_shifts(crit)
+    names = {"rate": "the one-step model at the run's rate", "loss": "the run's loss decrease"}
+    said = []
+    for _, r in shifts.iterrows():
+        if r["n"]:
+            said.append(f"{names[r['weight']]}, B_crit/{r['quantity'].replace('b_', 'B_')} "
+                        f"(avg): ×{fmt(r['median'], 2)} median, ×{fmt(r['min'], 2)}–"
+                        f"×{fmt(r['max'], 2)}, {r['n_moved_25pct']} of {r['n']} targets moved "
+                        "by more than 25 %")
+    notes = crit.get("progress_note", pd.Series("", index=crit.index)).fillna("")
+    n_neg = int(notes.str.contains("predicts a loss increase").sum())
+    n_sgd = int((crit["optimizer"] == "sgd").sum()) if "optimizer" in crit else len(crit)
+    text = (
+        "\n### The averages under other progress weights\n\n"
+        "ds = dt/(1 + B_noise/B) is the progress of a step at ε_opt(B); the reference run "
+        "keeps one rate η. *rate*: ds = ΔL(η) dt, the one-step model's progress at η "
+        "(eq. 2.5 with |G|², GᵀHG and tr(HΣ) measured at each checkpoint; SGD runs only; "
+        "a checkpoint where the model predicts a loss increase at η weighs 0). *loss*: "
+        "ds = −dL, the run's own loss decrease along its logged curve (an interval where the "
+        "loss rose counts negatively). The note says where either progress is negative"
+        f" (the model's in the windows of {n_neg} of the {n_sgd} SGD targets). Against App. D's "
+        "weight, the ratios move by: " + ("; ".join(said) if said else "nothing comparable")
+        + " (`empirical_batch.validation.fits.weight_shifts`).\n\n")
+    return text + md_table(crit, {
+        "task": "task", "optimizer": "opt", "target": "target loss", "b_crit": "B_crit",
+        "b_crit_over_b_simple_avg": "B_crit/B_simple avg (App. D)",
+        "b_crit_over_b_simple_avg_rate": "(rate)", "b_crit_over_b_simple_avg_loss": "(loss)",
+        "b_crit_over_b_noise_avg": "B_crit/B_noise avg (App. D)",
+        "b_crit_over_b_noise_avg_rate": "(rate)", "b_crit_over_b_noise_avg_loss": "(loss)",
+        "progress_note": "negative progress"})
