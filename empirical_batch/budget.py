@@ -114,10 +114,12 @@ class FixedBudgetFit(Result):
     def compare(self, b_crit: float, budget: float) -> dict:
         """$B_{opt}(C)$ next to a $B_{crit}$ (e.g. fitted at the loss the
         budget reaches), with what each means."""
-        b = float(self.b_opt(budget))
+        c = positive_float(budget, "budget")
+        bc = positive_float(b_crit, "b_crit")
+        b = float(self.b_opt(c))
         return {
-            "budget": float(budget), "b_opt": b, "b_crit": float(b_crit),
-            "b_opt_over_b_crit": b / float(b_crit),
+            "budget": c, "b_opt": b, "b_crit": bc,
+            "b_opt_over_b_crit": b / bc,
             "b_opt_means": "the batch that minimises the final loss at this budget",
             "b_crit_means": "the batch at which reaching a fixed target costs twice the "
                             "minimal steps and twice the minimal examples",

@@ -225,6 +225,18 @@ def _check_hparams(hparams, optimizer: str) -> dict:
     return out
 
 
+def _check_moved(name: str, old: float, new: float, rule: str, b: float, b2: float,
+                 optimizer: str) -> None:
+    """A moved value outside its hyperparameter's domain (an overflow to inf, an
+    underflow to 0, NaN) is refused, naming the hyperparameter, the rule and the move."""
+    try:
+        _check_hparams({name: new}, optimizer)
+    except InputError as exc:
+        raise InputError(f"{name}: rule {rule!r} moves {old:g} at batch {b:g} to {new!r} at "
+                         f"batch {b2:g}, which is no valid {name} ({exc}); choose batch "
+                         "sizes closer together or another rule") from None
+
+
 def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict[str, Rule]:
     if rule is None or isinstance(rule, str):
         lr_rule = rule
@@ -360,6 +372,9 @@ def transfer(
     b2 = positive_float(to_batch, "to_batch")
     bn = None if b_noise is None else positive_float(b_noise, "b_noise")
     hp = _check_hparams(hparams, optimizer)
+    if not (math.isfinite(b2 / b) and b2 / b > 0):
+        raise InputError(f"to_batch/from_batch = {b2:g}/{b:g} is not a finite ratio > 0; "
+                         "give batch sizes whose ratio a float holds")
     curve, fitted_range = _check_tradeoff(tradeoff)
     rules = _check_rules(rule, optimizer, hp, bn, curve)
     # steps first: the weight-decay timescale needs D'/D; the learning rate next: the
@@ -387,6 +402,7 @@ def transfer(
             continue
         new, ok, note = out[name]
         r = rules[name]
+        _check_moved(name, hp[name], new, r.name, b, b2, optimizer)
         values.append(TransferredValue(name, hp[name], float(new), r.name, r.citation, ok,
                                        note))
         if ok is False:

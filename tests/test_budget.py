@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -82,3 +84,13 @@ def test_bad_tables_are_refused(change, word):
 def test_bad_options_are_refused(kw, word):
     with pytest.raises(ValueError, match=word):
         fit_fixed_budget(grid(0), **kw)
+
+
+@pytest.mark.parametrize("kw, word", [({"b_crit": -5.0, "budget": 1e19}, "b_crit must be > 0"),
+                                      ({"b_crit": 0.0, "budget": 1e19}, "b_crit must be > 0"),
+                                      ({"b_crit": 1e6, "budget": 0.0}, "budget must be > 0"),
+                                      ({"b_crit": math.inf, "budget": 1e19}, "b_crit must be")])
+def test_compare_refuses_what_no_batch_or_budget_is(kw, word):
+    f = fit_fixed_budget(grid(0), tolerance=0.0025, n_boot=0)
+    with pytest.raises(ValueError, match=word):
+        f.compare(**kw)

@@ -333,3 +333,16 @@ def test_lr_kept_unchanged_scales_weight_decay_linearly():
               rule={"lr": "unchanged"})
     assert r["lr"].new == 1e-3 and r["lr"].in_regime is None
     assert r["weight_decay"].new == pytest.approx(0.05 * 4)
+
+
+@pytest.mark.parametrize("hparams, b, b2, kw, match", [
+    ({"lr": 1e300}, 1, 1e300, {"optimizer": "sgd", "rule": "linear"}, r"lr: rule 'linear'"),
+    ({"lr": 1e-300}, 1e-300, 1e300, {"optimizer": "sgd", "rule": "linear"}, "ratio"),
+    ({"ema_decay": 0.9999}, 1, 1e300, {"optimizer": "adamw"}, r"ema_decay: rule 'ema'"),
+])
+def test_a_move_out_of_the_hyperparameters_domain_is_refused(hparams, b, b2, kw, match):
+    """inf, NaN or 0 where the hyperparameter cannot take it is never a transferred value."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=match):
+            transfer(hparams, b, b2, **kw)
