@@ -10,6 +10,14 @@ families differ), ``below`` (B* = 2^15: every batch far below it, where the surg
 and α = ½ coincide) and ``above`` (B* = 2^-4: far above it, where the SGD and power
 laws are flat).
 
+``--designs`` prints a third table instead (``design_table``): the rule of
+``family="auto"`` on other designs of a sweep, B* = 64 and σ = 0.1 throughout:
+batch sizes (12 from 1 to 2048 by factors of 2; 6 from 1 to 1024 by factors of 4; 6
+from 8 to 256 and 8 from 4 to 512 by factors of 2) crossed with the learning-rate grid
+the best rate is read from (``none``: the noisy rate itself; ``2^1/2`` and ``2^1``:
+rounded to the nearest point of a grid of that spacing, as a sweep that reports
+the best grid point does).
+
 The first table gives, per design, noise and generating family, the share of fits
 whose selection names the generating family (``right``), another family (``wrong``) or
 is undecided, for the v0.2 rule (plain AIC, always decides), AICc, and the rule of
@@ -25,6 +33,7 @@ import argparse
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +41,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from empirical_batch.fit import fit_lr_scaling
+from empirical_batch.fit import FitWarning, fit_lr_scaling
 
 B = 2.0 ** np.arange(12)
 TRUE = {"sgd": (0.5, 1.0), "surge": (0.01, math.nan), "power": (0.3, 0.5)}
@@ -83,6 +92,56 @@ def selection_table(reps: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: batch-size designs of `design_table`: name -> batch sizes
+BATCH_DESIGNS = {
+    "12 sizes, 1-2048 (x2)": 2.0 ** np.arange(12),
+    "6 sizes, 1-1024 (x4)": 4.0 ** np.arange(6),
+    "6 sizes, 8-256 (x2)": 2.0 ** np.arange(3, 9),
+    "8 sizes, 4-512 (x2)": 2.0 ** np.arange(2, 10),
+}
+#: learning-rate grids of `design_table`: name -> log2 spacing (0: no grid)
+GRIDS = {"none": 0.0, "2^1/2": 0.5, "2^1": 1.0}
+
+
+def on_grid(lr: np.ndarray, spacing: float) -> np.ndarray:
+    """``lr`` rounded to the nearest point of the grid 2^(spacing·k) (unchanged at 0)."""
+    if spacing == 0:
+        return lr
+    return 2.0 ** (spacing * np.round(np.log2(lr) / spacing))
+
+
+def design_table(reps: int, sigma: float = 0.1, b_star: float = 64.0, *,
+                 designs=None, grids=None, families=None) -> pd.DataFrame:
+    """Share of ``family="auto"`` fits right / wrong / undecided per batch-size design,
+    learning-rate grid and generating family (module doc); ``designs``, ``grids`` and
+    ``families`` restrict the table to those names (default all)."""
+    rows = []
+    for design, b in BATCH_DESIGNS.items():
+        if designs is not None and design not in designs:
+            continue
+        for grid, spacing in GRIDS.items():
+            if grids is not None and grid not in grids:
+                continue
+            for gen in TRUE:
+                if families is not None and gen not in families:
+                    continue
+                picks = []
+                for rep in range(reps):
+                    rng = np.random.default_rng(rep)
+                    lr = on_grid(law(gen, b, b_star)
+                                 * np.exp(sigma * rng.standard_normal(b.size)), spacing)
+                    f = fit_lr_scaling(pd.DataFrame({"batch_size": b, "learning_rate": lr}),
+                                       family="auto", n_boot=0)
+                    picks.append(f.family if f.selection_status == "selected"
+                                 else "undecided")
+                a = np.array(picks)
+                rows.append({"batch sizes": design, "rate grid": grid, "family": gen,
+                             "right": np.mean(a == gen),
+                             "wrong": np.mean((a != gen) & (a != "undecided")),
+                             "undecided": np.mean(a == "undecided")})
+    return pd.DataFrame(rows)
+
+
 def coverage_table(reps: int, n_boot: int) -> pd.DataFrame:
     rows = []
     b_star = DESIGNS["wide"]
@@ -112,8 +171,18 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--coverage-reps", type=int, default=400)
     p.add_argument("--n-boot", type=int, default=400)
+    p.add_argument("--designs", action="store_true",
+                   help="only the table of batch-size designs and rate grids")
     args = p.parse_args()
     t0 = time.perf_counter()
+    if args.designs:
+        warnings.simplefilter("ignore", FitWarning)  # bounds on B* are expected here
+        print(f"family='auto' by design (B* = 64, sigma = 0.1, {args.reps} repetitions each): "
+              "share right / wrong / undecided")
+        print(design_table(args.reps).to_string(index=False,
+                                                float_format=lambda v: f"{v:.2f}"))
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        return
     sel = selection_table(args.reps)
     wide = sel.pivot_table(index=["design", "sigma", "family"], columns="rule",
                            values=["right", "undecided"], sort=False)
