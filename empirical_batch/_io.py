@@ -93,6 +93,28 @@ def read_csv(path: str | os.PathLike[str], **kwargs: Any) -> Any:
                         "re-save it as UTF-8") from None
 
 
+def numeric_columns(frame: Any, columns: Any, label: str) -> Any:
+    """A copy of ``frame`` with ``columns`` (those present) as floats; a cell that is not
+    a number (text, a boolean) raises `DataError` naming ``label`` (the file), the row
+    and the column, and the cell as written. Empty cells stay NaN."""
+    import numpy as np
+    import pandas as pd
+
+    out = frame.copy()
+    for col in columns:
+        if col not in out.columns:
+            continue
+        raw = out[col]
+        num = pd.to_numeric(raw, errors="coerce")
+        bad = (num.isna() & raw.notna()) | raw.map(lambda v: isinstance(v, bool | np.bool_))
+        if bad.any():
+            i = int(np.argmax(bad.to_numpy()))
+            raise DataError(f"{label}, row {i}, column {col!r}: not a number: "
+                            f"{raw.iloc[i]!r}")
+        out[col] = num.astype(float)
+    return out
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     """The JSON document in ``path``; a file that is not UTF-8 JSON raises `DataError`
     naming the file."""

@@ -281,6 +281,28 @@ def _json_value(v):
     return v
 
 
+def _json_lines(path: Path) -> list[dict]:
+    """The objects of a JSON Lines file, one a line (blank lines skipped); a line that is
+    not JSON, or holds something other than an object, is a `DataError` naming it."""
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}, line {n}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}, line {n}: a JSON Lines noise log holds one object "
+                            f"per line, got {type(row).__name__} {line.strip()[:40]}")
+        rows.append(row)
+    return rows
+
+
 def _read(source) -> tuple[pd.DataFrame, str]:
     if isinstance(source, pd.DataFrame):
         return _unprefixed(source, "<DataFrame>"), "<DataFrame>"
@@ -294,10 +316,7 @@ def _read(source) -> tuple[pd.DataFrame, str]:
         raise FileNotFoundError(f"noise log not found: {path}")
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        try:
-            frame = pd.read_json(path, lines=True)
-        except ValueError as exc:
-            raise DataError(f"{path}: not JSON Lines ({exc})") from None
+        frame = pd.DataFrame(_json_lines(path))
         frame = frame.replace({"inf": np.inf, "-inf": -np.inf})
     elif suffix == ".json":  # a Hugging Face trainer_state.json
         try:
@@ -308,6 +327,10 @@ def _read(source) -> tuple[pd.DataFrame, str]:
         if not isinstance(history, list):
             raise DataError(f"{path}: neither a trainer state with 'log_history' nor a list "
                             "of log entries")
+        bad = next((i for i, e in enumerate(history) if not isinstance(e, dict)), None)
+        if bad is not None:
+            raise DataError(f"{path}: log entry {bad} is a {type(history[bad]).__name__}, "
+                            "not an object of named values")
         frame = pd.DataFrame(history)
     else:
         try:

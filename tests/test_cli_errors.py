@@ -131,3 +131,33 @@ def test_bad_fit_json_for_plan(tmp_path, capsys, content):
     path = tmp_path / "fit.json"
     path.write_text(content)
     _one_line_error(*_run(["plan", "--fit", str(path)], capsys), "fit.json")
+
+
+def test_text_in_a_numeric_column_names_the_file_row_and_column(tmp_path, capsys):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("examples,loss\n100,3.0\n200,abc\n300,2.5\n")
+    assert main(["schedule", "--power-law", "100,0.5", "--loss-curve", str(curve),
+                 "--batch-size", "32", "--base-batch", "32"]) == 2
+    err = capsys.readouterr().err
+    assert f"{curve}, row 1, column 'loss': not a number: 'abc'" in err
+    assert "Traceback" not in err
+    timings = tmp_path / "timings.csv"
+    timings.write_text("micro_batch,devices,accumulation,step_seconds\n8,1,1,0.1\n"
+                       "16,1,1,slow\n32,1,1,0.3\n8,2,1,0.12\n")
+    assert main(["plan", "--b-crit", "100", "--s-min", "1000", "--timings",
+                 str(timings)]) == 2
+    assert f"{timings}, row 1, column 'step_seconds': not a number: 'slow'" in \
+        capsys.readouterr().err
+
+
+def test_a_json_lines_line_that_is_not_an_object_is_named(tmp_path, capsys):
+    log = tmp_path / "gns.jsonl"
+    log.write_text('{"step": 1, "b_simple": 10}\n[1, 2]\n')
+    argv = ["transfer", "--from-batch", "8", "--to-batch", "16", "--optimizer", "sgd",
+            "--lr", "0.1", "--noise-log", str(log)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{log}, line 2: a JSON Lines noise log holds one object per line" in err
+    log.write_text('{"step": 1, "b_simple": 10}\n{"step": 2, "b_simple": Infinity}\n'
+                   '{"step": 3, "b_simple": "inf"}\n{"step": 4, "b_simple": 12.5}\n')
+    assert main(argv) == 0  # JSON's own non-finite spellings still read

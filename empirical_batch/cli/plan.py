@@ -190,10 +190,11 @@ def run(args) -> int:
     notes = _hardware_notes(given, hw, args.timings is not None)
     model = None
     if args.timings is not None:
-        from .._io import read_csv
-        from ..throughput import fit_throughput
+        from .._io import numeric_columns, read_csv
+        from ..throughput import COLUMNS, fit_throughput
 
-        model = fit_throughput(read_csv(args.timings))
+        model = fit_throughput(numeric_columns(read_csv(args.timings), COLUMNS,
+                                               str(args.timings)))
     df = plan(t, hw, batch_sizes=args.batch_sizes, devices=args.devices,
               throughput_model=model).frame
     f = frontier(df)

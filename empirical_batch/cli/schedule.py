@@ -100,13 +100,13 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
 
 
 def _csv(path: Path, columns: tuple[str, ...]):
-    from .._io import read_csv
+    from .._io import numeric_columns, read_csv
 
     frame = read_csv(path)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing columns {missing}; got {list(frame.columns)}")
-    return frame
+    return numeric_columns(frame, columns, str(path))
 
 
 def _law_from_fit_json(path: Path):
