@@ -22,6 +22,7 @@ __all__ = [
     "as_scalar",
     "check_broadcast",
     "check_count",
+    "check_dataset_size",
     "check_finite",
     "check_nonnegative",
     "check_positive",
@@ -140,6 +141,16 @@ def check_count(value, name: str, low: int = 0) -> int:
     if n < low or n > MAX_COUNT:
         raise InputError(f"{name} must be an integer in [{low}, 2^53], got {value!r}")
     return n
+
+
+def check_dataset_size(value: Any, low: int = 2) -> int:
+    """A finite pool's size: an integer >= ``low`` (an infinite pool is
+    ``dataset_size=None``)."""
+    v = as_scalar(value)
+    if isinstance(v, float) and math.isinf(v):
+        raise InputError(f"dataset_size must be a whole number of examples >= {low}, got "
+                         "inf; an infinite pool is dataset_size=None")
+    return check_count(v, "dataset_size", low)
 
 
 def check_broadcast(*named) -> None:

@@ -15,6 +15,7 @@ from ._frozen import Frozen
 from ._validate import (
     as_array,
     as_float,
+    check_dataset_size,
     check_nonnegative,
     check_psd,
     check_symmetric,
@@ -287,11 +288,7 @@ class QuadraticModel(Frozen):
                 "a negative noise term would make larger steps always better"
             )
         if dataset_size is not None:
-            if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size:
-                raise InputError(f"dataset_size must be an integer, got {dataset_size!r}")
-            if dataset_size < 1:
-                raise InputError(f"dataset_size must be >= 1, got {dataset_size!r}")
-            dataset_size = int(dataset_size)
+            dataset_size = check_dataset_size(dataset_size, 1)
         self.dataset_size = dataset_size
         self._derived = noise_scales_from_scalars(
             self.g2, self.ghg, self.trace_sigma, self.trace_h_sigma)

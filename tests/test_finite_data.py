@@ -95,3 +95,22 @@ def test_gns_estimator_with_dataset_size():
     assert est.g2 == pytest.approx(g2) and est.trace_sigma == pytest.approx(tr)
     with pytest.raises(ValueError, match="dataset_size"):
         GNSEstimator(dataset_size=1)
+
+
+@pytest.mark.parametrize("kw, word", [({"dataset_size": float("inf")}, "dataset_size=None"),
+                                      ({"dataset_size": 10**400}, "dataset_size must be"),
+                                      ({"dataset_size": 1}, "dataset_size must be")])
+def test_a_pool_size_that_is_no_count_is_refused_in_words(kw, word):
+    from empirical_batch.simulate import NoisyQuadratic, monte_carlo_sgd
+
+    with pytest.raises(ValueError, match=word):
+        NoisyQuadratic([1.0, 0.5], 1.0, 1.0, **kw)
+    with pytest.raises(ValueError, match=word):
+        monte_carlo_sgd(NoisyQuadratic([1.0, 0.5], 1.0, 1.0), [4], [0.1], steps=3, **kw)
+    with pytest.raises(ValueError, match="dims must be"):
+        NoisyQuadratic.zhang(float("inf"))
+    from empirical_batch.quadratic_model import QuadraticModel
+
+    if kw["dataset_size"] != 1:  # a single example is a pool of the quadratic model
+        with pytest.raises(ValueError, match=word):
+            QuadraticModel(np.ones(2), np.eye(2), np.eye(2), **kw)

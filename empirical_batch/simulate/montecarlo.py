@@ -26,7 +26,13 @@ import pandas as pd
 
 from .._numeric import log_steps
 from .._optional import optional_import
-from .._validate import as_array, check_count, check_positive, resolve_count
+from .._validate import (
+    as_array,
+    check_count,
+    check_dataset_size,
+    check_positive,
+    resolve_count,
+)
 from ..errors import InputError
 from ..result import Result
 from .quadratic import NoisyQuadratic
@@ -161,10 +167,7 @@ def monte_carlo_sgd(
     if dtype not in ("float32", "float64"):
         raise InputError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
     if dataset_size is not None:
-        if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size:
-            raise InputError(f"dataset_size must be an integer, got {dataset_size!r}")
-        if dataset_size < 2:
-            raise InputError(f"dataset_size must be >= 2, got {dataset_size!r}")
+        dataset_size = check_dataset_size(dataset_size)
         if np.any(bs != np.round(bs)):
             raise InputError("batch_sizes must be integers with a finite dataset")
         dataset_size = int(dataset_size)

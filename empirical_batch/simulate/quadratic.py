@@ -52,6 +52,8 @@ from .._frozen import Frozen
 from .._validate import (
     as_array,
     as_float,
+    check_count,
+    check_dataset_size,
     check_nonnegative,
     check_positive,
     check_unit_interval,
@@ -174,10 +176,7 @@ class NoisyQuadratic(Frozen):
         self.noise = np.broadcast_to(c, (d,)).astype(float)
         self.init = np.broadcast_to(m0, (d,)).astype(float)
         if dataset_size is not None:
-            if isinstance(dataset_size, bool) or int(dataset_size) != dataset_size \
-                    or dataset_size < 2:
-                raise InputError(f"dataset_size must be an integer >= 2, got {dataset_size!r}")
-            dataset_size = int(dataset_size)
+            dataset_size = check_dataset_size(dataset_size)
         self.dataset_size = dataset_size
         """A finite pool of examples sampled without replacement: the batch-mean noise
         variance is :math:`c_i(1/B - 1/D)` (``noise`` is then the pool's Bessel-corrected
@@ -218,8 +217,7 @@ class NoisyQuadratic(Frozen):
         ``noise_like="curvature"`` gives $c_i = \text{noise}\cdot h_i$
         ($\Sigma \propto H$); ``"constant"`` gives $c_i = \text{noise}$.
         """
-        if isinstance(dims, bool) or int(dims) != dims or dims < 1:
-            raise InputError(f"dims must be a positive integer, got {dims!r}")
+        dims = check_count(dims, "dims", 1)
         e = as_float(exponent, "exponent")
         s = positive_float(noise, "noise", allow_zero=True)
         h = power_law_spectrum(int(dims), e)
