@@ -328,6 +328,17 @@ class GNSEstimate(Result):
         return {**out, "b_simple_low": ci.low, "b_simple_high": ci.high, "level": ci.level}
 
 
+def estimator_of(source: Any, name: str = "source") -> GNSEstimator:
+    """The `GNSEstimator` of a noise-scale collector (its ``estimator``) or the estimator
+    itself; anything else (a model, an optimizer) is an `InputError` naming ``name``."""
+    est = getattr(source, "estimator", source)
+    if not isinstance(est, GNSEstimator):
+        raise InputError(f"{name} must be a noise-scale collector of empirical_batch.measure "
+                         "(GradientNoiseScale, a DDP/FSDP collector, a callback's "
+                         f"collector) or its GNSEstimator, got {type(source).__name__}")
+    return est
+
+
 class GNSEstimator:
     r"""Exponential moving averages of the two-batch estimates, and their ratio.
 

@@ -111,3 +111,32 @@ def test_remove_releases_the_model():
         gns.step()
     del m
     assert ref() is None
+
+
+def test_a_wrong_object_where_a_collector_or_logger_goes_is_named():
+    from empirical_batch.errors import InputError
+    from empirical_batch.estimators import GNSEstimator
+    from empirical_batch.integrations.loggers import log_tensorboard, log_wandb
+    from empirical_batch.measure import NoiseScaleLog
+
+    model = torch.nn.Linear(2, 1)
+    with pytest.raises(InputError, match="source must be a noise-scale collector .* got "
+                                         "Linear"):
+        NoiseScaleLog().record(1, model)
+    est = GNSEstimator(beta=0.0)
+    est.update(2 + 40 / 4, 4, 2 + 40 / 16, 16)
+
+    class Collector:
+        estimator, skipped = est, {}
+
+    class Writer:
+        def add_scalar(self, *args, **kwargs):
+            pass
+
+    with pytest.raises(InputError, match="collector must be a noise-scale collector"):
+        log_tensorboard(Writer(), model, 1)
+    with pytest.raises(InputError, match="writer must be a TensorBoard SummaryWriter"):
+        log_tensorboard(object(), Collector(), 1)
+    with pytest.raises(InputError, match="run must be a Weights & Biases run"):
+        log_wandb(model, Collector(), 1)
+    assert NoiseScaleLog().record(1, Collector())["b_simple"] == pytest.approx(20.0)

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from ..errors import InputError
+from ..estimators import estimator_of
 
 __all__ = ["NoiseScaleLog"]
 
@@ -45,7 +46,7 @@ class NoiseScaleLog:
     def record(self, step: int, source, *, loss: float | None = None,
                examples: float | None = None, tokens: float | None = None,
                **extra) -> dict:
-        est = getattr(source, "estimator", source)
+        est = estimator_of(source, "source")
         row: dict = {"step": step}
         if examples is not None:
             row["examples"] = float(examples)
