@@ -120,8 +120,8 @@ def test_a_wrong_object_where_a_collector_or_logger_goes_is_named():
     from empirical_batch.measure import NoiseScaleLog
 
     model = torch.nn.Linear(2, 1)
-    with pytest.raises(InputError, match="source must be a noise-scale collector .* got "
-                                         "Linear"):
+    with pytest.raises(InputError, match=r"source must be a noise-scale collector .* got "
+                                         r"Linear"):
         NoiseScaleLog().record(1, model)
     est = GNSEstimator(beta=0.0)
     est.update(2 + 40 / 4, 4, 2 + 40 / 16, 16)

@@ -257,3 +257,19 @@ def test_b_crit_from_user_errors(tmp_path, capsys, log, extra, word):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert word in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_log_with_its_confidence_bound_is_followed_with_it(tmp_path, capsys):
+    log = tmp_path / "gns.csv"
+    log.write_text("step,examples,b_simple,b_simple_low\n1,32,50,40\n2,64,60,48\n"
+                   "3,96,70,56\n4,128,80,64\n")
+    argv = ["schedule", "--log", str(log), "--batch-size", "32", "--base-batch", "32",
+            "--quantity", "b_simple"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "lower confidence bound reaches" in out and "no confidence bound" not in out
+    assert main([*argv, "--lower-column", "none"]) == 0
+    assert "no confidence bound" in capsys.readouterr().out
+    log.write_text("step,examples,b_simple\n1,32,50\n2,64,60\n3,96,70\n4,128,80\n")
+    assert main(argv) == 0
+    assert "no confidence bound" in capsys.readouterr().out

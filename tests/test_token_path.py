@@ -81,7 +81,8 @@ def test_schedule_reads_the_measured_tokens(tmp_path, capsys):
             "--base-batch", "8192", "--unit", "tokens", "--format", "json"]
     assert main([*argv, "--tokens-per-example", str(CONTEXT)]) == 0
     measured = json.loads(capsys.readouterr().out)
-    tok = NoiseTrajectory.from_log(path, 32, quantity="b_simple", unit="tokens")
+    tok = NoiseTrajectory.from_log(path, 32, quantity="b_simple", unit="tokens",
+                                   level_column="b_simple_low")  # the log's bound
     assert measured["unit"] == "tokens"
     from empirical_batch.schedule import design_schedule
 

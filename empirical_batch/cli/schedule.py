@@ -68,8 +68,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="noise scale of --log to follow (default b_noise where the log has "
                         "it, else b_simple with a warning: the model needs B_noise)")
     p.add_argument("--column", help="a noise-scale column of --log with another name")
-    p.add_argument("--lower-column", help="lower-bound column of --log, e.g. b_simple_low "
-                   "(doubling waits until it reaches twice the batch)")
+    p.add_argument("--lower-column", help="lower-bound column of --log (doubling waits "
+                   "until it reaches twice the batch; default the noise scale's own "
+                   "COLUMN_low, e.g. b_simple_low, where the log has it; 'none' for no bound)")
     p.add_argument("--log-where", metavar="EXPR",
                    help="keep one run of a --log that holds several (a pandas query, e.g. "
                         "\"task == 'text_lm' and optimizer == 'adam'\")")
@@ -141,6 +142,25 @@ def _law_from_fit_json(path: Path):
     return (lambda loss: np.exp(np.interp(np.log(loss), x, y))), units.pop()
 
 
+def _lower_column(args) -> str | None:
+    """--lower-column, else the followed noise scale's ``COLUMN_low`` where the log has
+    one (a log with a confidence bound is followed with it)."""
+    if args.lower_column is not None:
+        return None if args.lower_column.lower() == "none" else args.lower_column
+    import warnings
+
+    from ..noise_log import BSimpleForBNoise, choose_quantity, load_noise_log
+
+    frame = load_noise_log(args.log, args.log_where)
+    column = args.column
+    if column is None:
+        with warnings.catch_warnings():  # from_log warns, once
+            warnings.simplefilter("ignore", BSimpleForBNoise)
+            column, _ = choose_quantity(frame, args.quantity)
+    low = f"{column}_low"
+    return low if low in frame.columns else None
+
+
 def _trajectory(args):
     from empirical_batch.schedule import NoiseTrajectory
 
@@ -158,7 +178,7 @@ def _trajectory(args):
         if args.column and args.quantity:
             raise InputError("give --quantity or --column, not both")
         return NoiseTrajectory.from_log(args.log, args.batch_size, quantity=args.quantity,
-                                        column=args.column, level_column=args.lower_column,
+                                        column=args.column, level_column=_lower_column(args),
                                         unresolved=args.unresolved, where=args.log_where,
                                         unit=args.unit if args.column is None else None,
                                         tokens_per_example=args.tokens_per_example)
