@@ -90,7 +90,9 @@ def load_noise_log(source, where: str | None = None) -> pd.DataFrame:
     without steps) with a ``unit`` column (``"examples"`` when the source has none).
     Raises `DataError` naming the column and row for: no ``step`` (nor
     ``examples``/``tokens``), neither ``b_simple`` nor ``b_noise``, non-numeric
-    values, negative or repeated steps, decreasing ``examples``/``tokens``, several
+    values, negative or repeated steps, decreasing ``examples``/``tokens``, an interval
+    end on the wrong side of a resolved estimate (``b_simple_low`` above ``b_simple``
+    > 0), several
     units in one log, or a ``unit`` given on some rows and blank on others.
     The older lower-bound spelling ``b_simple_lo`` is refused with the schema's name.
     """
@@ -150,6 +152,17 @@ def load_noise_log(source, where: str | None = None) -> pd.DataFrame:
             if np.any(known < 0) or np.any(np.diff(known) < 0):
                 raise DataError(f"{label}, column {col!r}: must be >= 0 and not decrease "
                                 "with step (it counts what was processed so far)")
+    for col, side in (("b_simple_low", 1.0), ("b_simple_high", -1.0)):
+        if col in out.columns and "b_simple" in out.columns:
+            est, end = out["b_simple"].to_numpy(), out[col].to_numpy()
+            wrong = np.isfinite(est) & (est > 0) & np.isfinite(end) & \
+                (side * (end - est) > 1e-9 * np.maximum(np.abs(est), np.abs(end)))
+            if wrong.any():
+                i = int(np.argmax(wrong))
+                raise DataError(f"{label}, row {i}, column {col!r}: {float(end[i])!r} is "
+                                f"{'above' if side > 0 else 'below'} the estimate b_simple "
+                                f"= {float(est[i])!r}; an interval holds its estimate (are the "
+                                "columns swapped?)")
     units = set()
     if "unit" in out.columns:
         raw = out["unit"]

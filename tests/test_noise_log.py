@@ -193,3 +193,16 @@ def test_a_callback_log_with_token_values_counts_sequences():
     assert set(load_noise_log(frame)["unit"]) == {"sequences"}
     plain = frame.drop(columns="noise_scale/b_simple_tokens")
     assert set(load_noise_log(plain)["unit"]) == {"examples"}
+
+
+@pytest.mark.parametrize("col, value, word", [("b_simple_low", 7.0, "above"),
+                                              ("b_simple_high", 5.0, "below")])
+def test_an_interval_end_on_the_wrong_side_of_its_estimate_is_refused(col, value, word):
+    frame = pd.DataFrame({"step": [1, 2], "b_simple": [5.0, 6.0], col: [4.0 if word ==
+                          "above" else 6.0, value]})
+    with pytest.raises(DataError, match=rf"row 1, column '{col}': 7?5?\.0 is {word} the "
+                       "estimate"):
+        load_noise_log(frame)
+    # NaN ends (nothing measured yet) and ends equal to the estimate are fine
+    ok = frame.assign(**{col: [np.nan, 6.0]})
+    assert len(load_noise_log(ok)) == 2
