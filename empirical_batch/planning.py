@@ -202,6 +202,15 @@ class Plan(TableResult):
         return frontier_bend(self)
 
 
+def _whole_split(share: int, cap: int) -> int:
+    """The fewest micro-batches ``k`` that split ``share`` examples into equal whole
+    micro-batches of at most ``cap``."""
+    k = max(1, -(-share // cap))
+    while share % k:
+        k += 1
+    return k
+
+
 def plan(
     tradeoff: Tradeoff,
     hardware: Hardware | None = None,
@@ -229,7 +238,8 @@ def plan(
         (`empirical_batch.throughput.fit_throughput`) instead of ``hardware``'s
         fixed throughput and communication terms. A per-device share above
         ``max_device_batch`` is then reached by gradient accumulation
-        (``k = ceil(B / (n * max_device_batch))`` micro-batches), and the table gains
+        (the fewest micro-batches ``k >= ceil(B / (n * max_device_batch))`` that split
+        the share into equal whole ones), and the table gains
         the columns ``accumulation`` and ``saturated`` (the micro-batch reaches 90 % of
         the device's compute throughput, `ThroughputModel.saturating_micro_batch`).
 
@@ -241,7 +251,8 @@ def plan(
         ``batch_size, devices, device_batch, steps, examples, step_seconds,
         wall_hours, device_hours, cost, pareto``. A pair is feasible when
         ``devices <= max_devices``, ``devices <= batch_size`` (each device holds at
-        least one example) and ``batch_size / devices <= max_device_batch``; the
+        least one example), ``batch_size`` a multiple of ``devices`` (a whole
+        per-device batch) and ``batch_size / devices <= max_device_batch``; the
         others are not listed. ``pareto`` marks the rows no other row beats on
         both wall time and cost.
 
@@ -275,14 +286,15 @@ def plan(
     else:
         ns = _int_list(devices, "devices")
     b_grid, n_grid = (x.ravel() for x in np.meshgrid(bs, ns, indexing="ij"))
-    ok = (n_grid <= hw.max_devices) & (n_grid <= b_grid)
+    # every device holds a whole, equal share of the batch
+    ok = (n_grid <= hw.max_devices) & (n_grid <= b_grid) & (b_grid % n_grid == 0)
     if throughput_model is None:
         ok &= b_grid <= hw.max_device_batch * n_grid
     if not np.any(ok):
         raise InputError(
-            "no feasible (batch_size, devices) pair: need devices <= batch_size, devices <= "
-            f"max_devices={hw.max_devices} and batch_size/devices <= "
-            f"max_device_batch={hw.max_device_batch}"
+            "no feasible (batch_size, devices) pair: need batch_size a multiple of devices "
+            f"(a whole per-device batch), devices <= max_devices={hw.max_devices} and "
+            f"batch_size/devices <= max_device_batch={hw.max_device_batch}"
         )
     b = b_grid[ok].astype(float)
     n = n_grid[ok].astype(float)
@@ -290,7 +302,9 @@ def plan(
     if throughput_model is None:
         step_s = np.asarray(hw.step_seconds(b, n), dtype=float)
     else:
-        k = np.ceil(b / (n * hw.max_device_batch))
+        # the fewest micro-batches of a whole size that fit: a divisor of the share
+        k = np.array([_whole_split(int(share), hw.max_device_batch)
+                      for share in b / n], dtype=float)
         micro = b / (n * k)
         step_s = np.asarray(throughput_model.step_seconds(micro, n, k), dtype=float)
     wall = steps * step_s / 3600.0

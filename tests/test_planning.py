@@ -159,3 +159,18 @@ def test_theory_plots_mark_the_scales():
     point = ax2.get_lines()[1]
     assert point.get_xdata()[0] == 2 * t.e_min and point.get_ydata()[0] == 2 * t.s_min
     plt.close("all")
+
+
+def test_a_per_device_batch_is_whole():
+    from empirical_batch.planning import Hardware, plan
+    from empirical_batch.tradeoff import Tradeoff
+
+    t = Tradeoff(s_min=1000, e_min=100_000)
+    df = plan(t, Hardware(max_device_batch=64), batch_sizes=[96, 100, 128],
+              devices=[1, 2, 3, 8]).frame
+    assert (df["device_batch"] == df["device_batch"].round()).all()
+    assert ((df["batch_size"] % df["devices"]) == 0).all()
+    assert {(100, 3), (100, 8)}.isdisjoint(zip(df["batch_size"], df["devices"], strict=True))
+    assert (96, 3) in set(zip(df["batch_size"], df["devices"], strict=True))
+    with pytest.raises(ValueError, match="multiple of devices"):
+        plan(t, Hardware(max_device_batch=64), batch_sizes=[100], devices=[3])
