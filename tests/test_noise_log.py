@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empirical_batch.errors import DataError
+from empirical_batch.errors import DataError, InputError
 from empirical_batch.estimators import GNSEstimator
 from empirical_batch.noise_log import BSimpleForBNoise, load_noise_log
 from empirical_batch.schedule import NoiseTrajectory
@@ -206,3 +206,15 @@ def test_an_interval_end_on_the_wrong_side_of_its_estimate_is_refused(col, value
     # NaN ends (nothing measured yet) and ends equal to the estimate are fine
     ok = frame.assign(**{col: [np.nan, 6.0]})
     assert len(load_noise_log(ok)) == 2
+
+
+def test_a_batch_size_the_log_contradicts_is_refused():
+    frame = pd.DataFrame({"step": [1, 2, 3], "examples": [64.0, 128.0, 192.0],
+                          "b_simple": [100.0, 120.0, 140.0]})
+    with pytest.raises(InputError, match=r"batch_size=512 examples, but the log's "
+                       r"'examples' grow by 64 a step"):
+        NoiseTrajectory.from_log(frame, 512, quantity="b_simple")
+    assert NoiseTrajectory.from_log(frame, 64, quantity="b_simple").unit == "examples"
+    # a batch that grew along the run leaves nothing to compare with
+    grown = frame.assign(examples=[64.0, 128.0, 256.0])
+    NoiseTrajectory.from_log(grown, 64, quantity="b_simple")

@@ -187,6 +187,7 @@ class NoiseTrajectory:
         if missing:
             raise DataError(f"the log has missing columns {missing}; got {list(f.columns)}")
         unit = str(f["unit"].iat[0])
+        _check_batch_size(f, float(batch_size), unit)
         want = None if unit_ is None else check_unit(unit_, "unit")
         measured = token_column(f, column) if want == "tokens" else None
         if measured is not None:
@@ -292,6 +293,24 @@ class NoiseTrajectory:
         mid = np.where(np.isfinite(hi), np.sqrt(lo * hi), lo)
         t = cls.from_examples(examples, mid, batch_size, lower=lo, source="branched training")
         return t
+
+
+def _check_batch_size(f, batch_size: float, unit: str) -> None:
+    """A log of a fixed-batch run (its counter grows by one amount a step) was run at that
+    batch: another ``batch_size`` is refused, naming both."""
+    counter = "tokens" if unit == "tokens" else "examples"
+    if not {"step", counter} <= set(f.columns):
+        return
+    steps, seen = f["step"].to_numpy(dtype=float), f[counter].to_numpy(dtype=float)
+    ok = np.isfinite(steps) & np.isfinite(seen)
+    ds, de = np.diff(steps[ok]), np.diff(seen[ok])
+    rates = de[ds > 0] / ds[ds > 0]
+    if rates.size == 0 or not np.allclose(rates, rates[0], rtol=1e-6):
+        return  # a batch that changed along the run: nothing to compare with
+    if not np.isclose(batch_size, rates[0], rtol=1e-6):
+        raise InputError(f"batch_size={batch_size:g} {unit}, but the log's {counter!r} grow "
+                         f"by {rates[0]:g} a step: the run's batch size is {rates[0]:g} "
+                         f"{unit} (batch_size is in the log's unit)")
 
 
 def _tokens_per_example(f, column: str, unit: str) -> float:
