@@ -20,9 +20,9 @@ import contextlib
 import importlib.util
 from collections.abc import Iterator
 
-from .errors import MissingDependencyError
+from .errors import InputError, MissingDependencyError
 
-__all__ = ["EXTRAS", "check_installed", "missing", "optional_import"]
+__all__ = ["EXTRAS", "check_installed", "missing", "optional_import", "torch_device"]
 
 #: top-level module → (the package to install, the extra of ``empirical_batch`` holding it)
 EXTRAS: dict[str, tuple[str, str]] = {
@@ -74,3 +74,27 @@ def check_installed(module: str, *, by: str, extra: str | None = None) -> None:
         found = False
     if not found:
         raise missing(module, by=by, extra=extra)
+
+
+def torch_device(device, name: str = "device"):
+    """``device`` (a string or a ``torch.device``) as a ``torch.device`` this build and
+    machine can use: an unknown name, or CUDA/MPS where there is none, is an `InputError`
+    in words (not PyTorch's message about how the library was built)."""
+    with optional_import("torch", by=f"{name}={device!r}"):
+        import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise InputError(f"{name} must be a torch device such as 'cpu' or 'cuda', got "
+                         f"{device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"{name}={device!r}: no CUDA device is available here (this torch "
+                         f"build or machine has none); use {name}='cpu'")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise InputError(f"{name}={device!r}: there are {torch.cuda.device_count()} CUDA "
+                         "devices")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"{name}={device!r}: no MPS device is available here; use "
+                         f"{name}='cpu'")
+    return dev

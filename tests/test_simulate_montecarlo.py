@@ -114,3 +114,16 @@ def test_cuda_matches_exact():
     res = monte_carlo_sgd(nq, [1, 4], [0.1, 0.5], 40, seeds=3000, record_steps=[0, 5, 40],
                           dtype="float64", device="cuda", seed=3)
     check_against_exact(nq, res)
+
+
+@pytest.mark.parametrize("device, word", [("cuda", "no CUDA device is available"),
+                                          ("cuda:0", "no CUDA device is available"),
+                                          ("tpu9", "must be a torch device")])
+def test_a_device_this_machine_lacks_is_refused_in_words(monkeypatch, device, word):
+    import torch
+
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=word):
+        monte_carlo_sgd(NoisyQuadratic([1.0, 0.5], 1.0, 1.0), [4], [0.1], steps=3,
+                        device=device)

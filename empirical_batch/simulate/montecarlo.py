@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._numeric import log_steps
-from .._optional import optional_import
+from .._optional import optional_import, torch_device
 from .._validate import (
     as_array,
     check_count,
@@ -172,7 +172,7 @@ def monte_carlo_sgd(
             raise InputError("batch_sizes must be integers with a finite dataset")
         dataset_size = int(dataset_size)
     tdtype = getattr(torch, dtype)
-    dev = torch.device(device)
+    dev = torch_device(device)
     gen = torch.Generator(device=dev).manual_seed(int(seed))
 
     d = problem.dims
