@@ -122,7 +122,6 @@ def test_cuda_matches_exact():
 def test_a_device_this_machine_lacks_is_refused_in_words(monkeypatch, device, word):
     import torch
 
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match=word):
         monte_carlo_sgd(NoisyQuadratic([1.0, 0.5], 1.0, 1.0), [4], [0.1], steps=3,

@@ -80,3 +80,15 @@ def test_bad_flag_value_is_an_argparse_error(capsys):
         main([*BASE, "--optimizer", "lion", "--lr", "1e-3"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, word", [
+    (["--rule", "linear", "--set-rule", "lr=sqrt"], "two learning-rate rules: --rule linear"),
+    (["--set-rule", "lr=linear", "--set-rule", "lr=sqrt"], "two rules for lr"),
+])
+def test_two_rules_for_one_hyperparameter_are_refused(capsys, extra, word):
+    assert main([*BASE, "--optimizer", "sgd", "--lr", "0.1", *extra]) == 2
+    err = capsys.readouterr().err
+    assert word in err and "Traceback" not in err
+    assert main([*BASE, "--optimizer", "sgd", "--lr", "0.1", "--rule", "sqrt",
+                 "--set-rule", "lr=sqrt"]) == 0

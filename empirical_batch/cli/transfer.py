@@ -107,9 +107,17 @@ def run(args) -> int:
         raise InputError("give at least one hyperparameter: " + ", ".join(_FLAGS.values()))
     rule = None
     if args.set_rule:
-        rule = dict(args.set_rule)
+        rule = {}
+        for name, r in args.set_rule:
+            if rule.get(name, r) != r:
+                raise InputError(f"two rules for {name}: --set-rule {name}={rule[name]} and "
+                                 f"--set-rule {name}={r}; give one")
+            rule[name] = r
         if args.rule is not None:
-            rule.setdefault("lr", args.rule)
+            if rule.get("lr", args.rule) != args.rule:
+                raise InputError(f"two learning-rate rules: --rule {args.rule} and --set-rule "
+                                 f"lr={rule['lr']}; give one")
+            rule["lr"] = args.rule
     elif args.rule is not None:
         rule = args.rule
     b_noise, unit, source = _b_noise(args)
