@@ -105,19 +105,20 @@ def run(args) -> int:
     hparams = {k: getattr(args, k) for k in HPARAMS if getattr(args, k) is not None}
     if not hparams:
         raise InputError("give at least one hyperparameter: " + ", ".join(_FLAGS.values()))
-    rule = None
+    rule: str | dict[str, str] | None = None
     if args.set_rule:
-        rule = {}
+        rules: dict[str, str] = {}
         for name, r in args.set_rule:
-            if rule.get(name, r) != r:
-                raise InputError(f"two rules for {name}: --set-rule {name}={rule[name]} and "
+            if rules.get(name, r) != r:
+                raise InputError(f"two rules for {name}: --set-rule {name}={rules[name]} and "
                                  f"--set-rule {name}={r}; give one")
-            rule[name] = r
+            rules[name] = r
         if args.rule is not None:
-            if rule.get("lr", args.rule) != args.rule:
+            if rules.get("lr", args.rule) != args.rule:
                 raise InputError(f"two learning-rate rules: --rule {args.rule} and --set-rule "
-                                 f"lr={rule['lr']}; give one")
-            rule["lr"] = args.rule
+                                 f"lr={rules['lr']}; give one")
+            rules["lr"] = args.rule
+        rule = rules
     elif args.rule is not None:
         rule = args.rule
     b_noise, unit, source = _b_noise(args)
