@@ -161,3 +161,16 @@ def test_a_json_lines_line_that_is_not_an_object_is_named(tmp_path, capsys):
     log.write_text('{"step": 1, "b_simple": 10}\n{"step": 2, "b_simple": Infinity}\n'
                    '{"step": 3, "b_simple": "inf"}\n{"step": 4, "b_simple": 12.5}\n')
     assert main(argv) == 0  # JSON's own non-finite spellings still read
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["fit", "sweep.csv", "--level", "1.5"], "--level/--ci"),
+    (["fit", "sweep.csv", "--ci", "95"], "--level/--ci"),
+    (["law", "fit", "grid.csv", "--level", "0"], "--level"),
+])
+def test_a_level_out_of_range_names_the_flag(capsys, argv, flag):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: must be in (0, 1)" in err and "level must be" not in err

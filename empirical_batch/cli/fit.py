@@ -15,7 +15,7 @@ import sys
 from ..errors import InputError
 from ..sweeps import STEPS_ALIASES
 from .fit_steps import differing_columns, steps_columns, steps_frame, unit_of
-from .output import command
+from .output import command, level
 
 _EPILOG = """\
 The sweep log has one row per logged point: columns run, batch_size, learning_rate,
@@ -87,7 +87,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--config-columns", "--config", dest="config", default="learning_rate",
                    help="comma-separated columns identifying a configuration (default "
                         "learning_rate; --config is the v0.1 name)")
-    p.add_argument("--level", "--ci", dest="ci", type=float, default=0.95,
+    p.add_argument("--level", "--ci", dest="ci", type=level, default=0.95,
                    help="interval level (default 0.95; --ci is the v0.1 name)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap draws (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import InputError
-from .output import command, dumps
+from .output import command, dumps, level
 
 _EPILOG = """\
 examples:
@@ -54,7 +54,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                         "grid's values) or the vertex of the quadratic loss surface")
     f.add_argument("--n-boot", type=int, default=200, help="bootstrap draws per cell")
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--level", type=float, default=0.95)
+    f.add_argument("--level", type=level, default=0.95)
     f.add_argument("--metric", help="batch_science: the objective column")
     f.add_argument("--target", type=float, help="batch_science: the objective's target")
     f.add_argument("--maximize", action="store_true",

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import EmpiricalBatchDeprecationWarning, InputError
 from ..result import dumps
 
-__all__ = ["add_tokens_per_example", "check_no_overwrite", "command", "dumps",
+__all__ = ["add_tokens_per_example", "check_no_overwrite", "command", "dumps", "level",
            "renamed_flag"]
 
 
@@ -102,6 +102,18 @@ def _positive_number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def level(text: str) -> float:
+    """An argparse type: a confidence level in (0, 1), refused in the flag's words."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") \
+            from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1) (e.g. 0.95), got {text!r}")
     return value
 
 
