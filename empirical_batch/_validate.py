@@ -182,7 +182,7 @@ def check_finite(arr: np.ndarray, name: str) -> None:
     if np.any(bad):
         first = np.argwhere(bad)[0] if arr.ndim else ()
         where = f" at index {tuple(int(i) for i in first)}" if arr.ndim else ""
-        raise InputError(f"{name} must be finite, got {arr[tuple(first)]!r}{where}")
+        raise InputError(f"{name} must be finite, got {float(arr[tuple(first)])!r}{where}")
 
 
 def check_positive(arr, name: str) -> np.ndarray:

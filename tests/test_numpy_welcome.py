@@ -157,3 +157,15 @@ def test_weights(rkind, c, as_array):
     got = run(w)
     for key in ("b_small", "b_big", "g2", "trace_sigma"):
         np.testing.assert_array_equal(got[key], ref[key])
+
+
+def test_messages_show_numbers_not_numpy_reprs():
+    from empirical_batch._validate import as_array
+    from empirical_batch.tradeoff import Tradeoff
+
+    with pytest.raises(ValueError) as exc:
+        as_array([1.0, np.nan], "loss")
+    assert "got nan at index (1,)" in str(exc.value) and "np." not in str(exc.value)
+    with pytest.raises(ValueError) as exc:
+        Tradeoff(100, 6400).examples(np.float32(np.inf))
+    assert str(exc.value) == "batch_size must be finite, got inf"
