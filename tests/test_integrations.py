@@ -291,6 +291,35 @@ def test_plain_loop_loggers(tmp_path):
     assert log_wandb(run, fresh, step=8) == {} and len(run.calls) == 1
 
 
+def test_engine_state_round_trip_and_refusals():
+    """EngineNoiseScale.load_state_dict restores counters, rows and the collector, and a
+    bad entry is refused before anything changes."""
+    from empirical_batch.errors import InputError
+    from empirical_batch.integrations.engine import EngineNoiseScale
+
+    class Engine(EngineNoiseScale):
+        def __init__(self, gns):
+            self._init_log()
+            self.collector = gns
+
+    src = Engine(_plain_loop())
+    src._measured(MICRO * K, 40.0, loss=1.5)
+    state = src.state_dict()
+    dst = Engine(GradientNoiseScale(orc.model(), micro_batch_size=MICRO, accumulation_steps=K))
+    dst.load_state_dict(state)
+    assert dst.state_dict() == state
+    for key, value in [("steps", -1), ("steps", 1.5), ("examples", float("nan")),
+                       ("tokens", -3.0), ("rows", [1]), ("extra", 0)]:
+        fresh = Engine(GradientNoiseScale(orc.model(), micro_batch_size=MICRO,
+                                          accumulation_steps=K))
+        before = fresh.state_dict()
+        with pytest.raises(InputError, match=key):
+            fresh.load_state_dict({**state, key: value})
+        assert fresh.state_dict() == before
+    with pytest.raises(InputError, match="collector"):
+        dst.load_state_dict({k: v for k, v in state.items() if k != "collector"})
+
+
 # ------------------------------------------- ragged steps, padded tokens, log_history
 RAGGED = 29  # batch 4, accumulation 2: 8 micro-batches an epoch, the last step 4 + 1
 

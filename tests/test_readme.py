@@ -95,5 +95,5 @@ def test_every_extra_is_listed_for_users():
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     for page in (README, root / "docs" / "getting-started.md"):
-        listed = set(re.findall(r"`\[(\w+)\]`", page.read_text()))
+        listed = set(re.findall(r"`\[([\w-]+)\]`", page.read_text()))
         assert listed == set(extras), (page.name, sorted(listed ^ set(extras)))

@@ -114,8 +114,9 @@ def test_every_load_state_dict_in_the_library_is_checked():
     root = pathlib.Path(estimators.__file__).parent
     found = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if "def load_state_dict" in p.read_text())
-    assert found == ["estimators.py", "integrations/adaptive.py", "integrations/lightning.py",
-                     "integrations/steps.py", "measure/_common.py", "schedule/scheduler.py"]
+    assert found == ["estimators.py", "integrations/adaptive.py", "integrations/engine.py",
+                     "integrations/lightning.py", "integrations/steps.py", "measure/_common.py",
+                     "schedule/scheduler.py"]
 
 
 # ----------------------------------------------------------- declared domains

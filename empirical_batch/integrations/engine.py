@@ -12,6 +12,7 @@ that ``empirical-batch schedule --log``, ``plan --noise-log`` and ``transfer
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import InputError
@@ -80,11 +81,34 @@ class EngineNoiseScale:
                 "rows": [dict(r) for r in self.log.rows]}
 
     def load_state_dict(self, state: dict) -> None:
-        if not isinstance(state, dict) or "collector" not in state:
-            raise InputError("state must be a dict from state_dict()")
-        self.collector.load_state_dict(state["collector"])
-        self.steps = int(state.get("steps", 0))
-        self.examples = float(state.get("examples", 0.0))
-        tokens = state.get("tokens")
-        self.tokens = None if tokens is None else float(tokens)
-        self.log.rows = [dict(r) for r in state.get("rows", [])]
+        """Restore a `state_dict`; every entry is checked first (nothing changes on an
+        error)."""
+        if not isinstance(state, dict):
+            raise InputError(f"engine collector state must be a dict from state_dict(), got "
+                             f"{type(state).__name__}")
+        unknown = sorted(set(state) - {"collector", "steps", "examples", "tokens", "rows"})
+        if unknown:
+            raise InputError(f"engine collector state has unknown entries {unknown}")
+        if "collector" not in state:
+            raise InputError("engine collector state has no 'collector' entry")
+        steps = state.get("steps", 0)
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise InputError(f"engine collector state['steps'] must be an integer >= 0, got "
+                             f"{steps!r}")
+        counts: dict[str, float | None] = {}
+        for key, default in (("examples", 0.0), ("tokens", None)):
+            v = state.get(key, default)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or not math.isfinite(v) or v < 0):
+                raise InputError(f"engine collector state[{key!r}] must be a finite number "
+                                 f">= 0, got {v!r}")
+            counts[key] = None if v is None else float(v)
+        rows = state.get("rows", [])
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise InputError("engine collector state['rows'] must be a list of noise-log rows "
+                             "(dicts)")
+        self.collector.load_state_dict(state["collector"])  # checks its own entries first
+        self.steps = steps
+        self.examples = float(counts["examples"] or 0.0)
+        self.tokens = counts["tokens"]
+        self.log.rows = [dict(r) for r in rows]

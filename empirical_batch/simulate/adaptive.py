@@ -129,7 +129,10 @@ def greedy_run(problem: NoisyQuadratic, target: float, batch, *, max_steps: int 
             with np.errstate(divide="ignore", invalid="ignore"):
                 frac = np.where(p0 > p1, np.clip((p0 - t) / (p0 - p1), 0.0, 1.0), 1.0)
             steps_i[idx] = k - 1 + frac
-            examples_i[idx] = examples[idx] - last_b[idx] * (1.0 - frac)
+            # an infinite batch has used infinitely many examples, wherever it crossed
+            lb = last_b[idx]
+            back = np.where(np.isinf(lb), 0.0, lb * (1.0 - frac))
+            examples_i[idx] = examples[idx] - back
         prev_loss[live] = loss
         live, m = live[~hit], m[~hit]
         if live.size == 0 or k == max_steps:
