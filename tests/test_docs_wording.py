@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PROCESS = re.compile(
     r"\blent\b|\bsessions?\b|\bthe issue\b|\bissue tracker\b|\bissue \d+|\bat hand\b"
-    r"|\bwhich machine\b|\baims of\b|\bno gpu (?:was|is) (?:available|at)\b",
+    r"|\bwhich machine\b|\baims of\b|\bno gpu (?:was|is) (?:available|at)\b"
+    r"|\babstract was read\b|\bonly (?:its|the) abstract\b|\bnot read in the paper\b",
     re.IGNORECASE)
 MACHINE_PATH = re.compile(r"(?<![\w.])(?:/work/|/root/|/home/\w|/tmp/|/var/folders/)")
 

@@ -68,59 +68,55 @@ _ENTRIES: tuple[dict[str, Any], ...] = (
          exponents=(0.571,), unit="tokens", ranges=(None,), citation=_STEPLAW,
          formula="B_opt = 0.58 · D^0.571 (B and D in tokens)", confirmed=False,
          unconfirmed="0.58 and 0.571 as quoted for Step Law's dense models (1,911 runs over "
-         "17 (N, D) cells), not read in the paper's text (only its abstract was read, "
-         "and github.com/step-law/steplaw's README gives no formula); "
-         "read in that repository's code/fit_tool.py: B in tokens (bs × seq_len, "
-         "seq_len 2048 by default), the near-optimal band filter_threshold 0.0025, a "
-         "log-linear fit bootstrapped 1,000 times and, for its fitted parameter set "
-         "'1004', B in log D only and the learning rate in log N and log D; that "
-         "parameter file is not in the repository as read, so neither the constants nor "
-         "their bootstrap intervals could be read; the fitted ranges of N and D are not "
-         "recorded"),
+         "17 (N, D) cells), not checked against the paper's text; the code/fit_tool.py "
+         "of github.com/step-law/steplaw gives the method (B in tokens: bs × seq_len, "
+         "seq_len 2048 by default; the near-optimal band filter_threshold 0.0025; a "
+         "log-linear fit bootstrapped 1,000 times; for its parameter set '1004', B in "
+         "log D only and the learning rate in log N and log D) but neither the constants "
+         "nor their bootstrap intervals (that parameter file is not in the repository); "
+         "the fitted ranges of N and D are not recorded"),
     dict(name="steplaw_lr_opt", quantity="lr_opt", inputs=("n_params", "tokens"),
          coefficient=1.79, exponents=(-0.713, 0.307), unit="learning rate",
          ranges=(None, None), citation=_STEPLAW,
          formula="eta_opt = 1.79 · N^-0.713 · D^0.307", confirmed=False,
-         unconfirmed="1.79, -0.713 and 0.307 as quoted, not read in the paper's text (see "
-         "steplaw_b_opt: the form, log lr linear in log N and log D, is the one of "
-         "code/fit_tool.py in github.com/step-law/steplaw; the constants are not in "
-         "the repository as read); the fitted ranges of N and D are not recorded"),
+         unconfirmed="1.79, -0.713 and 0.307 as quoted, not checked against the paper's "
+         "text (see steplaw_b_opt: the form, log lr linear in log N and log D, is that of "
+         "code/fit_tool.py in github.com/step-law/steplaw, which does not hold the "
+         "constants); the fitted ranges of N and D are not recorded"),
     dict(name="deepseek_b_opt", quantity="b_opt", inputs=("compute",), coefficient=0.2920,
          exponents=(0.3271,), unit="tokens", ranges=(None,), citation=_DEEPSEEK,
          formula="B_opt = 0.2920 · C^0.3271 (B in tokens, C in FLOPs)", confirmed=False,
-         unconfirmed="0.2920 and 0.3271 read in secondary sources, not the paper's text "
-         "(§3.1 was not read: only the abstract was, and "
-         "github.com/deepseek-ai/DeepSeek-LLM's README gives no formula); DeepSeek's C "
+         unconfirmed="0.2920 and 0.3271 as quoted by secondary sources, not checked "
+         "against the paper's §3.1 (github.com/deepseek-ai/DeepSeek-LLM's README gives "
+         "no formula); DeepSeek's C "
          "is M·D with M the non-embedding FLOPs per token, not 6ND; the fitted compute "
          "range is not recorded"),
     dict(name="deepseek_lr_opt", quantity="lr_opt", inputs=("compute",), coefficient=0.3118,
          exponents=(-0.1250,), unit="learning rate", ranges=(None,), citation=_DEEPSEEK,
          formula="eta_opt = 0.3118 · C^-0.1250 (C in FLOPs)", confirmed=False,
-         unconfirmed="0.3118 and -0.1250 read in secondary sources, not the paper's text "
-         "(one secondary table writes 0.3188: the coefficient is in doubt until read "
-         "in §3.1); C is M·D (non-embedding FLOPs per token × tokens); the compute "
+         unconfirmed="0.3118 and -0.1250 as quoted by secondary sources, not checked "
+         "against the paper's §3.1 (one secondary table writes 0.3188: the coefficient "
+         "is in doubt); C is M·D (non-embedding FLOPs per token × tokens); the compute "
          "range is not recorded"),
     dict(name="power_lines_b_opt", quantity="b_opt", inputs=("tokens",), coefficient=_NAN,
          exponents=(0.383,), unit="tokens", ranges=(None,), citation=_POWER,
          formula="B_opt ∝ D^0.383 (independent of N)", confirmed=False,
          unconfirmed="the abstract states B_opt is a power law in D independent of N; the "
-         "exponent 0.383 is read in karpathy/nanochat's scripts/base_train.py (B_REF = "
-         "2**19 tokens at depth 12, B = 2^round(log2(B_REF·(D/D_REF)^0.383)), citing "
-         "arXiv:2505.13738), not in the paper's text (only its abstract was "
-         "read); no interval for the exponent was found (a prediction has none unless "
-         "one is given); the coefficient and the fitted range are not recorded (predict "
-         "from an anchor)"),
+         "exponent 0.383 is the one of karpathy/nanochat's scripts/base_train.py (B_REF "
+         "= 2**19 tokens at depth 12, B = 2^round(log2(B_REF·(D/D_REF)^0.383)), citing "
+         "arXiv:2505.13738), not checked against the paper's text; no interval for the "
+         "exponent is recorded (a prediction has none unless one is given); the "
+         "coefficient and the fitted range are not recorded (predict from an anchor)"),
     dict(name="power_lines_b_crit", quantity="b_crit", inputs=("tokens",), coefficient=_NAN,
          exponents=(_NAN,), unit="tokens", ranges=(None,), citation=_POWER,
          formula="B_crit ∝ D^k (independent of N)", confirmed=False,
          unconfirmed="the abstract states B_crit is a power law in D independent of N; "
-         "neither k nor the coefficient could be read (only the paper's abstract was "
-         "read)"),
+         "neither k nor the coefficient is recorded"),
     dict(name="minicpm_b_opt", quantity="b_opt", inputs=("loss",), coefficient=1.21e9,
          exponents=(-6.24,), unit="tokens", ranges=(None,), citation=_MINICPM,
          formula="B_opt = 1.21e9 / L^6.24 (L the C4 loss in nats per token; B in tokens)",
          confirmed=False,
-         unconfirmed="1.21e9 and 6.24 are confirmed: read in the paper's text, §3.2 "
+         unconfirmed="1.21e9 and 6.24 are confirmed: they are in the paper's §3.2 "
          "'Optimal Batch Size' (bs = 1.21e9 / L^6.24 with L the C4 loss, from 0.009B, "
          "0.03B and 0.17B models at 6 batch sizes each, learning rate 0.01, cosine "
          "schedule; the optimum minimises the tokens to a loss, App. A.2); not "
