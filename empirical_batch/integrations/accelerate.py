@@ -140,13 +140,7 @@ class AccelerateNoiseScale(EngineNoiseScale):
         `log`. Returns the step's ``(g2, trace_sigma)``, or ``None`` (not the last
         micro-batch, or a skipped step).
         """
-        self._sizes.append(self.micro_batch_size if examples is None else
-                           check_batch_size(examples, "examples"))
-        if tokens is not None:
-            self._tokens.append(check_batch_size(tokens, "tokens"))
-        elif self.token_weighted:
-            raise InputError("token_weighted=True needs step(tokens=...) for every "
-                             "micro-batch")
+        self._count_micro(examples, tokens)
         if not self.accelerator.sync_gradients:
             return None
         sizes, toks = self._sizes, self._tokens

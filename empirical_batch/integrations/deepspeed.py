@@ -189,13 +189,7 @@ class DeepSpeedNoiseScale(EngineNoiseScale):
         """Call after ``engine.backward(loss)`` for every micro-batch (before
         ``engine.step()``). At the accumulation boundary feeds the estimator and appends
         a row to `log`; returns ``(g2, trace_sigma)`` there, else ``None``."""
-        self._sizes.append(self.micro_batch_size if examples is None else
-                           check_batch_size(examples, "examples"))
-        if tokens is not None:
-            self._tokens.append(check_batch_size(tokens, "tokens"))
-        elif self.token_weighted:
-            raise InputError("token_weighted=True needs step(tokens=...) for every "
-                             "micro-batch")
+        self._count_micro(examples, tokens)
         if not self.engine.is_gradient_accumulation_boundary():
             return None
         sizes, toks = self._sizes, self._tokens

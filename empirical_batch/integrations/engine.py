@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from ..errors import InputError
+from ..measure._common import check_batch_size
 from ..measure.log import NoiseScaleLog
 from .loggers import PREFIX, noise_scale_values
 
@@ -30,6 +31,10 @@ class EngineNoiseScale:
     """
 
     collector: Any = None  # a collector of empirical_batch.measure
+    micro_batch_size: int  # examples of a micro-batch when step() is not told
+    token_weighted: bool = False
+    _sizes: list[int]  # the micro-batches of the step in progress: examples, tokens
+    _tokens: list[int]
 
     def _init_log(self, *, unit: str = "examples", level: float = 0.95,
                   prefix: str = PREFIX) -> None:
@@ -40,6 +45,17 @@ class EngineNoiseScale:
         self.steps = 0  # optimizer steps seen (measured or skipped)
         self.examples = 0.0  # examples of the data-parallel group so far
         self.tokens: float | None = None  # tokens so far, when the step said
+
+    def _count_micro(self, examples: int | None, tokens: int | None) -> None:
+        """Note one micro-batch's examples (``micro_batch_size`` when not given) and
+        tokens; ``token_weighted=True`` needs the tokens of every micro-batch."""
+        self._sizes.append(self.micro_batch_size if examples is None else
+                           check_batch_size(examples, "examples"))
+        if tokens is not None:
+            self._tokens.append(check_batch_size(tokens, "tokens"))
+        elif self.token_weighted:
+            raise InputError("token_weighted=True needs step(tokens=...) for every "
+                             "micro-batch")
 
     def _measured(self, examples: float, tokens: float | None, loss=None, **extra) -> dict:
         """Count one optimizer step and append its row to `log`."""
