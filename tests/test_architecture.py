@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import inspect
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,8 @@ PACKAGE = Path(empirical_batch.__file__).parent
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -95,6 +97,138 @@ def test_every_exception_class_derives_from_the_tree():
                     and not issubclass(obj, EmpiricalBatchError | EmpiricalBatchWarning):
                 stray.append(f"{obj.__module__}.{obj.__qualname__}")
     assert not stray, stray
+
+
+DESIGN = PACKAGE.parent / "docs" / "design.md"
+
+
+def _library_exception_classes(package: Path = PACKAGE) -> dict[str, tuple[str, str | None]]:
+    """Every exception and warning class the package defines, read from the sources
+    (torch-only modules included): name -> (module, its base in the library's tree or
+    None for the two roots)."""
+    from empirical_batch import errors
+
+    roots = {errors.EmpiricalBatchError.__name__, errors.EmpiricalBatchWarning.__name__}
+    defs = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
+                         if isinstance(b, ast.Name | ast.Attribute)]
+                defs.append((node.name, _module_name(path, package), bases))
+    found: dict[str, tuple[str, str | None]] = {}
+    grew = True
+    while grew:  # a class is in the tree once one of its bases is
+        grew = False
+        for name, module, bases in defs:
+            if name in found:
+                continue
+            if module == errors.__name__ and name in roots:
+                found[name] = (module, None)
+                grew = True
+            elif (base := next((b for b in bases if b in found), None)) is not None:
+                found[name] = (module, base)
+                grew = True
+    modules_of = {}
+    for name, module, _ in defs:
+        modules_of.setdefault(name, set()).add(module)
+    clash = {n: m for n, m in modules_of.items() if n in found and len(m) > 1}
+    assert not clash, f"one name, one exception class: {clash}"
+    return found
+
+
+def _design_tree(design: Path = DESIGN) -> dict[str, str | None]:
+    """The exception tree drawn in docs/design.md: class name -> the class it is drawn
+    under (None at the left margin)."""
+    text = design.read_text()
+    section = text[text.index("## Exceptions and warnings"):]
+    block = section[section.index("```\n") + 4:]
+    block = block[: block.index("```")]
+    parents: dict[str, str | None] = {}
+    last_at: dict[int, str] = {}
+    for line in block.splitlines():
+        # a class at the margin, or after a branch (├── or └──); else a continuation
+        drawn = re.match(r"((?:[│ ]   )*[├└]── )?([A-Z]\w*(?:, [A-Z]\w*)*)", line)
+        if drawn is None:
+            continue
+        depth = len(drawn.group(1) or "") // 4
+        for name in drawn.group(2).split(", "):
+            parents[name] = last_at[depth - 1] if depth else None
+            last_at[depth] = name
+    return parents
+
+
+def _errors_py_findings(module) -> list[str]:
+    """Each class defined in the errors module that is outside the tree or not exported."""
+    from empirical_batch import errors
+
+    found = []
+    for name, cls in inspect.getmembers(module, inspect.isclass):
+        if cls.__module__ != module.__name__:
+            continue
+        if not issubclass(cls, errors.EmpiricalBatchError | errors.EmpiricalBatchWarning):
+            found.append(f"{name} derives from neither base")
+        if name not in module.__all__:
+            found.append(f"{name} is not in __all__")
+    return found
+
+
+def test_every_class_of_errors_py_is_exported_and_derives_from_the_tree():
+    from empirical_batch import errors
+
+    assert _errors_py_findings(errors) == []
+    assert {"EmpiricalBatchError", "EmpiricalBatchWarning"} <= set(errors.__all__)
+    # the API page renders errors.__all__
+    assert "::: empirical_batch.errors" in (
+        PACKAGE.parent / "docs" / "api" / "empirical_batch.errors.md").read_text()
+
+
+def test_the_errors_py_check_finds_a_stray_class(monkeypatch):
+    from empirical_batch import errors
+
+    stray = type("StrayError", (Exception,), {"__module__": errors.__name__})
+    hidden = type("HiddenError", (errors.InputError,), {"__module__": errors.__name__})
+    monkeypatch.setattr(errors, "StrayError", stray, raising=False)
+    monkeypatch.setattr(errors, "HiddenError", hidden, raising=False)
+    assert _errors_py_findings(errors) == [
+        "HiddenError is not in __all__",
+        "StrayError derives from neither base", "StrayError is not in __all__",
+    ]
+
+
+def _design_tree_findings(package: Path = PACKAGE, design: Path = DESIGN) -> list[str]:
+    classes = _library_exception_classes(package)
+    drawn = _design_tree(design)
+    stale = sorted(set(drawn) - set(classes))
+    missing = sorted(f"{module}.{name}" for name, (module, _) in classes.items()
+                     if name not in drawn)
+    wrong = sorted(f"{name}: drawn under {drawn[name]}, derives from {base}"
+                   for name, (_, base) in classes.items() if name in drawn and drawn[name] != base)
+    return ([f"drawn, not defined: {n}" for n in stale] + [f"not drawn: {n}" for n in missing]
+            + wrong)
+
+
+def test_the_design_draws_every_exception_class_under_its_base():
+    found = _design_tree_findings()
+    assert not found, "docs/design.md, \"Exceptions and warnings\":\n" + "\n".join(found)
+
+
+def test_the_tree_check_finds_a_class_drawn_wrong(tmp_path):
+    import shutil
+
+    package = Path(shutil.copytree(PACKAGE, tmp_path / "empirical_batch",
+                                   ignore=shutil.ignore_patterns("__pycache__")))
+    with (package / "units.py").open("a") as f:
+        f.write("\n\nclass UnitProbe(UnitMismatch):\n    pass\n")
+    design = tmp_path / "design.md"
+    design.write_text(DESIGN.read_text().replace("├── RegimeWarning", "│   └── RegimeWarning")
+                      .replace("└── TargetAtStart ", "└── TargetAtBeginning "))
+    assert _design_tree_findings(package, design) == [
+        "drawn, not defined: TargetAtBeginning",
+        "not drawn: empirical_batch.fit.tradeoff_fit.TargetAtStart",
+        "not drawn: empirical_batch.units.UnitProbe",
+        "RegimeWarning: drawn under FitWarning, derives from EmpiricalBatchWarning",
+    ]
 
 
 # ------------------------------------------------------------- module sizes
@@ -177,24 +311,85 @@ def layer_of(module: str) -> int:
     raise AssertionError(f"{module} has no layer: add it to LAYERS and docs/design.md")
 
 
-def import_graph() -> dict[str, set[str]]:
+def _package_modules(package: Path) -> dict[str, Path]:
+    return {_module_name(p, package): p for p in sorted(package.rglob("*.py"))}
+
+
+def _from_target(modules: dict[str, Path], current: str, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` names, relative levels resolved."""
+    if not node.level:
+        return node.module or ""
+    base = current.split(".")
+    if modules[current].name != "__init__.py":
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _reexports(modules: dict[str, Path]) -> dict[str, dict[str, tuple[str, str]]]:
+    """For each package's ``__init__``: public name -> (module, name there) it comes from,
+    read from its module-level ``from .x import name`` statements and from a lazy name
+    table (``_EXPORTS = {"name": "submodule"}``, the top level's ``__getattr__``)."""
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for name, path in modules.items():
+        if path.name != "__init__.py":
+            continue
+        table: dict[str, tuple[str, str]] = {}
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom):
+                source = _from_target(modules, name, node)
+                for a in node.names:
+                    table[a.asname or a.name] = (source, a.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Dict):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in targets):
+                    for k, v in zip(node.value.keys, node.value.values, strict=True):
+                        if isinstance(k, ast.Constant) and isinstance(v, ast.Constant):
+                            table[k.value] = (f"{name}.{v.value}", k.value)
+        out[name] = table
+    return out
+
+
+def _reexport_chain(modules: dict[str, Path], reexports: dict[str, dict[str, tuple[str, str]]],
+                    module: str, name: str) -> list[str]:
+    """The modules that importing ``name`` from ``module`` runs through: the re-export
+    chain of package ``__init__`` files down to the plain module (or the submodule) that
+    defines it."""
+    chain = [module]
+    while True:
+        if f"{module}.{name}" in modules:
+            return [*chain, f"{module}.{name}"]
+        source = reexports.get(module, {}).get(name)
+        if source is None:
+            return chain
+        module, name = source
+        while module not in modules and "." in module:  # a name from outside the package
+            module = module.rsplit(".", 1)[0]
+        if module not in modules or module in chain:
+            return chain
+        chain.append(module)
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """Every import between the package's modules (module level, inside functions and
-    under TYPE_CHECKING alike), resolved to module files."""
-    modules = {_module_name(p): p for p in SOURCES}
+    under TYPE_CHECKING alike), resolved to module files. A name imported through a
+    package's facade (``from empirical_batch import Sweep``, ``from .. import fit_tradeoff``,
+    ``from empirical_batch.fit import StepsTable``) counts as an import of the module
+    that defines it, and of each facade on the way."""
+    modules = _package_modules(package)
+    reexports = _reexports(modules)
 
     def targets(current: str, node: ast.Import | ast.ImportFrom) -> list[str]:
         if isinstance(node, ast.Import):
             return [a.name for a in node.names]
-        base = current.split(".")
-        if modules[current].name != "__init__.py":
-            base = base[:-1]
-        if node.level:
-            base = base[: len(base) - (node.level - 1)]
-            target = ".".join([*base, *([node.module] if node.module else [])])
-        else:
-            target = node.module or ""
-        return [f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target
-                for a in node.names]
+        target = _from_target(modules, current, node)
+        found = []
+        for a in node.names:
+            if f"{target}.{a.name}" in modules:
+                found.append(f"{target}.{a.name}")
+            else:
+                found += _reexport_chain(modules, reexports, target, a.name)
+        return found
 
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -210,16 +405,93 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)})"
+                  for a, deps in graph.items() for b in deps if layer_of(b) > layer_of(a))
+
+
+def design_layers(design: Path = DESIGN) -> dict[str, int]:
+    """The layer table of docs/design.md: module -> layer."""
+    text = design.read_text()
+    section = text[text.index("## Layers"):]
+    section = section[: section.index("\n## ", 1)]
+    out = {}
+    for row in re.findall(r"^\| (\d+) [^|]*\| ([^|]*) \|", section, re.M):
+        for module in re.findall(r"`([\w.]+)`", row[1]):
+            out[f"empirical_batch.{module}"] = int(row[0])
+    return out
+
+
+def test_the_design_table_holds_the_layers():
+    # the facade and `python -m` are not drawn; every other entry is, at its layer
+    expected = {m: n for m, n in LAYERS.items()
+                if m not in ("empirical_batch", "empirical_batch.__main__")}
+    assert design_layers() == expected
+
+
+def test_the_layer_table_check_finds_a_module_out_of_place(tmp_path):
+    design = tmp_path / "design.md"
+    design.write_text(DESIGN.read_text().replace("`_numeric`, ", "").replace(
+        "| `tradeoff`, ", "| `tradeoff`, `_numeric`, "))
+    assert design_layers(design)["empirical_batch._numeric"] == 2
+
+
+# modules that import torch: at the top, or inside a function (only when it is called)
+TORCH_AT_IMPORT = ("empirical_batch.measure", "empirical_batch.integrations",
+                   "empirical_batch.harness", "empirical_batch.validation")
+TORCH_WHEN_CALLED = ("empirical_batch.simulate", "empirical_batch._optional",
+                     "empirical_batch.cli.devices")
+
+
+def torch_imports(package: Path = PACKAGE) -> list[str]:
+    """Imports of torch outside the modules docs/design.md names for it."""
+    def within(module: str, prefixes: tuple[str, ...]) -> bool:
+        return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module = _module_name(path, package)
+        tree = ast.parse(path.read_text())
+        in_functions = {id(n) for f in ast.walk(tree)
+                        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                        for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            if not any(n.split(".")[0] == "torch" for n in names):
+                continue
+            allowed = TORCH_AT_IMPORT + (TORCH_WHEN_CALLED if id(node) in in_functions else ())
+            if not within(module, allowed):
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_torch_is_imported_where_the_design_says():
+    assert torch_imports() == []
+
+
+def test_the_torch_check_finds_a_stray_import(tmp_path):
+    import shutil
+
+    package = Path(shutil.copytree(PACKAGE, tmp_path / "empirical_batch",
+                                   ignore=shutil.ignore_patterns("__pycache__")))
+    with (package / "fit" / "steps.py").open("a") as f:
+        f.write("\n\ndef _probe():\n    import torch  # noqa\n")
+    with (package / "simulate" / "__init__.py").open("a") as f:
+        f.write("\nimport torch.nn  # noqa\n")
+    assert [f.split(":")[0] for f in torch_imports(package)] == [
+        "empirical_batch.fit.steps", "empirical_batch.simulate"]
+
+
 def test_every_module_has_a_layer():
     for name in import_graph():
         layer_of(name)
 
 
 def test_no_import_against_the_layers():
-    wrong = [f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)})"
-             for a, deps in import_graph().items() for b in deps
-             if layer_of(b) > layer_of(a)]
-    assert not wrong, "\n".join(sorted(wrong))
+    wrong = layer_violations(import_graph())
+    assert not wrong, "\n".join(wrong)
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -265,3 +537,68 @@ def test_no_import_circle():
 
 def test_the_circle_check_finds_a_circle():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _write_package(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / "empirical_batch" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "empirical_batch"
+
+
+# a lazy top level and a subpackage re-exporting its modules, as in the package
+_FACADES = {
+    "__init__.py": (
+        "import importlib\n"
+        '_EXPORTS: dict[str, str] = {"Sweep": "sweeps", "fit_tradeoff": "fit"}\n'
+        "def __getattr__(name):\n"
+        '    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)\n'),
+    "sweeps.py": "class Sweep: ...\n",
+    "fit/__init__.py": "from .tradeoff_fit import fit_tradeoff as fit_tradeoff\n",
+    "fit/tradeoff_fit.py": "from ..sweeps import Sweep\ndef fit_tradeoff(): ...\n",
+}
+
+
+def test_an_upward_import_through_a_facade_is_caught(tmp_path):
+    package = _write_package(tmp_path, {
+        **_FACADES,
+        # theory (layer 1) reaches the sweep schema (2) through the top level
+        "theory.py": "from empirical_batch import Sweep\n",
+        # rules (2) reaches fit (3) through the top level, then fit's __init__
+        "rules.py": "def f():\n    from . import fit_tradeoff\n",
+        # within a layer, through the facade: no finding
+        "fit/curve.py": "from .. import Sweep\n",
+    })
+    graph = import_graph(package)
+    assert "empirical_batch.sweeps" in graph["empirical_batch.theory"]
+    assert "empirical_batch.fit.tradeoff_fit" in graph["empirical_batch.rules"]
+    assert layer_violations(graph) == [
+        "empirical_batch.rules (layer 2) imports empirical_batch.fit (layer 3)",
+        "empirical_batch.rules (layer 2) imports empirical_batch.fit.tradeoff_fit (layer 3)",
+        "empirical_batch.theory (layer 1) imports empirical_batch.sweeps (layer 2)",
+    ]
+
+
+def test_a_circle_through_a_facade_is_caught(tmp_path):
+    package = _write_package(tmp_path, {
+        **_FACADES,
+        "estimators.py": "from empirical_batch import Sweep\ndef g(): ...\n",
+        "sweeps.py": "from .estimators import g\nclass Sweep: ...\n",
+    })
+    graph = import_graph(package)
+    assert layer_violations(graph) == []
+    assert _circles(graph) == [["empirical_batch.estimators", "empirical_batch.sweeps"]]
+
+
+def test_a_facade_probe_in_the_package_fails_the_layer_test(tmp_path):
+    import shutil
+
+    package = Path(shutil.copytree(PACKAGE, tmp_path / "empirical_batch",
+                                   ignore=shutil.ignore_patterns("__pycache__")))
+    with (package / "units.py").open("a") as f:
+        f.write("\n\ndef _probe():\n    from empirical_batch import fit_tradeoff  # noqa\n")
+    assert layer_violations(import_graph(package)) == [
+        "empirical_batch.units (layer 0) imports empirical_batch.fit (layer 3)",
+        "empirical_batch.units (layer 0) imports empirical_batch.fit.tradeoff_fit (layer 3)",
+    ]
