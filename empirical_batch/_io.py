@@ -61,8 +61,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_write(
-    path: str | os.PathLike[str], mode: str = "w", **open_kwargs
-) -> Iterator[IO]:
+    path: str | os.PathLike[str], mode: str = "w", **open_kwargs: Any
+) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path`` for writing; rename it on success."""
     if "r" in mode or "a" in mode or "+" in mode:
         raise InputError(f"atomic_write writes a whole new file; mode {mode!r} is not allowed")

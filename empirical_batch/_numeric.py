@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import check_count
 
 __all__ = ["exp_or_inf", "log_steps", "trapezoid"]
 
 
-def trapezoid(y, x) -> float:
+def trapezoid(y: ArrayLike, x: ArrayLike) -> float:
     r"""The trapezoid rule $\sum_i \tfrac12(y_i + y_{i+1})(x_{i+1} - x_i)$.
 
     Written out because ``numpy.trapezoid`` needs numpy >= 2.0 and the project supports

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 from collections.abc import Iterator
+from typing import Any
 
 from .errors import InputError, MissingDependencyError
 
@@ -76,7 +77,9 @@ def check_installed(module: str, *, by: str, extra: str | None = None) -> None:
         raise missing(module, by=by, extra=extra)
 
 
-def torch_device(device, name: str = "device"):
+# Any: a string or a torch.device in, a torch.device out; torch is optional and this
+# module imports it only when called (tests/test_optional_deps.py), not for type checkers
+def torch_device(device: Any, name: str = "device") -> Any:
     """``device`` (a string or a ``torch.device``) as a ``torch.device`` this build and
     machine can use: an unknown name, or CUDA/MPS where there is none, is an `InputError`
     in words (not PyTorch's message about how the library was built)."""

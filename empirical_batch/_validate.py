@@ -13,6 +13,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .errors import EmpiricalBatchDeprecationWarning, InputError
 
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 
-def _real_kind(value, name: str) -> None:
+def _real_kind(value: object, name: str) -> None:
     """Refuse what ``np.asarray(value, dtype=float)`` would silently turn into a number:
     booleans (True -> 1.0), complex values (imaginary part dropped), strings ("3")."""
     if value is None or isinstance(value, bool | np.bool_ | complex | np.complexfloating
@@ -62,7 +63,8 @@ def _real_kind(value, name: str) -> None:
                                  f"{type(v).__name__} {v!r}")
 
 
-def as_array(value, name: str, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+def as_array(value: object, name: str, *,
+             ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
     """Return ``value`` as a finite float array, or raise naming ``name``.
 
     Booleans, complex numbers and strings are refused (not read as 1.0, their real
@@ -96,7 +98,7 @@ def as_scalar(value: Any) -> Any:
     return value
 
 
-def as_float(value, name: str) -> float:
+def as_float(value: object, name: str) -> float:
     """Return ``value`` as a finite Python float, or raise naming ``name``."""
     value = as_scalar(value)
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real | np.ndarray):
@@ -108,7 +110,7 @@ def as_float(value, name: str) -> float:
     return float(arr)
 
 
-def positive_float(value, name: str, *, allow_zero: bool = False,
+def positive_float(value: object, name: str, *, allow_zero: bool = False,
                    allow_inf: bool = False) -> float:
     """A finite scalar > 0 (>= 0 with ``allow_zero``; +inf too with ``allow_inf``) as a
     Python float."""
@@ -126,7 +128,7 @@ MAX_COUNT = 2**53
 not exact as floats."""
 
 
-def check_count(value, name: str, low: int = 0) -> int:
+def check_count(value: object, name: str, low: int = 0) -> int:
     """An integer in [``low``, 2^53] as a Python int (integral floats accepted); booleans,
     fractions, NaN, inf, complex and strings are refused naming ``name``; numpy's
     integers (and integral floats) are welcome."""
@@ -153,7 +155,7 @@ def check_dataset_size(value: Any, low: int = 2) -> int:
     return check_count(v, "dataset_size", low)
 
 
-def check_broadcast(*named) -> None:
+def check_broadcast(*named: tuple[str, ArrayLike]) -> None:
     """Refuse arrays, given as ``(name, array)`` pairs, whose shapes do not broadcast
     together, naming them and their shapes."""
     try:
@@ -169,7 +171,7 @@ def scalar_or_array(arr: Any) -> Any:
     return float(arr) if arr.ndim == 0 else arr
 
 
-def check_unit_interval(value, name: str) -> float:
+def check_unit_interval(value: object, name: str) -> float:
     """A finite scalar in [0, 1), e.g. an EMA decay or a momentum coefficient."""
     x = as_float(value, name)
     if not 0.0 <= x < 1.0:
@@ -185,7 +187,7 @@ def check_finite(arr: np.ndarray, name: str) -> None:
         raise InputError(f"{name} must be finite, got {float(arr[tuple(first)])!r}{where}")
 
 
-def check_positive(arr, name: str) -> np.ndarray:
+def check_positive(arr: object, name: str) -> np.ndarray:
     """Finite and strictly positive, element-wise."""
     arr = as_array(arr, name)
     if np.any(arr <= 0):
@@ -193,7 +195,7 @@ def check_positive(arr, name: str) -> np.ndarray:
     return arr
 
 
-def check_nonnegative(arr, name: str) -> np.ndarray:
+def check_nonnegative(arr: object, name: str) -> np.ndarray:
     """Finite and ≥ 0, element-wise."""
     arr = as_array(arr, name)
     if np.any(arr < 0):
@@ -232,7 +234,7 @@ def _first(arr: np.ndarray, mask: np.ndarray) -> str:
     return f"{float(arr[idx])!r} at index {idx}"
 
 
-def check_level(level, ci, default: float = 0.95) -> float:
+def check_level(level: float | None, ci: float | None, default: float = 0.95) -> float:
     """The interval level from ``level`` (the name used across the package) or ``ci``
     (the v0.1 name in the fit functions, kept working); in (0, 1)."""
     if level is not None and ci is not None and float(level) != float(ci):
@@ -248,12 +250,14 @@ def check_level(level, ci, default: float = 0.95) -> float:
     return v
 
 
-def resolve_count(new, old, default: int):
+def resolve_count(new: int | None, old: int | None, default: int) -> int:
     """A count given by its new name (``n_seeds``) or its v0.1 name (``seeds``)."""
     if new is not None and old is not None and new != old:
         raise InputError(f"give n_seeds= or its old name seeds=, not both ({new!r}, {old!r})")
     if old is not None:
         warnings.warn("the keyword seeds= is renamed n_seeds=; seeds= will be removed in the "
                       "next release", EmpiricalBatchDeprecationWarning, stacklevel=3)
-    return default if new is None and old is None else (new if new is not None else old)
+    if new is not None:
+        return new
+    return old if old is not None else default
 

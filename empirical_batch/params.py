@@ -19,7 +19,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -177,7 +177,7 @@ def renamed_keywords(**old_to_new: str) -> Callable[[F], F]:
 
     def deco(func: F) -> F:
         @functools.wraps(func)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             for old, new in old_to_new.items():
                 if old in kwargs:
                     if new in kwargs:
@@ -188,7 +188,7 @@ def renamed_keywords(**old_to_new: str) -> Callable[[F], F]:
                     kwargs[new] = kwargs.pop(old)
             return func(*args, **kwargs)
 
-        return wrapper  # type: ignore[return-value]
+        return cast(F, wrapper)  # the same signature: only keywords renamed
 
     return deco
 

@@ -32,12 +32,19 @@ empirical_batch.units.UnitMismatch: the fit and the noise log are in different u
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, TypeVar
 
 from .errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["UNITS", "UnitMismatch", "check_unit", "convert", "same_unit"]
 
 UNITS = ("examples", "sequences", "tokens")
+
+# what `convert` takes and gives back: a number, or an array of them
+_Value = TypeVar("_Value", float, "np.ndarray")
 
 # units that count the same thing (one sequence is one example)
 _PER_EXAMPLE = ("examples", "sequences")
@@ -47,7 +54,7 @@ class UnitMismatch(InputError):
     """Two values in different units met where one unit is needed."""
 
 
-def check_unit(unit, name: str = "unit") -> str:
+def check_unit(unit: object, name: str = "unit") -> str:
     """``unit`` if it is one of `UNITS` (case-insensitive, singular accepted), else an
     `InputError` naming ``name`` and the allowed units."""
     if isinstance(unit, str):
@@ -58,7 +65,7 @@ def check_unit(unit, name: str = "unit") -> str:
     raise InputError(f"{name} must be one of {UNITS}, got {unit!r}")
 
 
-def _factor(src: str, dst: str, tokens_per_example) -> float:
+def _factor(src: str, dst: str, tokens_per_example: float | None) -> float:
     if src == dst or (src in _PER_EXAMPLE and dst in _PER_EXAMPLE):
         return 1.0
     if tokens_per_example is None:
@@ -71,7 +78,8 @@ def _factor(src: str, dst: str, tokens_per_example) -> float:
     return t if dst == "tokens" else 1.0 / t
 
 
-def convert(value, src: str, dst: str, *, tokens_per_example=None):
+def convert(value: _Value, src: str, dst: str, *,
+            tokens_per_example: float | None = None) -> _Value:
     r"""``value`` (a number or a numpy array) in unit ``src`` expressed in ``dst``:
     multiplied by ``tokens_per_example`` $T$ from examples/sequences to tokens,
     divided by it from tokens; examples and sequences convert 1:1. Raises
