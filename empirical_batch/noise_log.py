@@ -57,6 +57,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -79,7 +80,7 @@ class BSimpleForBNoise(EmpiricalBatchWarning):
     """A measured $B_{simple}$ is used where $B_{noise}$ is meant (an approximation)."""
 
 
-def load_noise_log(source, where: str | None = None) -> pd.DataFrame:
+def load_noise_log(source: object, where: str | None = None) -> pd.DataFrame:
     """Read and validate a noise log (a ``.csv``/``.jsonl`` path or a DataFrame).
 
     ``where`` (a pandas query, e.g. ``"task == 'text_lm' and optimizer == 'adam'"``)
@@ -239,8 +240,9 @@ def token_column(frame: pd.DataFrame, column: str) -> str | None:
     return twin if np.isfinite(values).any() else None
 
 
-def final_noise_scale(source, quantity: str | None = None, where: str | None = None, *,
-                      unit: str | None = None, tokens_per_example=None) -> FinalNoiseScale:
+def final_noise_scale(source: object, quantity: str | None = None, where: str | None = None,
+                      *, unit: str | None = None,
+                      tokens_per_example: float | None = None) -> FinalNoiseScale:
     """The noise scale at the end of a logged run: the last row whose value is finite and
     > 0 (the critical batch of the model at the end of training, eq. 2.12's
     $B_{crit} \\approx B_{noise}$). Later unresolved rows are counted, not hidden;
@@ -269,7 +271,7 @@ def final_noise_scale(source, quantity: str | None = None, where: str | None = N
                            len(v) - 1 - i, column=read or "")
 
 
-def write_noise_log(frame: pd.DataFrame, path) -> Path:
+def write_noise_log(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     """Write a noise log as CSV, or JSON Lines when ``path`` ends in ``.jsonl`` (NaN as
     ``null``); atomically, so an interrupted write leaves the old file intact."""
     from ._io import atomic_path
@@ -286,7 +288,7 @@ def write_noise_log(frame: pd.DataFrame, path) -> Path:
     return path
 
 
-def _json_value(v):
+def _json_value(v: object) -> object:
     if isinstance(v, np.generic):
         v = v.item()
     if isinstance(v, float) and not np.isfinite(v):
@@ -294,7 +296,7 @@ def _json_value(v):
     return v
 
 
-def _json_lines(path: Path) -> list[dict]:
+def _json_lines(path: Path) -> list[dict[str, Any]]:
     """The objects of a JSON Lines file, one a line (blank lines skipped); a line that is
     not JSON, or holds something other than an object, is a `DataError` naming it."""
     rows = []
@@ -316,7 +318,7 @@ def _json_lines(path: Path) -> list[dict]:
     return rows
 
 
-def _read(source) -> tuple[pd.DataFrame, str]:
+def _read(source: object) -> tuple[pd.DataFrame, str]:
     if isinstance(source, pd.DataFrame):
         return _unprefixed(source, "<DataFrame>"), "<DataFrame>"
     if isinstance(source, list):  # a trainer's log history: one dict per log call

@@ -33,7 +33,7 @@ counted either).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -119,11 +119,11 @@ class Sweep:
         set_(self, "source", str(source))
         set_(self, "metadata", MappingProxyType(dict(metadata or {})))
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Sweep is immutable: cannot set {name!r} (use with_source or "
                              "with_metadata, or load a new sweep)")
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         raise AttributeError(f"Sweep is immutable: cannot delete {name!r}")
 
     @property
@@ -184,7 +184,7 @@ class Sweep:
     def diverged_runs(self) -> list[str]:
         """Runs that logged a NaN or infinite metric."""
         r = self.runs
-        return r.loc[r["diverged"], "run"].tolist()
+        return list(r.loc[r["diverged"], "run"])
 
     def to_frame(self) -> pd.DataFrame:
         """A copy of the long table."""
@@ -197,7 +197,7 @@ class Sweep:
         else ``None``."""
         return self.metadata.get("provenance")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "metric_name": self.metric_name,
             "higher_is_better": self.higher_is_better,
@@ -211,7 +211,7 @@ class Sweep:
         }
 
 
-def read_table(source) -> tuple[pd.DataFrame, str, int]:
+def read_table(source: object) -> tuple[pd.DataFrame, str, int]:
     """Read a sweep source (path to CSV/TSV/Parquet, optionally gzipped; a DataFrame; a
     `Sweep`; a result object holding a table, such as `simulate_sweep`'s) as (frame,
     label, line offset) where ``line = index + offset`` for files."""
@@ -271,14 +271,15 @@ def _check_complete(path: Path) -> None:
                          "complete, add a final newline")
 
 
-def _at(offset: int, index) -> str:
-    """``line N`` of a file (``offset`` > 0) or ``row INDEX`` of a table."""
+def _at(offset: int, index: Hashable) -> str:
+    """``line N`` of a file (``offset`` > 0: its rows are numbered 0, 1, ...) or ``row
+    INDEX`` of a table."""
     if isinstance(index, np.integer):
         index = int(index)
-    return f"line {int(index) + offset}" if offset else f"row {index!r}"
+    return f"line {index + offset}" if offset and isinstance(index, int) else f"row {index!r}"
 
 
-def _where(label: str, offset: int, index) -> str:
+def _where(label: str, offset: int, index: Hashable) -> str:
     return f"{label}, {_at(offset, index)}"
 
 
@@ -290,7 +291,7 @@ def _strip_prefix(name: str) -> str:
     return low
 
 
-def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]:
+def _recognise(df: pd.DataFrame, column_map: Mapping[str, str], label: str) -> dict[str, str]:
     """Map schema column -> source column."""
     mapping: dict[str, str] = {}
     for key, src in column_map.items():
@@ -333,7 +334,9 @@ def _recognise(df: pd.DataFrame, column_map: dict, label: str) -> dict[str, str]
     return mapping
 
 
-def _refuse_ambiguous(df, mapping, column_map, lowered, label) -> None:
+def _refuse_ambiguous(df: pd.DataFrame, mapping: Mapping[str, str],
+                      column_map: Mapping[str, str], lowered: Mapping[str, list[str]],
+                      label: str) -> None:
     """Two recognised columns for the metric (``loss`` and ``val_loss``): which one is
     meant must be said (``metric=NAME``). Two for the batch size or the learning rate
     (``batch_size`` and ``bs``) must agree on every row, else both are named."""
@@ -365,7 +368,8 @@ _NOT_NUMBERS = (bool, np.bool_, complex, np.complexfloating, pd.Timestamp, pd.Ti
                 np.datetime64, np.timedelta64)
 
 
-def _numeric(df, col, label, offset, *, allow_nonfinite=False, allow_nan=False):
+def _numeric(df: pd.DataFrame, col: str, label: str, offset: int, *,
+             allow_nonfinite: bool = False, allow_nan: bool = False) -> np.ndarray:
     raw = df[col]
     kind = raw.dtype.kind
     if kind in "bcmM":  # bool, complex, timedelta, datetime: not measurements
@@ -373,18 +377,18 @@ def _numeric(df, col, label, offset, *, allow_nonfinite=False, allow_nan=False):
     if kind == "O":
         odd = raw.map(lambda v: isinstance(v, _NOT_NUMBERS))
         if odd.any():
-            idx = odd.idxmax()
-            raise InputError(f"{_where(label, offset, idx)}, column {col!r}: not a number: "
-                             f"{raw.loc[idx]!r} ({type(raw.loc[idx]).__name__})")
+            pos = int(np.argmax(odd.to_numpy()))
+            value = raw.iloc[pos]
+            raise InputError(f"{_where(label, offset, raw.index[pos])}, column {col!r}: not a "
+                             f"number: {value!r} ({type(value).__name__})")
     num = pd.to_numeric(raw, errors="coerce")
     bad = num.isna() & raw.notna()
     if not (allow_nan or allow_nonfinite):
         bad = bad | raw.isna()
     if bad.any():
-        idx = bad.idxmax()
-        raise InputError(
-            f"{_where(label, offset, idx)}, column {col!r}: not a number: {raw.loc[idx]!r}"
-        )
+        pos = int(np.argmax(bad.to_numpy()))
+        raise InputError(f"{_where(label, offset, raw.index[pos])}, column {col!r}: not a "
+                         f"number: {raw.iloc[pos]!r}")
     values = num.to_numpy(dtype=float)
     if not allow_nonfinite:
         finite = np.isfinite(values) | (allow_nan & np.isnan(values))
@@ -397,7 +401,9 @@ def _numeric(df, col, label, offset, *, allow_nonfinite=False, allow_nan=False):
     return values
 
 
-def _bounded_column(df, mapping, key, what, label, offset, *, strict, allow_nan=False):
+def _bounded_column(df: pd.DataFrame, mapping: Mapping[str, str], key: str, what: str,
+                    label: str, offset: int, *, strict: bool,
+                    allow_nan: bool = False) -> np.ndarray:
     """Numeric column ``mapping[key]``, > 0 (``strict``) or >= 0; errors name file, row, column."""
     col = mapping[key]
     values = _numeric(df, col, label, offset, allow_nan=allow_nan)
@@ -412,7 +418,7 @@ def _bounded_column(df, mapping, key, what, label, offset, *, strict, allow_nan=
 
 
 def load_sweep(
-    source,
+    source: object,
     *,
     metric_name: str | None = None,
     higher_is_better: bool | None = None,

@@ -63,6 +63,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from ._validate import as_float, positive_float
 from .errors import EmpiricalBatchWarning, InputError, NotFoundError
@@ -80,6 +81,11 @@ from .rules import (
     lr_rules,
 )
 from .tradeoff import Tradeoff
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .fit import TradeoffFit
 
 __all__ = [
     "HPARAMS",
@@ -130,7 +136,7 @@ class TransferredValue(Result):
     in_regime: bool | None
     note: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -160,7 +166,7 @@ class TransferResult(Result):
         raise NotFoundError(f"{name!r} was not transferred; have {[v.name for v in self.values]}")
 
     @property
-    def new(self) -> dict:
+    def new(self) -> dict[str, float]:
         """The new hyperparameters, ``{name: value}``, ready for the optimizer."""
         return {v.name: v.new for v in self.values}
 
@@ -168,13 +174,13 @@ class TransferResult(Result):
     def kappa(self) -> float:
         return self.to_batch / self.from_batch
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"from_batch": self.from_batch, "to_batch": self.to_batch,
                 "optimizer": self.optimizer, "b_noise": self.b_noise,
                 "values": [v.to_dict() for v in self.values],
                 "warnings": list(self.warnings)}
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """One row per hyperparameter: old, new, new/old, rule, in_regime, citation, note."""
         import pandas as pd
 
@@ -191,7 +197,7 @@ class TransferResult(Result):
 
 
 # ---------------------------------------------------------------- validation
-def _check_hparams(hparams, optimizer: str) -> dict:
+def _check_hparams(hparams: object, optimizer: str) -> dict[str, float]:
     if not isinstance(hparams, Mapping):
         raise InputError(f"hparams must be a mapping (dict), got {type(hparams).__name__}")
     if not hparams:
@@ -237,10 +243,11 @@ def _check_moved(name: str, old: float, new: float, rule: str, b: float, b2: flo
                          "sizes closer together or another rule") from None
 
 
-def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict[str, Rule]:
+def _check_rules(rule: object, optimizer: str, hp: Mapping[str, float], b_noise: float | None,
+                 tradeoff: Tradeoff | None) -> dict[str, Rule]:
     if rule is None or isinstance(rule, str):
         lr_rule = rule
-        overrides: dict = {}
+        overrides: dict[str, str] = {}
     elif isinstance(rule, Mapping):
         overrides = dict(rule)
         bad = set(overrides) - set(HPARAMS)
@@ -275,7 +282,7 @@ def _check_rules(rule, optimizer: str, hp: dict, b_noise, tradeoff) -> dict[str,
     return {k: TRANSFER_RULES[chosen[k]] for k in HPARAMS if k in hp or k == "lr"}
 
 
-def _check_tradeoff(tradeoff):
+def _check_tradeoff(tradeoff: object) -> tuple[Tradeoff | None, tuple[float, float] | None]:
     if tradeoff is None:
         return None, None
     from .fit import TradeoffFit
@@ -300,7 +307,7 @@ def transfer(
     optimizer: str,
     rule: str | Mapping[str, str] | None = None,
     b_noise: float | None = None,
-    tradeoff=None,
+    tradeoff: Tradeoff | TradeoffFit | None = None,
 ) -> TransferResult:
     r"""Move optimizer hyperparameters from batch ``from_batch`` to ``to_batch``.
 
