@@ -62,14 +62,20 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_array, as_float, check_positive, positive_float
 from .errors import InputError
 from .result import Result
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "CBS_DEFINITIONS",
@@ -123,7 +129,7 @@ class CBSDefinition(Result):
     assumptions: str
     requires: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def __repr__(self) -> str:
@@ -171,14 +177,14 @@ CBS_DEFINITIONS: MappingProxyType[str, CBSDefinition] = MappingProxyType({
 })
 
 
-def cbs_definitions_frame():
+def cbs_definitions_frame() -> pd.DataFrame:
     """All definitions as a DataFrame, one row per key (the docs table)."""
     import pandas as pd
 
     return pd.DataFrame([d.to_dict() for d in CBS_DEFINITIONS.values()])
 
 
-def _overhead(overhead) -> float:
+def _overhead(overhead: object) -> float:
     o = positive_float(overhead, "overhead")
     return o
 
@@ -245,8 +251,8 @@ def b_crit_from_zhang_cbs(cbs: float, *, base_batch: float, overhead: float = 0.
     return (c - (1.0 + o) * b0) / o
 
 
-def zhang_cbs_from_sweep(batch_sizes, steps, *, base_batch: float | None = None,
-                         overhead: float = 0.2) -> float:
+def zhang_cbs_from_sweep(batch_sizes: ArrayLike, steps: ArrayLike, *,
+                         base_batch: float | None = None, overhead: float = 0.2) -> float:
     r"""Zhang et al.'s CBS measured directly on a sweep, without the hyperbola.
 
     $S(B) = (1+o)\,S(B_0)B_0/B$ is the same as $E(B) = (1+o)\,E(B_0)$ with
@@ -339,8 +345,8 @@ def merrill_cbs_from_b_crit(
     return bc * (1.0 / q - 1.0)
 
 
-def _check_key(key, name: str) -> str:
-    if key not in CBS_DEFINITIONS:
+def _check_key(key: object, name: str) -> str:
+    if not isinstance(key, str) or key not in CBS_DEFINITIONS:
         raise InputError(f"{name} must be one of {sorted(CBS_DEFINITIONS)}, got {key!r}")
     return key
 
@@ -348,7 +354,7 @@ def _check_key(key, name: str) -> str:
 _HUB = {"mccandlish", "bergsma"}  # both are B_crit itself
 
 
-def _to_b_crit(value: float, key: str, info: dict) -> float:
+def _to_b_crit(value: float, key: str, info: Mapping[str, Any]) -> float:
     if key in _HUB:
         return value
     if key == "zhang":
@@ -364,7 +370,7 @@ def _to_b_crit(value: float, key: str, info: dict) -> float:
     )
 
 
-def _from_b_crit(bc: float, key: str, info: dict) -> float:
+def _from_b_crit(bc: float, key: str, info: Mapping[str, Any]) -> float:
     if key in _HUB:
         return bc
     if key == "zhang":
@@ -379,7 +385,7 @@ def _from_b_crit(bc: float, key: str, info: dict) -> float:
                                    loss_slope=info["loss_slope"], base_batch=info["base_batch"])
 
 
-def _need(info: dict, names: tuple[str, ...], key: str) -> None:
+def _need(info: Mapping[str, Any], names: tuple[str, ...], key: str) -> None:
     missing = [n for n in names if info.get(n) is None]
     if missing:
         raise InputError(
@@ -388,7 +394,7 @@ def _need(info: dict, names: tuple[str, ...], key: str) -> None:
         )
 
 
-def _need_approximate(info: dict) -> None:
+def _need_approximate(info: Mapping[str, Any]) -> None:
     if info.get("approximate") is not True:
         raise InputError(
             "B_peak (Li et al. 2024) is the noise scale B_noise, which equals B_crit only "
@@ -400,7 +406,7 @@ def _need_approximate(info: dict) -> None:
 _INFO_KEYS = {"base_batch", "overhead", "tolerance", "window", "loss_slope", "approximate"}
 
 
-def convert_cbs(value: float, from_def: str, to_def: str, **info) -> float:
+def convert_cbs(value: float, from_def: str, to_def: str, **info: Any) -> float:
     r"""Convert a critical batch size between the definitions of `CBS_DEFINITIONS`.
 
     Goes through McCandlish's $B_{crit}$: ``mccandlish`` and ``bergsma`` are the

@@ -6,7 +6,10 @@ bad state leaves the estimator as it was.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_array, as_float, as_scalar
 from .errors import InputError, NotFoundError
@@ -15,7 +18,7 @@ from .params import check
 __all__ = ["check_beta", "check_dataset_size", "check_max_history", "checked_state"]
 
 
-def check_dataset_size(dataset_size, b_big) -> float:
+def check_dataset_size(dataset_size: object, b_big: ArrayLike) -> float:
     """An integer >= 2 (`params.DOMAINS`) at least as large as every ``b_big``."""
     dataset_size = float(check("dataset_size", dataset_size))
     if np.any(np.asarray(b_big) > dataset_size):
@@ -24,12 +27,12 @@ def check_dataset_size(dataset_size, b_big) -> float:
     return float(dataset_size)
 
 
-def check_beta(beta) -> float:
+def check_beta(beta: object) -> float:
     """The EMA decay, in [0, 1)."""
     return float(check("beta", as_float(beta, "beta")))
 
 
-def check_max_history(value) -> int | None:
+def check_max_history(value: object) -> int | None:
     """``None`` (keep every step) or a positive integer."""
     if value is None:
         return None
@@ -39,7 +42,8 @@ def check_max_history(value) -> int | None:
     return int(as_scalar(value))
 
 
-def checked_state(state, dataset_size, columns: tuple[str, ...]) -> dict:
+def checked_state(state: object, dataset_size: object,
+                  columns: tuple[str, ...]) -> dict[str, Any]:
     """The entries of a `GNSEstimator.state_dict`, each checked (type, finiteness, sign),
     as plain Python values; raises before anything is changed."""
     if not isinstance(state, dict):
@@ -48,7 +52,7 @@ def checked_state(state, dataset_size, columns: tuple[str, ...]) -> dict:
                            "css", "cgg", "csg", "history") if k not in state]
     if missing:
         raise NotFoundError(f"state is missing the entry {missing[0]!r}")
-    out: dict = {"beta": check_beta(state["beta"])}
+    out: dict[str, Any] = {"beta": check_beta(state["beta"])}
     if not isinstance(state["keep_history"], bool | np.bool_):
         raise InputError(f"state['keep_history'] must be a bool, got {state['keep_history']!r}")
     out["keep_history"] = bool(state["keep_history"])

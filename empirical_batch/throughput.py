@@ -29,9 +29,11 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import optimize
 
 from .errors import EmpiricalBatchWarning, InputError
@@ -58,14 +60,15 @@ class ThroughputModel(Result):
     """``"fitted"``, or ``"poor_fit"`` when the rms relative error exceeds `POOR_FIT`
     (also a note and an `EmpiricalBatchWarning`)."""
 
-    def grad_seconds(self, micro_batch):
+    def grad_seconds(self, micro_batch: ArrayLike) -> np.ndarray:
         return self.alpha_grad + self.beta_grad * np.asarray(micro_batch, dtype=float)
 
-    def sync_seconds(self, devices):
+    def sync_seconds(self, devices: ArrayLike) -> np.ndarray:
         n = np.asarray(devices, dtype=float)
         return np.where(n > 1, self.alpha_sync + self.beta_sync * np.maximum(n - 2, 0), 0.0)
 
-    def step_seconds(self, micro_batch, devices=1, accumulation=1):
+    def step_seconds(self, micro_batch: ArrayLike, devices: ArrayLike = 1,
+                     accumulation: ArrayLike = 1) -> float | np.ndarray:
         """$T(m, n, k)$; broadcasts."""
         k = np.asarray(accumulation, dtype=float)
         tg = self.grad_seconds(micro_batch)
@@ -76,7 +79,8 @@ class ThroughputModel(Result):
         out = (k - 1.0) * tg + last
         return float(out) if np.ndim(out) == 0 else out
 
-    def examples_per_second(self, micro_batch, devices=1, accumulation=1):
+    def examples_per_second(self, micro_batch: ArrayLike, devices: ArrayLike = 1,
+                            accumulation: ArrayLike = 1) -> float | np.ndarray:
         """Throughput of the whole job, $n m k / T$."""
         b = np.asarray(micro_batch, float) * np.asarray(devices, float) * np.asarray(
             accumulation, float)
@@ -102,7 +106,7 @@ class ThroughputModel(Result):
             + ")"
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
             "alpha_grad", "beta_grad", "alpha_sync", "beta_sync", "gamma",
             "rms_relative_error", "n_timings", "status")} | {"notes": list(self.notes)}
@@ -181,7 +185,7 @@ def fit_throughput(timings: pd.DataFrame) -> ThroughputModel:
         notes.append("multi-device timings at one micro_batch: no overlap assumed "
                      "(gamma = 1)")
 
-    def unpack(p):
+    def unpack(p: np.ndarray) -> tuple[float, float, float, float, float]:
         ag, bg, as_, bs, g = p[0], p[1], 0.0, 0.0, 1.0
         i = 2
         if fit_sync:
@@ -194,12 +198,12 @@ def fit_throughput(timings: pd.DataFrame) -> ThroughputModel:
                 g = p[i]
         return ag, bg, as_, bs, g
 
-    def model(p):
+    def model(p: np.ndarray) -> float | np.ndarray:
         ag, bg, as_, bs, g = unpack(p)
         return ThroughputModel(ag, bg, as_, bs, g, 0.0, 0).step_seconds(m, n, k)
 
-    def resid(p):
-        return np.log(np.maximum(model(p), 1e-300)) - np.log(t)
+    def resid(p: np.ndarray) -> np.ndarray:
+        return np.asarray(np.log(np.maximum(model(p), 1e-300)) - np.log(t), dtype=float)
 
     # start: compute from the single-device points, sync from the rest
     single = (~multi) & (k == 1)
