@@ -22,10 +22,14 @@ only, so importing the rest of the library does not load it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import Any
 
+import numpy as np
 import sympy as sp
+from numpy.typing import ArrayLike
 
 from .errors import InputError
 
@@ -44,17 +48,17 @@ __all__ = [
 ]
 
 
-def _check(condition, message: str) -> None:
+def _check(condition: object, message: str) -> None:
     if not condition:
         raise RuntimeError(f"symbolic derivation failed: {message}")
 
 
 class _AsDict:
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
 
-def numeric(expr, *symbols):
+def numeric(expr: sp.Expr, *symbols: sp.Symbol) -> Callable[..., Any]:
     """``sympy.lambdify(symbols, expr, "numpy")``: a numpy function of the symbols.
 
     >>> d = sgd_step()
@@ -62,13 +66,15 @@ def numeric(expr, *symbols):
     >>> float(f(4.0, 2.0, 2.0, 8.0))
     0.5
     """
-    return sp.lambdify(symbols, expr, modules="numpy")
+    f: Callable[..., Any] = sp.lambdify(symbols, expr, modules="numpy")
+    return f
 
 
 # --- one SGD step -----------------------------------------------------------------
 
 
-def expected_step_loss(n: int = 2, *, preconditioned: bool = False):
+def expected_step_loss(n: int = 2, *,
+                       preconditioned: bool = False) -> tuple[sp.Expr, dict[str, Any]]:
     r"""Expected second-order loss change of one step, entry by entry, for n×n symbols.
 
     With $G_{est} = G + \xi$, $E\xi = 0$, $E\xi\xi^T = \Sigma/B$
@@ -136,7 +142,8 @@ class StepDerivation(_AsDict):
     b_simple: sp.Expr
 
 
-def _scalar_form(expr, syms):
+def _scalar_form(expr: sp.Expr, syms: Mapping[str, Any]
+                 ) -> tuple[sp.Expr, tuple[sp.Symbol, sp.Symbol, sp.Symbol]]:
     """Rewrite the entry-wise expansion in the invariants |G|², GᵀHG, tr(HΣ)."""
     g, h, sig = syms["G"], syms["H"], syms["Sigma"]
     g2, ghg, tr_hs = sp.symbols("g2 ghg tr_hs", positive=True)
@@ -199,29 +206,30 @@ class PreconditionedDerivation(_AsDict):
     ``symbols`` holds the matrices ``G``, ``H``, ``Sigma``, ``P`` and ``eps``, ``B``.
     """
 
-    symbols: dict
+    symbols: dict[str, Any]
     improvement: sp.Expr
     eps_opt: sp.Expr
     eps_max: sp.Expr
     dl_max: sp.Expr
     b_noise: sp.Expr
 
-    def entries(self) -> tuple:
+    def entries(self) -> tuple[sp.Symbol, ...]:
         """The entry symbols in the order `substitute` expects them."""
         out = []
         for key in ("G", "H", "Sigma", "P"):
             out.extend(sorted(self.symbols[key].free_symbols, key=str))
         return tuple(out)
 
-    def substitute(self, expr, gradient, hessian, noise_cov, preconditioner) -> float:
+    def substitute(self, expr: sp.Expr, gradient: ArrayLike, hessian: ArrayLike,
+                   noise_cov: ArrayLike, preconditioner: ArrayLike) -> float:
         """Evaluate ``expr`` at numeric (symmetric) matrices."""
-        vals = {}
+        vals: dict[sp.Symbol, float] = {}
         for key, arr in (("G", gradient), ("H", hessian), ("Sigma", noise_cov),
                          ("P", preconditioner)):
-            mat = self.symbols[key]
+            mat, a = self.symbols[key], np.asarray(arr, dtype=float)
             for i in range(mat.shape[0]):
                 for j in range(mat.shape[1]):
-                    vals[mat[i, j]] = float(arr[i][j] if mat.shape[1] > 1 else arr[i])
+                    vals[mat[i, j]] = float(a[i][j] if mat.shape[1] > 1 else a[i])
         return float(expr.subs(vals))
 
 
@@ -370,7 +378,7 @@ def adaptive_batch() -> AdaptiveDerivation:
 
     q = sp.Symbol("q", positive=True)  # sqrt(B_noise)
 
-    def integrate(expr):
+    def integrate(expr: sp.Expr) -> sp.Expr:
         # linear in 1, sqrt(B), B: map each to its integral symbol
         poly = sp.Poly(sp.expand(expr.subs(noise, q**2)), q)
         out = sp.Integer(0)
@@ -391,7 +399,8 @@ def adaptive_batch() -> AdaptiveDerivation:
     )
 
 
-def adaptive_gain(noise_of_s, s, lower, upper):
+def adaptive_gain(noise_of_s: sp.Expr, s: sp.Symbol, lower: sp.Expr | float,
+                  upper: sp.Expr | float) -> sp.Expr:
     r"""Exact γ for a symbolic noise-scale trajectory $\mathcal{B}(s)$ on [lower, upper].
 
     Integrates $1$, $\sqrt{\mathcal{B}}$ and $\mathcal{B}$ with sympy
