@@ -602,3 +602,36 @@ def test_a_facade_probe_in_the_package_fails_the_layer_test(tmp_path):
         "empirical_batch.units (layer 0) imports empirical_batch.fit (layer 3)",
         "empirical_batch.units (layer 0) imports empirical_batch.fit.tradeoff_fit (layer 3)",
     ]
+
+
+# ------------------------------------------------------------- strict typing
+
+def strict_modules(pyproject: Path = PACKAGE.parent / "pyproject.toml") -> set[str]:
+    """The modules pyproject.toml holds to --strict's checks (one [[tool.mypy.overrides]]
+    with disallow_untyped_defs)."""
+    import tomllib
+
+    overrides = tomllib.loads(pyproject.read_text())["tool"]["mypy"]["overrides"]
+    return {m for o in overrides if o.get("disallow_untyped_defs")
+            for m in ([o["module"]] if isinstance(o["module"], str) else o["module"])}
+
+
+def loose_ground_modules(pyproject: Path = PACKAGE.parent / "pyproject.toml") -> list[str]:
+    """Modules of layers 0 (ground floor) to 2 (models and data), new ones included,
+    that pyproject.toml does not hold to --strict's checks."""
+    strict = strict_modules(pyproject)
+    return sorted(m for m in import_graph()
+                  if m != "empirical_batch" and layer_of(m) <= 2 and m not in strict)
+
+
+def test_the_ground_layers_are_strictly_typed():
+    loose = loose_ground_modules()
+    assert not loose, ("add to pyproject.toml's strict [[tool.mypy.overrides]]: "
+                       + ", ".join(loose))
+
+
+def test_the_strict_check_finds_a_loose_module(tmp_path):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text((PACKAGE.parent / "pyproject.toml").read_text().replace(
+        '    "empirical_batch.units",\n', ""))
+    assert loose_ground_modules(pyproject) == ["empirical_batch.units"]
