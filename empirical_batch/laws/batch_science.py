@@ -21,6 +21,7 @@ default of their ``load_study``. Batch sizes are in examples.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,7 +56,7 @@ def _workloads(root: Path) -> list[Path]:
     return found
 
 
-def _read_study(study: Path, metric: str) -> tuple[float, pd.DataFrame, dict]:
+def _read_study(study: Path, metric: str) -> tuple[float, pd.DataFrame, dict[str, Any]]:
     meta = read_json(study / "study.json")
     if not isinstance(meta, dict) or "batch_size" not in meta:
         raise DataError(f"{study / 'study.json'}: no batch_size")

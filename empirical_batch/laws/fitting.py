@@ -115,7 +115,8 @@ def _usable(optima: CellOptima, quantity: str, inputs: tuple[str, ...]) -> pd.Da
         warnings.warn(f"{quantity}: {int(edge.sum())} of {len(f)} cells with the optimum at "
                       f"the grid's edge left out of the law ({', '.join(f['cell'][edge])})",
                       FitWarning, stacklevel=3)
-    return f[~edge]
+    usable: pd.DataFrame = f[~edge]
+    return usable
 
 
 def fit_law(optima: CellOptima, quantity: str = "b_opt", inputs: Any = ("tokens",), *,

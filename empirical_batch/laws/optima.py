@@ -215,7 +215,8 @@ def _vertices(X: np.ndarray, losses: np.ndarray, llr: np.ndarray
     return np.exp(xb), np.exp(yl)
 
 
-def _bootstrap(surface, b: np.ndarray, lr: np.ndarray, loss: np.ndarray, band: float,
+def _bootstrap(surface: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None,
+               b: np.ndarray, lr: np.ndarray, loss: np.ndarray, band: float,
                n_boot: int, level: float, rng: np.random.Generator,
                estimator: str = "band") -> dict[str, tuple[float, float]]:
     nan = {"b_opt": (math.nan, math.nan), "lr_opt": (math.nan, math.nan)}
