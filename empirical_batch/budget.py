@@ -39,9 +39,11 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from ._validate import check_level, positive_float
 from .errors import InputError
@@ -103,15 +105,17 @@ class FixedBudgetFit(Result):
         """Confidence level of the intervals."""
         return self.b_opt_exponent_interval.level
 
-    def batch_size(self, budget) -> np.ndarray | float:
+    def batch_size(self, budget: ArrayLike) -> np.ndarray | float:
         """$B_{opt}$ at ``budget`` from the fitted power law."""
-        return self.b_opt(budget)
+        out: np.ndarray | float = self.b_opt(budget)
+        return out
 
-    def learning_rate(self, budget) -> np.ndarray | float:
+    def learning_rate(self, budget: ArrayLike) -> np.ndarray | float:
         """$\\eta_{opt}$ at ``budget`` from the fitted power law."""
-        return self.lr_opt(budget)
+        out: np.ndarray | float = self.lr_opt(budget)
+        return out
 
-    def compare(self, b_crit: float, budget: float) -> dict:
+    def compare(self, b_crit: float, budget: float) -> dict[str, Any]:
         """$B_{opt}(C)$ next to a $B_{crit}$ (e.g. fitted at the loss the
         budget reaches), with what each means."""
         c = positive_float(budget, "budget")
@@ -125,7 +129,7 @@ class FixedBudgetFit(Result):
                             "minimal steps and twice the minimal examples",
         }
 
-    def _law_text(self, what: str, law: PowerLaw, ci, status: str, edge: str) -> str:
+    def _law_text(self, what: str, law: PowerLaw, ci: Interval, status: str, edge: str) -> str:
         if status != "identified":
             n = int(self.optima[edge].sum())
             return f"{what} not identified (at the grid's edge at {n} of {len(self.optima)} " \
@@ -146,7 +150,7 @@ class FixedBudgetFit(Result):
     def to_frame(self) -> pd.DataFrame:
         return self.optima.copy()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "budget_name": self.budget_name, "tolerance": self.tolerance,
             "b_opt": self.b_opt.to_dict(), "lr_opt": self.lr_opt.to_dict(),
@@ -175,7 +179,8 @@ def _column(frame: pd.DataFrame, name: str, what: str) -> np.ndarray:
     return v
 
 
-def _residual_bootstrap(x, y, n_boot, ci, rng) -> tuple[float, float]:
+def _residual_bootstrap(x: np.ndarray, y: np.ndarray, n_boot: int, ci: float,
+                        rng: np.random.Generator) -> tuple[float, float]:
     """Percentile interval of the log-log slope: residuals of the least-squares line
     resampled (scaled by sqrt(n/(n-2)) for the two fitted parameters), refitted."""
     lx, ly = np.log(x), np.log(y)
@@ -200,7 +205,7 @@ def fit_fixed_budget(
     tolerance: float = 0.0025,
     n_boot: int = 1000,
     level: float | None = None,
-    seed=0,
+    seed: int | np.random.Generator | None = 0,
     ci: float | None = None,
 ) -> FixedBudgetFit:
     r"""Near-optimal band and power laws $B_{opt}(C)$, $\eta_{opt}(C)$.
