@@ -29,15 +29,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_array, check_broadcast, positive_float, scalar_or_array
 from .errors import InputError
 from .params import check
 from .result import Result, TableResult, unwrap_table
 from .tradeoff import Tradeoff
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Hardware", "Plan", "frontier", "frontier_bend", "pareto_mask", "plan"]
 
@@ -87,7 +91,7 @@ class Hardware(Result):
     price_per_device_hour: float = 1.0
     max_devices: int = 1024
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("throughput", "price_per_device_hour"):
             object.__setattr__(self, name, positive_float(getattr(self, name), name))
         for name in ("step_overhead_s", "allreduce_s", "latency_s"):
@@ -104,21 +108,23 @@ class Hardware(Result):
                                  f"exact as floats), got {v!r}")
             object.__setattr__(self, name, int(v))
 
-    def comm_seconds(self, devices):
+    def comm_seconds(self, devices: ArrayLike) -> float | np.ndarray:
         """Communication time per step on ``devices`` devices (0 for one device)."""
         n = check("devices", devices)
         comm = self.allreduce_s * (n - 1.0) / n + self.latency_s * np.ceil(np.log2(n))
-        return scalar_or_array(np.where(n > 1, comm, 0.0))
+        out: float | np.ndarray = scalar_or_array(np.where(n > 1, comm, 0.0))
+        return out
 
-    def step_seconds(self, batch_size, devices):
+    def step_seconds(self, batch_size: ArrayLike, devices: ArrayLike) -> float | np.ndarray:
         """Seconds per optimizer step for global batch ``batch_size`` on ``devices``."""
         b = check("batch_size", batch_size)
         n = check("devices", devices)
         check_broadcast(("batch_size", b), ("devices", n))
-        return scalar_or_array(b / n / self.throughput + self.step_overhead_s
-                               + self.comm_seconds(n))
+        out: float | np.ndarray = scalar_or_array(b / n / self.throughput + self.step_overhead_s
+                                                  + self.comm_seconds(n))
+        return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -133,7 +139,7 @@ _EXACT = 2**53
 products)."""
 
 
-def _int_list(values, name) -> np.ndarray:
+def _int_list(values: object, name: str) -> np.ndarray:
     arr = as_array(values, name, ndim=1)
     if arr.size == 0:
         raise InputError(f"{name} must not be empty")
@@ -145,7 +151,7 @@ def _int_list(values, name) -> np.ndarray:
     return np.unique(arr.astype(np.int64))
 
 
-def pareto_mask(time, cost) -> np.ndarray:
+def pareto_mask(time: ArrayLike, cost: ArrayLike) -> np.ndarray:
     """True where no other point is at least as fast and as cheap and better in one.
 
     Ties (identical time and cost) are all kept. O(k log k).
@@ -343,14 +349,15 @@ def plan(
                 throughput_model=throughput_model is not None)
 
 
-def frontier(df):
+def frontier(df: Plan | pd.DataFrame) -> pd.DataFrame:
     """The Pareto rows of a `plan` result (or its table), fastest first."""
     df = unwrap_table(df)
     _check_plan(df)
-    return df[df["pareto"]].sort_values(["wall_hours", "cost"]).reset_index(drop=True)
+    rows: pd.DataFrame = df[df["pareto"]]
+    return rows.sort_values(["wall_hours", "cost"]).reset_index(drop=True)
 
 
-def frontier_bend(df):
+def frontier_bend(df: Plan | pd.DataFrame) -> pd.Series:
     r"""The frontier row where time × cost is smallest: the bend of the frontier.
 
     On the frontier $\log\text{cost}$ against $\log\text{time}$ falls with
@@ -360,10 +367,10 @@ def frontier_bend(df):
     move it. Returns a ``pandas.Series`` (one row of `frontier`).
     """
     f = frontier(unwrap_table(df))
-    return f.loc[int(np.argmin(f["wall_hours"].to_numpy() * f["cost"].to_numpy()))]
+    return f.iloc[int(np.argmin(f["wall_hours"].to_numpy() * f["cost"].to_numpy()))]
 
 
-def _check_plan(df) -> None:
+def _check_plan(df: object) -> None:
     missing = [c for c in _COLUMNS if c not in getattr(df, "columns", [])]
     if missing:
         raise InputError(f"df is not a plan() table: missing columns {missing}")
