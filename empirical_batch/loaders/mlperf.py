@@ -97,7 +97,7 @@ def _rcp_unit(benchmark: str, ruleset: str) -> tuple[str, float | None]:
     return "epochs", None
 
 
-def _positive(value, f, name, key) -> float:
+def _positive(value: object, f: object, name: str, key: str) -> float:
     """A finite number > 0 from an RCP entry, or a ValueError naming file, entry and key."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"{f}: entry {name!r}: {key} must be a number, got {value!r:.60}")
@@ -226,21 +226,22 @@ def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
 def _table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     """A CSV with the named columns, or a `DataError` naming the file and the key."""
     a_file(path, "table file")
-    frame = read_csv(path)
+    frame: pd.DataFrame = read_csv(path)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {missing}")
     return frame
 
 
-def _curves_examples(bench, epoch_num, samples_count, examples_per_epoch):
+def _curves_examples(bench: str, epoch_num: pd.Series, samples_count: pd.Series,
+                     examples_per_epoch: float | None) -> pd.Series:
     if bench in _SAMPLES_COUNT:
         return samples_count.astype(float)
     return epoch_num.astype(float) * _examples_per_unit(bench, examples_per_epoch)
 
 
 def load_mlperf_curves(
-    directory,
+    directory: str | os.PathLike[str],
     benchmark: str,
     *,
     rounds: Iterable[str] | None = None,
@@ -327,7 +328,7 @@ def load_mlperf_curves(
 _MLLOG = re.compile(r":::MLL(?:OG)?\s+(.*?)\s*$")
 
 
-def _parse_mllog(path: Path) -> dict:
+def _parse_mllog(path: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"evals": [], "params": {}}
     with open(path, errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -357,7 +358,7 @@ def _parse_mllog(path: Path) -> dict:
 
 
 def load_mllog(
-    paths,
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     benchmark: str | None = None,
     metric: str = "eval_accuracy",

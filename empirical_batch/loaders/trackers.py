@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,8 +21,8 @@ __all__ = ["load_tensorboard", "load_wandb"]
 
 
 def load_wandb(
-    history,
-    runs: str | os.PathLike | pd.DataFrame | None = None,
+    history: str | os.PathLike[str] | pd.DataFrame,
+    runs: str | os.PathLike[str] | pd.DataFrame | None = None,
     *,
     metric: str | None = None,
     higher_is_better: bool | None = None,
@@ -93,11 +94,12 @@ def load_wandb(
     return load_sweep(df, higher_is_better=higher_is_better, **column_map)
 
 
-def _frame(obj, name) -> pd.DataFrame:
+def _frame(obj: object, name: str) -> pd.DataFrame:
     if isinstance(obj, pd.DataFrame):
         return obj.copy()
     if isinstance(obj, str | os.PathLike):
-        return read_csv(a_file(Path(obj), f"{name} file"))
+        frame: pd.DataFrame = read_csv(a_file(Path(obj), f"{name} file"))
+        return frame
     raise InputError(f"{name} must be a path or a DataFrame, got {type(obj).__name__}")
 
 
@@ -125,10 +127,11 @@ def _check_event_file(path: Path) -> None:
 
 
 def load_tensorboard(
-    logdir,
+    logdir: str | os.PathLike[str],
     tag: str,
     *,
-    run_config: Mapping[str, Mapping] | Callable[[str], Mapping] | None = None,
+    run_config: Mapping[str, Mapping[str, Any]] | Callable[[str], Mapping[str, Any]]
+    | None = None,
     higher_is_better: bool | None = None,
 ) -> Sweep:
     """TensorBoard event files as a sweep (parsed by ``tbparse``, not by hand).
@@ -169,9 +172,9 @@ def load_tensorboard(
             hp = None
         else:
             hp = hp.assign(dir_name=hp["dir_name"].fillna("").astype(str))
-    cfg: dict[str, dict] = {}
+    cfg: dict[str, dict[str, Any]] = {}
     for run in data["run"].unique():
-        c: dict = {}
+        c: dict[str, Any] = {}
         if run_config is not None:
             c = dict(run_config(run) if callable(run_config) else run_config.get(run, {}))
         else:
