@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -116,21 +117,21 @@ def parse_megatron(text: str, *, tokens_per_sample: int | None = None) -> pd.Dat
     return pd.DataFrame(rows, columns=["start", "batch_size"])
 
 
-def to_levanter(schedule: BatchSchedule) -> list[dict]:
+def to_levanter(schedule: BatchSchedule) -> list[dict[str, int]]:
     """Levanter's schedule of batch sizes by optimizer step (whole steps)."""
     return [{"start": round(s), "value": int(b)}
             for s, b in zip(schedule.stages["start_step"], schedule.stages["batch_size"],
                             strict=True)]
 
 
-def to_json(schedule: BatchSchedule, path) -> Path:
+def to_json(schedule: BatchSchedule, path: str | os.PathLike[str]) -> Path:
     """The schedule (stages, predictions, notes) as JSON, written atomically."""
     from ..result import dumps
 
     return atomic_write_text(path, dumps(schedule.to_dict()) + "\n")
 
 
-def to_csv(schedule: BatchSchedule, path) -> Path:
+def to_csv(schedule: BatchSchedule, path: str | os.PathLike[str]) -> Path:
     """The stage table as CSV, written atomically."""
     with atomic_path(path) as tmp:
         schedule.to_frame().to_csv(tmp, index=False)

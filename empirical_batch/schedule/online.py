@@ -78,7 +78,7 @@ class AdaptiveBatchRule:
     max_batch: float = math.inf
     min_steps: int = 10
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.policy not in ADAPTIVE_POLICIES:
             raise InputError(f"policy must be one of {ADAPTIVE_POLICIES}, got {self.policy!r}")
         if self.policy == "app_d":
@@ -120,4 +120,4 @@ class AdaptiveBatchRule:
             grow = max(0, round(math.log2(self.target(b) / batch)))
         while grow and batch * 2 ** grow > self.max_batch:
             grow -= 1
-        return batch * 2 ** grow
+        return int(batch * 2 ** grow)

@@ -49,7 +49,9 @@ arXiv:2510.14717 (2025).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -81,7 +83,7 @@ class BatchSchedule(Result):
     policy: str
     lr_rule: str
     stages: pd.DataFrame = field(repr=False)
-    predicted: dict = field(repr=False)
+    predicted: dict[str, float] = field(repr=False)
     notes: tuple[str, ...] = ()
 
     @property
@@ -122,7 +124,7 @@ class BatchSchedule(Result):
     def to_frame(self) -> pd.DataFrame:
         return self.stages.copy()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "lr_rule": self.lr_rule,
                 "stages": self.stages.to_dict(orient="records"),
                 "predicted": dict(self.predicted), "notes": list(self.notes)}
@@ -155,7 +157,7 @@ def _grid(traj: NoiseTrajectory, n: int = 4001) -> np.ndarray:
     return np.union1d(np.linspace(0.0, traj.total, n), traj.progress)
 
 
-def _integrals(traj: NoiseTrajectory, starts: np.ndarray, batches: np.ndarray):
+def _integrals(traj: NoiseTrajectory, starts: np.ndarray, batches: np.ndarray) -> np.ndarray:
     """Per stage: (progress, steps, examples) used, integrating S and E of the module
     docstring on a fine grid (trapezoid)."""
     ends = np.r_[starts[1:], traj.total]
@@ -173,7 +175,8 @@ def _integrals(traj: NoiseTrajectory, starts: np.ndarray, batches: np.ndarray):
     return np.array(rows)
 
 
-def _predict(traj: NoiseTrajectory, starts, batches) -> tuple[dict, np.ndarray]:
+def _predict(traj: NoiseTrajectory, starts: np.ndarray, batches: np.ndarray
+             ) -> tuple[dict[str, float], np.ndarray]:
     per = _integrals(traj, starts, batches)
     steps, examples = float(per[:, 1].sum()), float(per[:, 2].sum())
     g = _grid(traj)
@@ -194,7 +197,8 @@ def _predict(traj: NoiseTrajectory, starts, batches) -> tuple[dict, np.ndarray]:
     return out, cum[:-1]
 
 
-def _check_common(base_batch, granularity, max_batch, lr_rule):
+def _check_common(base_batch: object, granularity: object, max_batch: float | None,
+                  lr_rule: str) -> tuple[int, int, float]:
     base_batch = check_count(base_batch, "base_batch", 1)
     granularity = check_count(granularity, "granularity", 1)
     if base_batch % granularity:
@@ -296,7 +300,7 @@ def design_schedule(
 SHAPES = {"step": ("milestones", "gamma"), "cosine": (), "wsd": ("decay_fraction",)}
 
 
-def _check_shape(kind: str, shape: dict) -> dict:
+def _check_shape(kind: str, shape: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the base learning-rate schedule's parameters; return them with defaults.
 
     ``milestones``: fractions of training, strictly increasing, each in (0, 1);
@@ -309,7 +313,7 @@ def _check_shape(kind: str, shape: dict) -> dict:
         allowed = ", ".join(SHAPES[kind]) or "none"
         raise InputError(f"{', '.join(wrong)} do(es) not apply to lr_schedule={kind!r} "
                          f"(its parameters: {allowed})")
-    out: dict = {}
+    out: dict[str, Any] = {}
     if kind == "step":
         raw = shape.get("milestones", (0.5, 0.75))
         try:
@@ -341,11 +345,12 @@ def _check_shape(kind: str, shape: dict) -> dict:
     return out
 
 
-def _lr_shape(kind: str, frac: np.ndarray, **shape) -> np.ndarray:
+def _lr_shape(kind: str, frac: np.ndarray, **shape: Any) -> np.ndarray:
     """The base learning-rate schedule (factor of the peak) at fractions of training
     (parameters checked by `_check_shape`)."""
     if kind == "step":
-        return shape["gamma"] ** np.searchsorted(shape["milestones"], frac, side="right")
+        return np.asarray(shape["gamma"] ** np.searchsorted(shape["milestones"], frac,
+                                                            side="right"), dtype=float)
     if kind == "cosine":
         return 0.5 * (1 + np.cos(np.pi * frac))
     start = 1.0 - shape["decay_fraction"]
@@ -361,7 +366,7 @@ def seesaw_schedule(
     granularity: int = 1,
     max_batch: int | None = None,
     trajectory: NoiseTrajectory | None = None,
-    **shape,
+    **shape: Any,
 ) -> BatchSchedule:
     r"""Seesaw (Meterez et al. 2025): turn a learning-rate decay into a batch ramp.
 
@@ -409,7 +414,7 @@ def seesaw_schedule(
     if capped:
         notes.append(f"no max_batch given: the ramp stops at 32 x base_batch = {mb:g}; "
                      "beyond it the rate decays as in the base schedule")
-    pred: dict = {}
+    pred: dict[str, float] = {}
     if trajectory is not None:
         # the base run's progress at each stage start, from ds/de = 1/(B_base + B_noise)
         s_grid = _grid(trajectory)

@@ -11,13 +11,21 @@ learning rate (a function of examples, times the stage's factor) from it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from .._validate import as_float, positive_float
 from ..errors import InputError
 from .policies import BatchSchedule
+
+
+class _Optimizer(Protocol):
+    """What the scheduler needs of a ``torch.optim.Optimizer``: its parameter groups."""
+
+    @property
+    def param_groups(self) -> Sequence[MutableMapping[str, Any]]: ...
 
 __all__ = ["BatchSizeScheduler"]
 
@@ -43,8 +51,8 @@ class BatchSizeScheduler:
     ``sched.batch_size`` examples, ``loss.backward(); opt.step(); sched.step()``.
     """
 
-    def __init__(self, optimizer, schedule: BatchSchedule, base_lr: float, *,
-                 lr_lambda: Callable[[float], float] | None = None):
+    def __init__(self, optimizer: _Optimizer, schedule: BatchSchedule, base_lr: float, *,
+                 lr_lambda: Callable[[float], float] | None = None) -> None:
         if not isinstance(schedule, BatchSchedule):
             raise InputError(f"schedule must be a BatchSchedule, got {type(schedule).__name__}")
         base_lr = positive_float(base_lr, "base_lr")
@@ -86,10 +94,10 @@ class BatchSizeScheduler:
         self.steps += 1
         self._apply()
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, float]:
         return {"examples": self.examples, "steps": self.steps}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: object) -> None:
         """Restore a `state_dict`; both entries are checked first (nothing changes on an
         error)."""
         if not isinstance(state, dict) or not {"examples", "steps"} <= set(state):

@@ -13,12 +13,21 @@ batch size the reference run happened to use.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import DataError, EmpiricalBatchWarning, InputError
 from ..units import check_unit, convert
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..branched import BranchedCriticalBatch
+    from ..tradeoff import Tradeoff
 
 __all__ = ["NoiseTrajectory"]
 
@@ -44,7 +53,7 @@ class NoiseTrajectory:
     quantity: str = "b_noise"
     n_dropped: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         s = np.asarray(self.progress, dtype=float)
         b = np.asarray(self.b_noise, dtype=float)
         if s.ndim != 1 or s.shape != b.shape or s.size < 2:
@@ -65,17 +74,31 @@ class NoiseTrajectory:
             object.__setattr__(self, name, v)
         object.__setattr__(self, "unit", check_unit(self.unit))
 
-    def __call__(self, s) -> np.ndarray:
+    @overload
+    def __call__(self, s: float) -> float: ...
+    @overload
+    def __call__(self, s: np.ndarray | Sequence[float]) -> np.ndarray: ...
+
+    def __call__(self, s: float | np.ndarray | Sequence[float]) -> np.ndarray | float:
         """$\\mathcal B$ at progress ``s`` (log-linear interpolation, held at the
         ends)."""
-        return np.exp(np.interp(s, self.progress, np.log(self.b_noise)))
+        out: np.ndarray | float = np.exp(np.interp(np.asarray(s, dtype=float), self.progress,
+                                                   np.log(self.b_noise)))
+        return out  # a float (numpy's) for a scalar s
 
-    def lower_at(self, s) -> np.ndarray:
+    @overload
+    def lower_at(self, s: float) -> float: ...
+    @overload
+    def lower_at(self, s: np.ndarray | Sequence[float]) -> np.ndarray: ...
+
+    def lower_at(self, s: float | np.ndarray | Sequence[float]) -> np.ndarray | float:
         """The lower bound at ``s`` (``b_noise`` itself when no bound was given)."""
         if self.lower is None:
             return self(s)
         lo = np.maximum(self.lower, 1e-300)
-        return np.exp(np.interp(s, self.progress, np.log(lo)))
+        out: np.ndarray | float = np.exp(np.interp(np.asarray(s, dtype=float), self.progress,
+                                                   np.log(lo)))
+        return out
 
     @property
     def total(self) -> float:
@@ -96,9 +119,9 @@ class NoiseTrajectory:
         can fit a different $B_{crit}$."""
         s, b = self.progress, self.b_noise
         area = s[0] * b[0] + float(np.sum(0.5 * (b[1:] + b[:-1]) * np.diff(s)))
-        return area / self.total
+        return float(area / self.total)
 
-    def tradeoff(self):
+    def tradeoff(self) -> Tradeoff:
         """The `Tradeoff` of a target reached at the end of the trajectory:
         $S_{min} = s_{end}$, $B_{crit}$ = `b_crit` (in ``unit``)."""
         from ..tradeoff import Tradeoff
@@ -112,7 +135,8 @@ class NoiseTrajectory:
                 + (f", from {self.source}" if self.source else "")
                 + (f", {self.n_dropped} log rows dropped" if self.n_dropped else "") + ")")
 
-    def to_unit(self, unit: str, *, tokens_per_example=None) -> NoiseTrajectory:
+    def to_unit(self, unit: str, *,
+                tokens_per_example: float | None = None) -> NoiseTrajectory:
         """The same trajectory with ``b_noise`` (and ``lower``) in ``unit``; progress,
         counted in steps, does not change. Tokens need ``tokens_per_example``."""
         f = convert(1.0, self.unit, unit, tokens_per_example=tokens_per_example)
@@ -121,7 +145,8 @@ class NoiseTrajectory:
 
     # --- constructors ---------------------------------------------------------
     @classmethod
-    def from_examples(cls, examples, b_noise, batch_size: float, *, lower=None,
+    def from_examples(cls, examples: ArrayLike, b_noise: ArrayLike, batch_size: float, *,
+                      lower: ArrayLike | None = None,
                       source: str = "", unit: str = "examples") -> NoiseTrajectory:
         r"""From a reference run at ``batch_size``: $\mathcal B$ against the examples
         it had used; progress by $ds = de/(B_{ref} + \mathcal B)$ (trapezoid).
@@ -137,13 +162,15 @@ class NoiseTrajectory:
         rate = 1.0 / (batch_size + b)
         s = np.concatenate([[0.0], np.cumsum(0.5 * (rate[1:] + rate[:-1]) * np.diff(e))])
         s = s + e[0] * rate[0]
-        return cls(s, b, lower, source, unit)
+        lo = None if lower is None else np.asarray(lower, dtype=float)
+        return cls(s, b, lo, source, unit)
 
     @classmethod
-    def from_log(cls, log, batch_size: float, *, quantity: str | None = None,
+    def from_log(cls, log: object, batch_size: float, *, quantity: str | None = None,
                  column: str | None = None, level_column: str | None = None,
                  unresolved: str = "refuse", where: str | None = None,
-                 unit: str | None = None, tokens_per_example=None) -> NoiseTrajectory:
+                 unit: str | None = None,
+                 tokens_per_example: float | None = None) -> NoiseTrajectory:
         r"""From a noise log (`empirical_batch.noise_log`: a path, or a DataFrame such
         as `empirical_batch.measure.NoiseScaleLog.to_frame()`) of a run at
         ``batch_size`` (in the log's ``unit``).
@@ -232,14 +259,16 @@ class NoiseTrajectory:
         return traj
 
     @classmethod
-    def from_power_law(cls, law, examples, loss, batch_size: float) -> NoiseTrajectory:
+    def from_power_law(cls, law: Callable[[np.ndarray], ArrayLike], examples: ArrayLike,
+                       loss: ArrayLike, batch_size: float) -> NoiseTrajectory:
         r"""From a $B_{crit}(L)$ law (a `PowerLaw`, or any callable of the loss) and
         the loss curve ``loss(examples)`` of a reference run at ``batch_size``."""
         b = np.asarray(law(np.asarray(loss, dtype=float)), dtype=float)
         return cls.from_examples(examples, b, batch_size, source="B_crit(L) law")
 
     @classmethod
-    def from_b_crit(cls, b_crit: float, examples, loss, batch_size: float, *,
+    def from_b_crit(cls, b_crit: float, examples: ArrayLike, loss: ArrayLike,
+                    batch_size: float, *,
                     alpha: float, low: float | None = None, unit: str = "examples",
                     source: str = "") -> NoiseTrajectory:
         r"""A trajectory whose critical batch is ``b_crit`` (a fixed-batch $B_{crit}$, e.g.
@@ -283,7 +312,8 @@ class NoiseTrajectory:
                                  f"shape L^(-1/{alpha:g})")
 
     @classmethod
-    def from_branched(cls, examples, results, batch_size: float) -> NoiseTrajectory:
+    def from_branched(cls, examples: ArrayLike, results: Iterable[BranchedCriticalBatch],
+                      batch_size: float) -> NoiseTrajectory:
         """From branched-training brackets (`empirical_batch.branched_critical_batch`
         results) taken at ``examples`` of a run at ``batch_size``: the critical batch is
         the bracket's geometric middle (its lower end when unbounded above), its lower
@@ -295,7 +325,7 @@ class NoiseTrajectory:
         return t
 
 
-def _check_batch_size(f, batch_size: float, unit: str) -> None:
+def _check_batch_size(f: pd.DataFrame, batch_size: float, unit: str) -> None:
     """A log of a fixed-batch run (its counter grows by one amount a step) was run at that
     batch: another ``batch_size`` is refused, naming both."""
     counter = "tokens" if unit == "tokens" else "examples"
@@ -313,7 +343,7 @@ def _check_batch_size(f, batch_size: float, unit: str) -> None:
                          f"{unit} (batch_size is in the log's unit)")
 
 
-def _tokens_per_example(f, column: str, unit: str) -> float:
+def _tokens_per_example(f: pd.DataFrame, column: str, unit: str) -> float:
     """Tokens per example (sequence) a log measured: its last ``tokens``/``examples``."""
     if not {"tokens", "examples"} <= set(f.columns):
         raise DataError(f"column {column!r} counts tokens and batch_size is in the log's "
