@@ -616,22 +616,37 @@ def strict_modules(pyproject: Path = PACKAGE.parent / "pyproject.toml") -> set[s
             for m in ([o["module"]] if isinstance(o["module"], str) else o["module"])}
 
 
-def loose_ground_modules(pyproject: Path = PACKAGE.parent / "pyproject.toml") -> list[str]:
-    """Modules of layers 0 (ground floor) to 2 (models and data), new ones included,
-    that pyproject.toml does not hold to --strict's checks."""
+# layers held to --strict's checks, and the subpackages of those layers not yet (each to
+# leave this set once typed; an entry with nothing loose left fails the test)
+STRICT_LAYERS = 3
+NOT_YET_STRICT = {"empirical_batch.simulate"}
+
+
+def loose_modules(pyproject: Path = PACKAGE.parent / "pyproject.toml") -> list[str]:
+    """Modules of layers 0 (ground floor) to `STRICT_LAYERS` (analysis), new ones
+    included, that pyproject.toml does not hold to --strict's checks."""
     strict = strict_modules(pyproject)
     return sorted(m for m in import_graph()
-                  if m != "empirical_batch" and layer_of(m) <= 2 and m not in strict)
+                  if m != "empirical_batch" and layer_of(m) <= STRICT_LAYERS
+                  and m not in strict)
 
 
-def test_the_ground_layers_are_strictly_typed():
-    loose = loose_ground_modules()
-    assert not loose, ("add to pyproject.toml's strict [[tool.mypy.overrides]]: "
-                       + ", ".join(loose))
+def _exempt(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in NOT_YET_STRICT)
+
+
+def test_the_lower_layers_are_strictly_typed():
+    loose = loose_modules()
+    missing = [m for m in loose if not _exempt(m)]
+    assert not missing, ("add to pyproject.toml's strict [[tool.mypy.overrides]]: "
+                         + ", ".join(missing))
+    done = [p for p in NOT_YET_STRICT if not any(_exempt(m) and m.startswith(p) for m in loose)]
+    assert not done, f"strictly typed now: remove {done} from NOT_YET_STRICT"
 
 
 def test_the_strict_check_finds_a_loose_module(tmp_path):
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text((PACKAGE.parent / "pyproject.toml").read_text().replace(
         '    "empirical_batch.units",\n', ""))
-    assert loose_ground_modules(pyproject) == ["empirical_batch.units"]
+    assert "empirical_batch.units" in loose_modules(pyproject)
+    assert "empirical_batch.units" not in loose_modules()
