@@ -326,6 +326,19 @@ def _from_target(modules: dict[str, Path], current: str, node: ast.ImportFrom) -
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
+def _module_level(tree: ast.Module):
+    """The statements run when the module is imported: its body, and inside its ``if``,
+    ``try`` and ``with`` blocks, not the bodies of its functions and classes."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        yield node
+        if isinstance(node, ast.If | ast.Try | ast.With):
+            for field in ("body", "orelse", "finalbody"):
+                todo += getattr(node, field, [])
+            todo += [s for h in getattr(node, "handlers", []) for s in h.body]
+
+
 def _reexports(modules: dict[str, Path]) -> dict[str, dict[str, tuple[str, str]]]:
     """For each package's ``__init__``: public name -> (module, name there) it comes from,
     read from its module-level ``from .x import name`` statements and from a lazy name
@@ -335,7 +348,7 @@ def _reexports(modules: dict[str, Path]) -> dict[str, dict[str, tuple[str, str]]
         if path.name != "__init__.py":
             continue
         table: dict[str, tuple[str, str]] = {}
-        for node in ast.parse(path.read_text()).body:
+        for node in _module_level(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 source = _from_target(modules, name, node)
                 for a in node.names:
@@ -569,10 +582,16 @@ def test_an_upward_import_through_a_facade_is_caught(tmp_path):
         "rules.py": "def f():\n    from . import fit_tradeoff\n",
         # within a layer, through the facade: no finding
         "fit/curve.py": "from .. import Sweep\n",
+        # a re-export inside a try block of the facade
+        "loaders/__init__.py": "try:\n    from .mlperf import load_mllog\nexcept ImportError:\n"
+                               "    pass\n",
+        "loaders/mlperf.py": "def load_mllog(): ...\n",
+        "planning.py": "from empirical_batch.loaders import load_mllog\n",
     })
     graph = import_graph(package)
     assert "empirical_batch.sweeps" in graph["empirical_batch.theory"]
     assert "empirical_batch.fit.tradeoff_fit" in graph["empirical_batch.rules"]
+    assert "empirical_batch.loaders.mlperf" in graph["empirical_batch.planning"]
     assert layer_violations(graph) == [
         "empirical_batch.rules (layer 2) imports empirical_batch.fit (layer 3)",
         "empirical_batch.rules (layer 2) imports empirical_batch.fit.tradeoff_fit (layer 3)",
