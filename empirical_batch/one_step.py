@@ -65,6 +65,24 @@ def _scales(batch_size: ArrayLike, rate: ArrayLike, b_noise: ArrayLike,
     return b, r, n
 
 
+def _over_one_plus(scale: np.ndarray, b: np.ndarray, n: np.ndarray) -> np.ndarray:
+    r"""$s/(1 + n/b) = s\,b/(b + n)$ with no overflow or underflow on the way: where
+    $b \ge n$ the ratio $n/b \le 1$ is safe; where $b < n$ the result is
+    $s\,t/(1 + t)$ with $t = b/n$, formed from the mantissas and exponents of $s$, $b$
+    and $n$ (``frexp``) and scaled once at the end (``ldexp``), so that only a result
+    past the float range itself is lost (eq. 2.6 at $B \ll B_{noise}$ stays exact)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        s_big = scale / (1.0 + n / b)
+        ms, xs = np.frexp(scale)
+        mb, xb = np.frexp(b)
+        mn, xn = np.frexp(n)
+        mt, xt = mb / mn, xb - xn  # t = mt 2^xt
+        t = np.ldexp(mt, np.clip(xt, -1100, 1100))
+        small = np.ldexp(ms * mt / (1.0 + t), np.clip(xs + xt, -2200, 2200))
+        out = np.where(b >= n, s_big, small)
+    return np.asarray(out)
+
+
 def effective_learning_rate(eps: ArrayLike, momentum: float = 0.0) -> Any:
     r"""The plain-SGD step that heavy-ball momentum ``m`` at rate ``eps`` amounts to.
 
@@ -104,7 +122,7 @@ def eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike, *,
     array([0.5 , 0.75])
     """
     b, e, n = _scales(batch_size, eps_max, b_noise, "eps_max")
-    return scalar_or_array((1.0 - check_momentum(momentum)) * e / (1.0 + n / b))
+    return scalar_or_array(_over_one_plus((1.0 - check_momentum(momentum)) * e, b, n))
 
 
 def dl_opt(batch_size: ArrayLike, dl_max: ArrayLike, b_noise: ArrayLike) -> Any:
@@ -118,7 +136,7 @@ def dl_opt(batch_size: ArrayLike, dl_max: ArrayLike, b_noise: ArrayLike) -> Any:
     1.5
     """
     b, d, n = _scales(batch_size, dl_max, b_noise, "dl_max")
-    return scalar_or_array(d / (1.0 + n / b))
+    return scalar_or_array(_over_one_plus(d, b, n))
 
 
 def noise_scales_from_scalars(g2: ArrayLike, ghg: ArrayLike, trace_sigma: ArrayLike,
@@ -183,7 +201,20 @@ def surge_eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike)
     b, e, n = _scales(batch_size, eps_max, b_noise, "eps_max")
     if np.any(n <= 0):
         raise InputError(f"b_noise must be > 0 for the surge law, got {n!r}")
-    return scalar_or_array(e / (0.5 * (np.sqrt(n / b) + np.sqrt(b / n))))
+    # = 2 e sqrt(t)/(1 + t) with t = min(B, Bn)/max(B, Bn) <= 1 (the law is symmetric
+    # in B and Bn), formed from mantissas and exponents: no overflow or underflow on the
+    # way, only a result past the float range itself is lost
+    lo, hi = np.minimum(b, n), np.maximum(b, n)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        me, xe = np.frexp(e)
+        ml, xl = np.frexp(lo)
+        mh, xh = np.frexp(hi)
+        mt, xt = ml / mh, xl - xh  # t = mt 2^xt, xt <= 1
+        odd = xt % 2 != 0
+        mt, xt = np.where(odd, 2.0 * mt, mt), np.where(odd, xt - 1, xt)
+        t = np.ldexp(mt, np.clip(xt, -1100, 1100))
+        out = np.ldexp(2.0 * me * np.sqrt(mt) / (1.0 + t), np.clip(xe + xt // 2, -2200, 2200))
+    return scalar_or_array(out)
 
 
 def sign_descent_eps_opt(batch_size: ArrayLike, gradient: ArrayLike, hessian: ArrayLike,

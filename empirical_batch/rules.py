@@ -16,6 +16,12 @@ rules whose learning-rate factor depends on $\kappa$ alone also hold that factor
 - ``half_life`` ($\beta_2$), ``ema`` (model EMA), ``timescale`` (weight decay),
   ``tradeoff_steps`` and ``constant_examples`` (step counts), ``unchanged``.
 
+A move of $\beta_2$ (``half_life``, ``sqrt``) is in its regime only while Adam's
+convergence condition $\beta_1 < \sqrt{\beta_2'}$ holds (Zhang, Chen, Shi, Sun &
+Luo 2022, Adam Can Converge Without Any Modification On Update Rules, NeurIPS 2022,
+arXiv:2208.09632): AdamW's β2 = 0.95 moved 8-fold by its half-life is 0.66, below
+$0.9^2$.
+
 Each rule also holds how it moves a value (`Rule.apply`, given the `Move` from B to
 B′: the batch sizes, the optimizer, the noise scale, the fitted tradeoff), what it
 needs (``needs``: ``b_noise``, ``tradeoff``) and its regime check, which returns
@@ -34,12 +40,12 @@ from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from . import theory
 from .errors import InputError, NotFoundError
 from .result import Result
 from .tradeoff import Tradeoff
 
 __all__ = [
+    "DEFAULT_BETA1",
     "HPARAMS",
     "NEEDS",
     "REGIME_FRACTION",
@@ -60,6 +66,10 @@ _STEPS = ("warmup_steps", "total_steps")
 #: ``linear``/``sqrt``/``constant_examples`` hold for ``max(B, B') <= REGIME_FRACTION * B_noise``
 REGIME_FRACTION = 0.1
 
+#: β1 of ``torch.optim.Adam``/``AdamW`` by default: the β1 a β2 move is checked against
+#: when ``beta1`` is not given
+DEFAULT_BETA1 = 0.9
+
 Applied = tuple[float, bool | None, str]
 """What a rule returns for one hyperparameter: the new value, whether the move stays in
 the rule's regime (``None``: not checked) and a note."""
@@ -73,8 +83,9 @@ class Move:
     ``tradeoff`` is the fitted S(B) (``fitted_range`` the batch sizes it was fitted
     on, where known). ``lr``, ``lr_factor``, ``lr_in_regime`` and ``lr_note`` are the
     old learning rate (``None`` if not given) and the learning-rate rule's outcome;
-    ``data_ratio`` is D′/D, the examples of the moved run over the old run's. The
-    rules of β, ε, weight decay and EMA read them."""
+    ``data_ratio`` is D′/D, the examples of the moved run over the old run's;
+    ``beta1`` the moved run's β1 (``None``: not given, PyTorch's default
+    `DEFAULT_BETA1` is assumed). The rules of β, ε, weight decay and EMA read them."""
 
     from_batch: float
     to_batch: float
@@ -87,6 +98,7 @@ class Move:
     lr_in_regime: bool | None = None
     lr_note: str = ""
     data_ratio: float = 1.0
+    beta1: float | None = None
 
     @property
     def kappa(self) -> float:
@@ -210,12 +222,25 @@ def _move_sqrt(m: Move, name: str, x: float) -> Applied:
             ok, note = False, "the square-root rule is derived for Adam/RMSprop, not SGD"
         return x * _sqrt(k), ok, note
     new = x / math.sqrt(k) if name == "eps" else _one_minus_beta(name, x, k)
+    if name == "beta2":
+        cond, why = _adam_condition(m, new)
+        if not cond:
+            ok, note = False, note + "; " + why
     return new, ok, note
+
+
+def _sum_ratio(b: float, b2: float, n: float) -> float:
+    r"""$(B + n)/(B' + n)$ without overflow or underflow on the way: each sum is its
+    larger term times a factor in [1, 2], and the larger terms' ratio lies between
+    $B/B'$ and 1 (a finite number when $\kappa$ is)."""
+    a, c = max(b, n), max(b2, n)
+    return (a / c) * (1.0 + min(b, n) / a) / (1.0 + min(b2, n) / c)
 
 
 def _move_sgd_optimal(m: Move, name: str, x: float) -> Applied:
     bn = _b_noise(m)
-    f = float(theory.eps_opt(m.to_batch, 1.0, bn) / theory.eps_opt(m.from_batch, 1.0, bn))
+    # ε_opt(B')/ε_opt(B) = (1 + Bn/B)/(1 + Bn/B') = κ (B + Bn)/(B' + Bn)   (eq. 2.6)
+    f = m.kappa * _sum_ratio(m.from_batch, m.to_batch, bn)
     if m.optimizer != "sgd":
         return x * f, False, "the 2018 closed form is an SGD result; use 'surge' for Adam"
     note = "assumes the old lr was optimal at B and B_noise is unchanged"
@@ -228,19 +253,39 @@ def _move_sgd_optimal(m: Move, name: str, x: float) -> Applied:
 
 def _move_surge(m: Move, name: str, x: float) -> Applied:
     bn = _b_noise(m)
-    f = float(theory.surge_eps_opt(m.to_batch, 1.0, bn)
-              / theory.surge_eps_opt(m.from_batch, 1.0, bn))
+    # ε_opt(B) = 2 ε_max √(B Bn)/(B + Bn), so ε_opt(B')/ε_opt(B) = √κ (B + Bn)/(B' + Bn)
+    f = math.sqrt(m.kappa) * _sum_ratio(m.from_batch, m.to_batch, bn)
     if m.optimizer == "sgd":
         return x * f, False, "the surge law is for Adam-like (sign) updates; use 'sgd_optimal'"
     return x * f, True, (f"assumes the old lr was optimal at B; peak at B_noise={bn:g}"
                          + ("; B' is past the peak: the lr falls" if m.to_batch > bn else ""))
 
 
+def _adam_condition(m: Move, beta2: float) -> tuple[bool, str]:
+    r"""Whether β2' keeps Adam's convergence condition $\beta_1 < \sqrt{\beta_2}$
+    (Zhang et al. 2022: with β2 large and β1 < √β2 Adam converges; with β2 small it
+    can diverge), with β1 the moved run's (`DEFAULT_BETA1` when not given)."""
+    b1 = DEFAULT_BETA1 if m.beta1 is None else m.beta1
+    given = "" if m.beta1 is not None else " (PyTorch's default; beta1 not given)"
+    root = math.sqrt(beta2)
+    if b1 < root:
+        return True, ""
+    return False, (f"beta2' = {beta2:.4g} leaves beta1 = {b1:g}{given} >= sqrt(beta2') = "
+                   f"{root:.4g}: Adam's convergence condition beta1 < sqrt(beta2) fails "
+                   "(Zhang et al. 2022); keep beta2 (rule 'unchanged') or lower beta1")
+
+
 def _move_half_life(m: Move, name: str, x: float) -> Applied:
-    new = x ** m.kappa
-    half = math.log(0.5) / math.log(new)
-    return new, new >= 0.5, (f"half-life {half:.3g} steps = "
-                             f"{half * m.to_batch:.4g} examples (unchanged)")
+    log_new = m.kappa * math.log(x)  # log β2' = κ log β2: no 0.0 ** κ, no log(0)
+    new = math.exp(log_new)
+    half = math.log(0.5) / log_new if log_new < 0 else math.inf  # steps
+    note = f"half-life {half:.3g} steps = {half * m.to_batch:.4g} examples (unchanged)"
+    if not 0.0 < new < 1.0:
+        return new, False, note  # refused by the caller, naming beta2
+    ok, why = _adam_condition(m, new)
+    if new < 0.5:
+        ok, why = False, f"half-life {half:.3g} steps: less than one step; " + why
+    return new, ok, note + ("; " + why if why else "")
 
 
 def _move_ema(m: Move, name: str, x: float) -> Applied:
@@ -282,7 +327,7 @@ def _move_constant_examples(m: Move, name: str, x: float) -> Applied:
     ok, note = _noise_regime(m, "constant-examples")
     if ok is False:
         bn = _b_noise(m)
-        more = (1 + m.to_batch / bn) / (1 + m.from_batch / bn)
+        more = 1.0 / _sum_ratio(m.from_batch, m.to_batch, bn)  # (Bn + B')/(Bn + B)
         note += (f"; with B_crit ≈ B_noise the hyperbola needs {more:.3g}x the "
                  "examples (pass tradeoff)")
     return x * (1.0 / m.kappa), ok, note
@@ -317,14 +362,17 @@ RULES: MappingProxyType[str, Rule] = MappingProxyType({
     "sqrt": Rule(
         "sqrt", ("lr", "beta1", "beta2", "eps"),
         "lr' = √κ·lr, 1-β' = κ(1-β), eps' = eps/√κ", _MALLADI,
-        "Adam/RMSprop, max(B, B') <= 0.1·B_noise (SDE approximation); κ(1-β) < 1",
+        "Adam/RMSprop, max(B, B') <= 0.1·B_noise (SDE approximation); κ(1-β) < 1; "
+        "β1' < √β2' (Adam's convergence condition, Zhang et al. 2022)",
         optimizers=("adam", "adamw"), lr_factor=_sqrt, move=_move_sqrt),
     "surge": Rule(
         "surge", ("lr",), "lr' = lr·ε_opt(B')/ε_opt(B), ε_opt = ε_max/[(√(Bn/B)+√(B/Bn))/2]",
         _LI, "Adam-like optimizers with the old lr optimal at B; needs B_noise (= B_peak)",
         optimizers=("adam", "adamw"), move=_move_surge, needs=("b_noise",)),
     "half_life": Rule("half_life", ("beta2",), "β2' = β2^κ", _MAREK,
-                      "β2' >= 1/2 (second-moment half-life of at least one step)",
+                      "β2' >= 1/2 (second-moment half-life of at least one step) and "
+                      "β1 < √β2' (Adam's convergence condition, Zhang et al. 2022; "
+                      "β1 = 0.9 when not given)",
                       move=_move_half_life),
     "ema": Rule("ema", ("ema_decay",), "ρ' = ρ^κ", _BUSBRIDGE,
                 "where the optimizer's own scaling rule holds", move=_move_ema),

@@ -231,10 +231,35 @@ def _check_hparams(hparams: object, optimizer: str) -> dict[str, float]:
     return out
 
 
+def _apply(r: Rule, name: str, value: float, move: Move) -> Applied:
+    """``r.apply``; an arithmetic failure of the rule's formula (a logarithm of 0, a
+    division by 0, an overflow) is refused naming the hyperparameter, the rule and the
+    move."""
+    try:
+        return r.apply(name, value, move)
+    except InputError:
+        raise
+    except (ArithmeticError, ValueError) as exc:
+        raise InputError(f"{name}: rule {r.name!r} cannot move {value:g} from batch "
+                         f"{move.from_batch:g} to batch {move.to_batch:g} in floating point "
+                         f"({exc}); choose batch sizes closer together or another rule"
+                         ) from None
+
+
+def _whole_steps(exact: float) -> float:
+    """``exact`` steps rounded up to a whole number (not up from float noise: 3.0000000001
+    is 3), at least 1 for a positive count."""
+    new = float(math.ceil(exact - 1e-9 * max(1.0, exact)))
+    return new if new > 0 or exact <= 0 else 1.0
+
+
 def _check_moved(name: str, old: float, new: float, rule: str, b: float, b2: float,
-                 optimizer: str) -> None:
+                 optimizer: str, *, rounded: bool = False) -> None:
     """A moved value outside its hyperparameter's domain (an overflow to inf, an
-    underflow to 0, NaN) is refused, naming the hyperparameter, the rule and the move."""
+    underflow to 0, NaN) is refused, naming the hyperparameter, the rule and the move
+    (``rounded``: a step count, checked before it is rounded to whole steps)."""
+    if rounded and math.isfinite(new) and new > 0:
+        new = _whole_steps(new)
     try:
         _check_hparams({name: new}, optimizer)
     except InputError as exc:
@@ -391,17 +416,20 @@ def transfer(
     out: dict[str, Applied] = {}
     for name in _STEPS:
         if name in hp:
-            exact, ok, note = rules[name].apply(name, hp[name], move)
-            new = float(math.ceil(exact - 1e-9 * max(1.0, exact)))  # not up from float noise
-            out[name] = (new, ok, note + "; rounded up to whole steps")
+            exact, ok, note = _apply(rules[name], name, hp[name], move)
+            _check_moved(name, hp[name], exact, rules[name].name, b, b2, optimizer,
+                         rounded=True)
+            out[name] = (_whole_steps(exact), ok, note + "; rounded up to whole steps")
     if "total_steps" in hp:
         move = replace(move, data_ratio=out["total_steps"][0] * b2 / (hp["total_steps"] * b))
-    lr_f, lr_ok, lr_note = rules["lr"].apply("lr", 1.0, move)
+    lr_f, lr_ok, lr_note = _apply(rules["lr"], "lr", 1.0, move)
     move = replace(move, lr_factor=lr_f, lr_in_regime=lr_ok, lr_note=lr_note)
     for name in HPARAMS:
         if name in hp and name not in _STEPS:
             out[name] = ((hp[name] * lr_f, lr_ok, lr_note) if name == "lr"
-                         else rules[name].apply(name, hp[name], move))
+                         else _apply(rules[name], name, hp[name], move))
+            if name == "beta1":  # β2's rules check Adam's condition against the new β1
+                move = replace(move, beta1=out[name][0])
 
     values, messages = [], []
     for name in HPARAMS:

@@ -412,3 +412,44 @@ def test_surge_eps_opt_against_sympy():
         assert surge_eps_opt(b, 0.3, bn) == pytest.approx(ref, rel=1e-12)
     with pytest.raises(ValueError, match="b_noise"):
         surge_eps_opt(1.0, 1.0, 0.0)
+
+
+# --- the closed forms at the ends of the float range ------------------------------------
+
+_far = st.floats(1e-320, 1e308, allow_subnormal=True)
+
+
+def _exact_over_one_plus(scale, b, n):
+    """scale·B/(B + B_noise) in exact rational arithmetic, rounded once."""
+    from fractions import Fraction
+
+    return float(Fraction(scale) * Fraction(b) / (Fraction(b) + Fraction(n)))
+
+
+def test_eps_opt_does_not_underflow_where_the_exact_value_is_a_float():
+    """ε_opt = ε_max/(1 + B_noise/B) (eq. 2.6) at B = 1e-10, ε_max = 100, B_noise = 1e300
+    is exactly 1e-308 (B_noise/B overflows on the way); at B = 1e-300, ε_max = 1e300,
+    B_noise = 1e10 it is 1e-10; eq. 2.7's ΔL_opt has the same form."""
+    assert eps_opt(1e-10, eps_max=1e2, b_noise=1e300) == _exact_over_one_plus(1e2, 1e-10, 1e300)
+    assert eps_opt(1e-10, eps_max=1e2, b_noise=1e300) > 0
+    assert eps_opt(1e-300, eps_max=1e300, b_noise=1e10) == pytest.approx(1e-10, rel=1e-15)
+    assert dl_opt(1e-10, dl_max=1e2, b_noise=1e300) == _exact_over_one_plus(1e2, 1e-10, 1e300)
+    assert eps_opt(1e308, eps_max=1.0, b_noise=1e308) == 0.5
+
+
+@given(_far, st.floats(1e-300, 1e300), _far)
+def test_eps_opt_and_surge_against_exact_arithmetic(b, e, n):
+    """eps_opt and surge_eps_opt within a few units in the last place of the exact value
+    (rationals; the surge law's square root in 60-digit decimals) over the whole float
+    range: nothing lost to an intermediate overflow or underflow."""
+    from decimal import Decimal, getcontext
+
+    from empirical_batch.theory import surge_eps_opt
+
+    tiny = 5e-324 * 4  # a few subnormal steps: the exact value itself is rounded there
+    want = _exact_over_one_plus(e, b, n)
+    assert eps_opt(b, eps_max=e, b_noise=n) == pytest.approx(want, rel=1e-14, abs=tiny)
+    getcontext().prec = 60
+    db, de, dn = Decimal(b), Decimal(e), Decimal(n)
+    surge = float(2 * de * (db * dn).sqrt() / (db + dn))
+    assert surge_eps_opt(b, eps_max=e, b_noise=n) == pytest.approx(surge, rel=1e-14, abs=tiny)

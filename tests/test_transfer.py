@@ -134,6 +134,61 @@ def test_beta2_half_life_in_tokens_is_kept():
     assert r["beta2"].new == pytest.approx(0.95 ** 16) and r["beta2"].in_regime is False
 
 
+def test_beta2_moved_below_adams_condition_is_out_of_regime():
+    """AdamW's β2 = 0.95 moved 8-fold by its half-life is 0.95^8 = 0.663 < 0.9²: Adam's
+    condition β1 < √β2' (Zhang et al. 2022) fails with β1 = 0.9 (given or PyTorch's
+    default), so the move is flagged; with β1 = 0.8 (< √0.663 = 0.81) it holds."""
+    r = warned("beta1", {"lr": 1e-3, "beta2": 0.95}, 256, 2048, optimizer="adamw",
+               b_noise=1e5)
+    assert r["beta2"].new == pytest.approx(0.95 ** 8) and r["beta2"].in_regime is False
+    assert "PyTorch's default" in r["beta2"].note
+    r = warned("sqrt(beta2')", {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95}, 256, 2048,
+               optimizer="adamw", b_noise=1e5)
+    assert r["beta2"].in_regime is False
+    r = quiet({"lr": 1e-3, "beta1": 0.8, "beta2": 0.95}, 256, 2048, optimizer="adamw",
+              b_noise=1e5)
+    assert r["beta2"].in_regime is True
+    # the square-root rule: 1 - β2' = 8 (1 - 0.95) gives 0.6, below 0.9²
+    r = warned("sqrt(beta2')", {"lr": 1e-3, "beta2": 0.95}, 256, 2048, optimizer="adamw",
+               rule="sqrt", b_noise=1e6)
+    assert r["beta2"].new == pytest.approx(0.6) and r["beta2"].in_regime is False
+
+
+@pytest.mark.parametrize("b, b2", [(1, 1e5), (1, 1e-17), (1, 1e-20)])
+def test_beta2_half_life_past_float_range_names_beta2(b, b2):
+    """0.95^1e5 underflows to 0 and 0.95^1e-17 rounds to 1: no valid β2, refused naming
+    it (not Python's 'math domain error' or a division by zero)."""
+    with pytest.raises(ValueError, match=r"^beta2: rule 'half_life'"):
+        transfer({"lr": 1e-3, "beta2": 0.95}, b, b2, optimizer="adamw", b_noise=100.0)
+
+
+def test_steps_moved_past_float_range_or_to_zero():
+    """A step count that overflows is refused naming it; one that rounds below one step
+    is one step (rounded up), not 0 (nor a division by zero in the weight decay)."""
+    with pytest.raises(ValueError, match=r"^total_steps: rule 'constant_examples'.*inf"):
+        transfer({"lr": 1e-3, "total_steps": 1e300}, 1e10, 1e-10, optimizer="adamw")
+    r = warned("D changes", {"lr": 1e-3, "weight_decay": 0.1, "total_steps": 10}, 1, 1e10,
+               optimizer="adamw", b_noise=1e12)
+    assert r["total_steps"].new == 1.0  # 1e10 examples: D'/D = 1e9
+    assert r["weight_decay"].new == pytest.approx(0.1 * 1e10 / (r["lr"].new / 1e-3) / 1e9)
+
+
+@pytest.mark.parametrize("rule", ["sgd_optimal", "surge"])
+def test_optimum_rules_exact_at_batch_sizes_far_from_b_noise(rule):
+    """ε_opt(B')/ε_opt(B) from exact arithmetic where ε_opt(B) itself underflows
+    (B = 1e-300, B_noise = 1e300): SGD's (1 + Bn/B)/(1 + Bn/B') and the surge law's
+    √κ (B + Bn)/(B' + Bn)."""
+    from fractions import Fraction as F
+
+    b, b2, bn = 1e-300, 1e-290, 1e300
+    opt = "sgd" if rule == "sgd_optimal" else "adam"
+    r = transfer({"lr": 1.0}, b, b2, optimizer=opt, rule=rule, b_noise=bn)
+    exact = F(b2) / F(b) * (F(b) + F(bn)) / (F(b2) + F(bn))
+    want = float(exact) if rule == "sgd_optimal" else math.sqrt(float(F(b2) / F(b))) * float(
+        (F(b) + F(bn)) / (F(b2) + F(bn)))
+    assert r["lr"].new == pytest.approx(want, rel=1e-14)
+
+
 # ------------------------------------------------------------ model EMA (Busbridge)
 def test_ema_decay_keeps_the_per_example_weight():
     r = quiet({"lr": 0.1, "ema_decay": 0.9999}, 128, 1024, optimizer="sgd", rule="linear",
