@@ -184,3 +184,76 @@ def test_hf_adaptive_batch_with_token_normalised_padded_batches(tmp_path):
     values = cb.noise.values()
     assert values["noise_scale/tokens"] == sum(r["n"] for r in model.seen)
     assert values["noise_scale/examples"] == N
+
+
+class _Noise:
+    """What BatchGrowth reads of a measuring callback: values() under a prefix."""
+
+    prefix = "noise_scale/"
+    collector = None
+
+    def values(self):
+        return {"noise_scale/b_simple": 20.0, "noise_scale/examples": 64.0}
+
+
+def test_adaptive_loop_reads_the_optimizer_and_says_an_out_of_regime_rule_once():
+    """AdamW read from the run: the square-root rule (√2 a doubling); the rule is
+    outside its regime (B > 0.1 B_noise) at both changes and said once, in words."""
+    import warnings
+
+    from empirical_batch.integrations.adaptive import BatchGrowth
+    from empirical_batch.transfer import RegimeWarning
+
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
+    growth = BatchGrowth(_Noise(), AdaptiveBatchRule("doubling"), lr_rule=None,
+                         optimizer=None)
+    growth.check_optimizers([opt])
+    assert (growth.optimizer, growth.lr_rule) == ("adamw", "sqrt")
+    growth.start(4, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step, k in ((3, 4), (6, 8)):
+            growth.pending, growth._trigger = k, {"b_simple": 20.0}
+            growth.apply(step, [opt], [])
+    said = [str(w.message) for w in caught if issubclass(w.category, RegimeWarning)]
+    assert len(said) == 1 and "lr_rule='sqrt'" in said[0] and "said once" in said[0]
+    assert opt.param_groups[0]["lr"] == pytest.approx(2e-3)  # √2 twice
+    assert [c["lr_in_regime"] for c in growth.changes] == [False, False]
+
+
+def test_adaptive_loop_refuses_an_optimizer_that_is_not_the_runs():
+    from empirical_batch.errors import InputError
+    from empirical_batch.integrations.adaptive import BatchGrowth
+
+    adamw = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
+    growth = BatchGrowth(_Noise(), AdaptiveBatchRule("doubling"), lr_rule="linear",
+                         optimizer="sgd")
+    with pytest.raises(InputError, match=r"optimizer='sgd' but the run trains with AdamW"):
+        growth.check_optimizers([adamw])
+    other = torch.optim.Adagrad([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
+    growth = BatchGrowth(_Noise(), AdaptiveBatchRule("doubling"), lr_rule=None,
+                         optimizer=None)
+    with pytest.raises(InputError, match="Adagrad: pass optimizer="):
+        growth.check_optimizers([other])
+    growth = BatchGrowth(_Noise(), AdaptiveBatchRule("doubling"), lr_rule=None,
+                         optimizer="adam")  # declared: trusted for a type it cannot read
+    growth.check_optimizers([other])
+    assert (growth.optimizer, growth.lr_rule) == ("adam", "sqrt")
+
+
+def test_hf_adaptive_refuses_sgd_declared_on_an_adamw_run(tmp_path):
+    """The Trainer's AdamW (wrapped by Accelerate) is read before the first step."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from empirical_batch.integrations.hf import install_adaptive
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=MICRO,
+        gradient_accumulation_steps=K0, num_train_epochs=1, learning_rate=LR,
+        optim="adamw_torch", lr_scheduler_type="constant", report_to=[],
+        save_strategy="no", use_cpu=True, seed=0, disable_tqdm=True)
+    trainer = transformers.Trainer(model=Recorder(), args=args, train_dataset=_data())
+    install_adaptive(trainer, AdaptiveBatchRule("doubling", min_steps=4), optimizer="sgd",
+                     beta=0.95, level=0.5)
+    with pytest.raises(ValueError, match=r"optimizer='sgd' but the run trains with AdamW"):
+        trainer.train()

@@ -20,6 +20,15 @@ ends; a run bounded by a number of optimizer steps ends when the equivalent step
 it. Another scheduler that steps per optimizer step is refused (`check_schedulers`): its
 horizon would stay in optimizer steps, which hold more examples after a change.
 
+The learning-rate rule is the one of the run's optimizer: `BatchGrowth.check_optimizers`
+reads its type (``torch.optim.SGD``, ``Adam``, ``AdamW``, through the frameworks'
+wrappers) before the first step; ``optimizer=`` and ``lr_rule=`` default to it (the
+linear rule for SGD, the square-root rule for Adam, `empirical_batch.rules.default_lr_rule`)
+and an ``optimizer=`` that names another optimizer than the run's is refused, naming
+both. A rule outside its regime at a change (the square-root and linear rules hold for
+$B \le 0.1\,B_{noise}$, and this loop grows the batch as it nears $B_{noise}$) is said
+once per run, in words; every change keeps ``lr_in_regime`` and the note.
+
 `BatchGrowth.state_dict` holds all of it (accumulation, pending change, changes, the
 clock of the schedule and the position in the epoch); the callbacks save it in the
 framework's checkpoints and restore it, so a resumed run continues as the uninterrupted
@@ -30,13 +39,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 from .._optional import optional_import
 from ..errors import InputError
-from ..rules import lr_rules
+from ..rules import default_lr_rule, lr_rules
 from ..schedule.online import AdaptiveBatchRule
-from ..transfer import OPTIMIZERS, transfer
+from ..transfer import OPTIMIZERS, RegimeWarning, transfer
 
 __all__ = ["BatchGrowth", "GrowthCallback", "check_schedulers", "on_examples"]
 
@@ -52,24 +62,30 @@ class BatchGrowth:
         Where the measured values are read (`values`: ``b_simple``, ``b_simple_low`` in
         examples).
     rule : AdaptiveBatchRule
-    lr_rule : str
+    lr_rule : str or None
         The `transfer` learning-rate rule (``"linear"``, ``"sqrt"``, ``"sgd_optimal"``,
-        ``"surge"``, ``"unchanged"``).
-    optimizer : {"sgd", "adam", "adamw"}
-        For `transfer` (which rules hold).
+        ``"surge"``, ``"unchanged"``); ``None``: the optimizer's
+        (`empirical_batch.rules.default_lr_rule`: ``"linear"`` for SGD, ``"sqrt"`` for
+        Adam).
+    optimizer : {"sgd", "adam", "adamw"} or None
+        For `transfer` (which rules hold); ``None``: read from the run's optimizer
+        (`check_optimizers`). One that names another optimizer than the run's is refused.
     """
 
-    def __init__(self, noise, rule: AdaptiveBatchRule, *, lr_rule: str, optimizer: str):
+    def __init__(self, noise, rule: AdaptiveBatchRule, *, lr_rule: str | None,
+                 optimizer: str | None):
         if not isinstance(rule, AdaptiveBatchRule):
             raise InputError(f"rule must be an AdaptiveBatchRule, got {type(rule).__name__}")
         self.noise = noise
         self.rule = rule
-        self.lr_rule = lr_rule
-        self.optimizer = optimizer
-        if lr_rule not in _LR_RULES:
+        if lr_rule is not None and lr_rule not in _LR_RULES:
             raise InputError(f"lr_rule must be one of {_LR_RULES}, got {lr_rule!r}")
-        if optimizer not in OPTIMIZERS:
+        if optimizer is not None and optimizer not in OPTIMIZERS:
             raise InputError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+        self.declared = (optimizer, lr_rule)  # as given (None: from the run's optimizer)
+        self.optimizer = optimizer
+        self.lr_rule = lr_rule
+        self._said: set[str] = set()  # regime notes already said in this run
         self.micro_batch_size = 0
         self.accumulation = 0
         self.pending: int | None = None
@@ -80,6 +96,38 @@ class BatchGrowth:
         self.start_batch = 0  # the global batch of the first step (examples)
         self.clock = (0, 0.0)  # (step, equivalent step) at the last change
         self.restored: dict | None = None  # a checkpoint's state, applied at `start`
+
+    def check_optimizers(self, optimizers) -> None:
+        """Read the run's optimizer type (``torch.optim.SGD``, ``Adam``, ``AdamW``;
+        through the wrappers of Accelerate and Lightning) and settle ``optimizer`` and
+        ``lr_rule``: an ``optimizer=`` naming another optimizer than the run's is
+        refused naming both; an optimizer of another type needs ``optimizer=``."""
+        kinds = {_kind(opt) for opt in optimizers if opt is not None}
+        declared, lr_rule = self.declared
+        if not kinds:  # no optimizer visible yet: checked again at the first change
+            return
+        if len(kinds) > 1:
+            raise InputError(f"AdaptiveBatchCallback moves one learning-rate rule, but the "
+                             f"run has optimizers of several kinds {sorted(kinds)}")
+        (kind,) = kinds
+        name, detected = kind
+        if declared is None:
+            if detected is None:
+                raise InputError(
+                    f"AdaptiveBatchCallback cannot tell which learning-rate rule holds for "
+                    f"the run's optimizer {name}: pass optimizer='sgd', 'adam' or 'adamw' "
+                    "(the one it behaves like) and lr_rule=")
+            self.optimizer = detected
+        elif detected is not None and detected != declared:
+            raise InputError(
+                f"AdaptiveBatchCallback was given optimizer={declared!r} but the run "
+                f"trains with {name}: the learning-rate rule of {declared!r} "
+                f"({default_lr_rule(declared)!r}) is not {name}'s. Pass "
+                f"optimizer={detected!r} (or leave it out: it is read from the run)")
+        else:
+            self.optimizer = declared
+        assert self.optimizer is not None
+        self.lr_rule = lr_rule if lr_rule is not None else default_lr_rule(self.optimizer)
 
     def start(self, micro_batch_size: int, accumulation: int) -> None:
         """Begin with the configured sizes, or continue a restored run: its accumulation
@@ -160,9 +208,17 @@ class BatchGrowth:
             for group in opt.param_groups:
                 rows.append(group)
         lr = float(rows[0]["lr"]) if rows else math.nan
-        res = transfer({"lr": lr if lr > 0 else 1.0}, old_b, new_b,
-                       optimizer=self.optimizer, rule=self.lr_rule,
-                       b_noise=b_noise if b_noise > 0 else None)  # warns out of regime
+        if self.optimizer is None or self.lr_rule is None:
+            self.check_optimizers(optimizers)
+        if self.optimizer is None or self.lr_rule is None:
+            raise InputError("AdaptiveBatchCallback found no optimizer in the run to read "
+                             "its kind from: pass optimizer= and lr_rule=")
+        with warnings.catch_warnings():  # said once per run below, in words
+            warnings.simplefilter("ignore", RegimeWarning)
+            res = transfer({"lr": lr if lr > 0 else 1.0}, old_b, new_b,
+                           optimizer=self.optimizer, rule=self.lr_rule,
+                           b_noise=b_noise if b_noise > 0 else None)
+        self._say_regime(res["lr"].in_regime, res["lr"].note)
         factor = res["lr"].new / res["lr"].old
         for group in rows:
             group["lr"] *= factor
@@ -183,6 +239,21 @@ class BatchGrowth:
         self.accumulation, self.pending = k, None
         self.last_change_at = self._measured()
         return k
+
+    def _say_regime(self, in_regime: bool | None, note: str) -> None:
+        """Say once per run (not at every change) that the learning-rate rule is applied
+        outside its regime."""
+        if in_regime is not False or self.lr_rule in self._said:
+            return
+        self._said.add(str(self.lr_rule))
+        warnings.warn(
+            f"AdaptiveBatchCallback: the learning rate follows lr_rule={self.lr_rule!r} "
+            f"outside that rule's regime ({note}). The loop grows the batch as the "
+            "measured noise scale nears it, where the linear and square-root rules no "
+            "longer hold; it keeps applying the rule at every change (said once; each "
+            "change in `changes` has lr_in_regime and the note). lr_rule='sgd_optimal' "
+            "(SGD) or 'surge' (Adam) follow the noise scale instead",
+            RegimeWarning, stacklevel=2)
 
     def values(self, prefix: str) -> dict[str, float]:
         """``{prefix}batch_size`` and ``{prefix}accumulation_steps`` for the logs."""
@@ -233,6 +304,26 @@ class BatchGrowth:
             self.restored.pop("micro_batch_size")
         if "start_batch" not in state:
             self.restored.pop("start_batch")
+
+
+def _kind(optimizer) -> tuple[str, str | None]:
+    """(type name, ``"sgd"``/``"adam"``/``"adamw"`` or None) of a torch optimizer, seen
+    through the wrappers that hold it as ``optimizer`` (Accelerate) or ``_optimizer``
+    (Lightning)."""
+    with optional_import("torch", by="the adaptive batch loop", extra="torch"):
+        import torch
+
+    for _ in range(8):
+        inner = getattr(optimizer, "optimizer", None) or getattr(optimizer, "_optimizer", None)
+        if inner is None or inner is optimizer or not isinstance(inner, torch.optim.Optimizer):
+            break
+        optimizer = inner
+    name = type(optimizer).__name__
+    for cls, kind in ((torch.optim.AdamW, "adamw"), (torch.optim.Adam, "adam"),
+                      (torch.optim.SGD, "sgd")):
+        if isinstance(optimizer, cls):
+            return name, kind
+    return name, None
 
 
 class _OnExamples:
@@ -293,7 +384,7 @@ class GrowthCallback:
     noise_type: type = object
 
     def __init__(self, noise, rule: AdaptiveBatchRule | None = None, *,
-                 lr_rule: str = "linear", optimizer: str = "sgd"):
+                 lr_rule: str | None = None, optimizer: str | None = None):
         if not isinstance(noise, self.noise_type):
             raise InputError("noise must be the NoiseScaleCallback that measures the run")
         self.noise: Any = noise  # the framework's NoiseScaleCallback

@@ -302,15 +302,18 @@ class AdaptiveBatchCallback(GrowthCallback, TrainerCallback):
         The installed measuring callback (needs ``gradient_accumulation_steps >= 2``).
     rule : AdaptiveBatchRule, optional
         Default: ``AdaptiveBatchRule("doubling")``.
-    lr_rule : str
-        `transfer`'s learning-rate rule (``"linear"`` for SGD, ``"sqrt"`` for Adam, …).
-    optimizer : {"sgd", "adam", "adamw"}
+    lr_rule : str, optional
+        `transfer`'s learning-rate rule (``"linear"`` for SGD, ``"sqrt"`` for Adam, …);
+        default: the run's optimizer's.
+    optimizer : {"sgd", "adam", "adamw"}, optional
+        Default: read from the run's optimizer (``torch.optim.SGD``, ``Adam``,
+        ``AdamW``); one that names another optimizer than the run's is refused.
     """
 
     noise_type = NoiseScaleCallback
 
     def __init__(self, noise, rule: AdaptiveBatchRule | None = None, *,
-                 lr_rule: str = "linear", optimizer: str = "sgd"):
+                 lr_rule: str | None = None, optimizer: str | None = None):
         super().__init__(noise, rule, lr_rule=lr_rule, optimizer=optimizer)
         noise._growth = self.growth  # its checkpoint entry carries the loop's state
         self._skip: tuple | None = None  # (loader, micro-batches) of a resumed epoch
@@ -336,6 +339,7 @@ class AdaptiveBatchCallback(GrowthCallback, TrainerCallback):
                              "micro-batches: set gradient_accumulation_steps >= 2")
         scheduler = kwargs.get("lr_scheduler")
         check_schedulers([scheduler], what="the Trainer's scheduler")
+        self.growth.check_optimizers([kwargs.get("optimizer")])
         configured = int(args.gradient_accumulation_steps)
         saved = self._saved(state)
         if saved is not None:
@@ -440,7 +444,7 @@ class AdaptiveBatchCallback(GrowthCallback, TrainerCallback):
 
 
 def install_adaptive(trainer, rule: AdaptiveBatchRule | None = None, *,
-                     lr_rule: str = "linear", optimizer: str = "sgd",
+                     lr_rule: str | None = None, optimizer: str | None = None,
                      **noise_kwargs) -> AdaptiveBatchCallback:
     """`install` a `NoiseScaleCallback` (``noise_kwargs``) and an `AdaptiveBatchCallback`
     right after it (both before the reporting callbacks); returns the latter (its

@@ -216,9 +216,11 @@ class AdaptiveBatchCallback(GrowthCallback, L.Callback):
         The measuring callback (needs ``accumulate_grad_batches >= 2``).
     rule : AdaptiveBatchRule, optional
         Default: ``AdaptiveBatchRule("doubling")``.
-    lr_rule : str
-        `transfer`'s learning-rate rule.
-    optimizer : {"sgd", "adam", "adamw"}
+    lr_rule : str, optional
+        `transfer`'s learning-rate rule; default: the run's optimizer's.
+    optimizer : {"sgd", "adam", "adamw"}, optional
+        Default: read from the run's optimizer (``torch.optim.SGD``, ``Adam``,
+        ``AdamW``); one that names another optimizer than the run's is refused.
     """
 
     noise_type = NoiseScaleCallback
@@ -230,6 +232,7 @@ class AdaptiveBatchCallback(GrowthCallback, L.Callback):
         per_step = [c.scheduler for c in trainer.lr_scheduler_configs
                     if c.interval == "step"]
         check_schedulers(per_step, what="the step-interval scheduler")
+        self.growth.check_optimizers(trainer.optimizers)
         on_examples(per_step, self.growth)
         restored = self.growth.restored
         if restored is not None and restored.get("micro_batch_size"):
