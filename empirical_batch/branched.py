@@ -30,7 +30,9 @@ $$
 If every factor keeps up only the lower bound is known; if the first factor above 1
 already falls behind, $B_{crit} \in [B, k_2 B)$. A branch whose loss becomes non-finite
 (it diverged with the scaled rate) falls behind and is flagged (``diverged``); a
-diverged reference branch is an error. Seeds must pair: ``train_steps``
+diverged reference branch is an error. Seeds whose branches all give the same loss are
+copies of one run (a ``train_steps`` that ignores its seed): the test then has no
+variance to measure and is refused. Seeds must pair: ``train_steps``
 should draw its batches from ``seed`` so that the $k$ branches of one seed share their
 data order as far as possible, which removes most of the seed-to-seed variance from
 $d_k$.
@@ -298,6 +300,12 @@ def branched_critical_batch(
         raise InputError(
             f"the reference branch (factor 1) diverged (a non-finite loss) for seed(s) "
             f"{[s for s, b in zip(seeds, bad[0], strict=True) if b]}: lower lr")
+    if np.all(losses == losses[:, :1]):
+        raise InputError(
+            f"every branch gave the same smoothed loss for all seeds {list(seeds)}: the "
+            "seeds are copies of one run, so the paired test has no seed-to-seed "
+            "variation to measure and no bracket can be identified. Have train_steps draw "
+            "its data order (and any other randomness) from its seed argument")
     diverged = np.asarray(bad.any(axis=1), dtype=bool)  # a diverged seed: cannot keep up
     diffs = losses[1:] - losses[0]
     n = len(seeds)

@@ -62,7 +62,7 @@ def test_learning_rates_steps_and_state_copies():
     def train_steps(state, batch_size, lr, n_steps):
         state.append(1)  # mutating a branch's copy must not leak into the next branch
         seen.append((batch_size, lr, n_steps, len(state)))
-        return state, [1.0] * n_steps
+        return state, [1.0 + 1e-6 * (len(seen) % 2)] * n_steps  # two seeds, two curves
 
     r = branched_critical_batch(
         train_steps, [], 16, examples=16 * 8, lr=0.1, factors=(1, 4), seeds=(0, 1)
@@ -160,3 +160,21 @@ def test_a_diverged_branch_falls_behind_and_a_diverged_reference_is_an_error():
     with pytest.raises(ValueError, match=r"reference branch \(factor 1\) diverged"):
         branched_critical_batch(lambda s, b, lr, n: (s, [float("nan")] * n), None, 8,
                                 examples=64, lr=0.1, factors=(1, 2), seeds=(0, 1))
+
+
+def test_seeds_that_are_copies_of_one_run_are_refused():
+    """A train_steps that ignores its seed gives every seed the same curve: no variance,
+    so 'falls behind at 4x' (t = inf) would be a verdict without a test."""
+    def steps(state, batch_size, lr, n_steps):  # no seed: the same run each time
+        return state, [1.0 + 0.1 * max(0, batch_size / 8 - 2)] * n_steps
+
+    with pytest.raises(ValueError, match="seeds are copies of one run"):
+        branched_critical_batch(steps, None, 8, examples=8 * 64, lr=1.0,
+                                factors=(1, 2, 4, 8), seeds=range(4))
+    # a seed that changes the curve a little is a measurement
+    def seeded(state, batch_size, lr, n_steps, seed=0):
+        return state, [1.0 + 0.1 * max(0, batch_size / 8 - 2) + 1e-4 * seed] * n_steps
+
+    r = branched_critical_batch(seeded, None, 8, examples=8 * 64, lr=1.0,
+                                factors=(1, 2, 4, 8), seeds=range(4))
+    assert r.status == "identified"
