@@ -6,7 +6,10 @@ old content or gets the whole new one.
 
 Reads of user files (`read_csv`, `read_json`) turn what pandas raises on a bad file (empty,
 malformed, not UTF-8) into :class:`~empirical_batch.errors.DataError` naming the file,
-so a bad file is a user error and a bug elsewhere is not mistaken for one.
+so a bad file is a user error and a bug elsewhere is not mistaken for one. A number
+written past the float range (``1e400``, which a parser turns into ``inf`` without a
+word) is refused naming the file, row and column (`check_float_range`; JSON:
+`loads_json`); a literal ``inf``/``Infinity`` stays what it says.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from typing import IO, Any
 
 from .errors import DataError, InputError
 
-__all__ = ["atomic_path", "atomic_write", "atomic_write_text", "file_sha256", "read_csv",
-           "read_json"]
+__all__ = ["atomic_path", "atomic_write", "atomic_write_text", "check_float_range",
+           "file_sha256", "loads_json", "read_csv", "read_json"]
 
 # the process's umask, read once at import (reading it means setting it); a new file gets
 # the permissions a plain open() would give it (mkstemp's are 0600)
@@ -83,7 +86,9 @@ def read_csv(path: str | os.PathLike[str], **kwargs: Any) -> Any:
     import pandas as pd
 
     try:
-        return pd.read_csv(path, **kwargs)
+        frame = pd.read_csv(path, **kwargs)
+        check_float_range(frame, path, **kwargs)
+        return frame
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the file is empty (no header, no rows)") from None
     except pd.errors.ParserError as exc:
@@ -91,6 +96,57 @@ def read_csv(path: str | os.PathLike[str], **kwargs: Any) -> Any:
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                         "re-save it as UTF-8") from None
+
+
+_INFINITY = {"inf", "infinity", "+inf", "+infinity", "-inf", "-infinity"}
+_FLOAT_MAX = "1.8e308"
+
+
+def check_float_range(frame: Any, path: str | os.PathLike[str], **read_kwargs: Any) -> None:
+    """Refuse a number of the CSV ``path`` (read into ``frame`` with ``read_kwargs``)
+    that lies past the float range: pandas reads ``1e400`` as ``inf``, which a sweep
+    would take for a diverged run. Only columns holding an infinity are read again, as
+    text, to tell such a number from a written ``inf``."""
+    import numpy as np
+
+    cols = [c for c in frame.columns
+            if frame[c].dtype.kind == "f" and bool(np.isinf(frame[c].to_numpy()).any())]
+    if not cols:
+        return
+    import pandas as pd
+
+    keep = {k: v for k, v in read_kwargs.items()
+            if k not in ("dtype", "converters", "keep_default_na", "na_values", "usecols")}
+    text = pd.read_csv(path, dtype=str, keep_default_na=False, **keep)
+    for col in cols:
+        for i in np.flatnonzero(np.isinf(frame[col].to_numpy())):
+            cell = str(text[col].iloc[i]).strip()
+            if cell.lower() not in _INFINITY:
+                raise DataError(f"{path}, row {int(i)}, column {col!r}: {cell} is past the "
+                                f"float range (|x| <= {_FLOAT_MAX}); write it within the "
+                                "range, or inf for an infinity")
+
+
+def _finite_float(text: str) -> float:
+    import math
+
+    value = float(text)
+    if math.isinf(value):
+        raise DataError(f"the number {text} is past the float range (|x| <= {_FLOAT_MAX}); "
+                        "write it within the range")
+    return value
+
+
+def loads_json(text: str, label: str) -> Any:
+    """``json.loads(text)``, refusing a number past the float range (``1e400``, which
+    Python reads as ``inf``) with a `DataError` naming ``label`` (the file, the line) and
+    the number as written. Errors of the JSON itself propagate as ``json`` raises them."""
+    import json
+
+    try:
+        return json.loads(text, parse_float=_finite_float)
+    except DataError as exc:
+        raise DataError(f"{label}: {exc}") from None
 
 
 def numeric_columns(frame: Any, columns: Any, label: str) -> Any:
@@ -121,7 +177,7 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     import json
 
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return loads_json(Path(path).read_text(encoding="utf-8"), str(path))
     except (json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"{path}: not valid JSON ({type(exc).__name__}: {exc})") from None
     except UnicodeDecodeError as exc:

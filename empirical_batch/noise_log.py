@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._io import check_float_range, loads_json
 from .errors import DataError, EmpiricalBatchWarning, InputError
 from .result import Result
 from .units import check_unit
@@ -308,7 +309,7 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads_json(line, f"{path}, line {n}")
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}, line {n}: not JSON ({exc.msg})") from None
         if not isinstance(row, dict):
@@ -335,7 +336,7 @@ def _read(source: object) -> tuple[pd.DataFrame, str]:
         frame = frame.replace({"inf": np.inf, "-inf": -np.inf})
     elif suffix == ".json":  # a Hugging Face trainer_state.json
         try:
-            data = json.loads(path.read_text())
+            data = loads_json(path.read_text(), str(path))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise DataError(f"{path}: not JSON ({exc})") from None
         history = data.get("log_history") if isinstance(data, dict) else data
@@ -352,6 +353,7 @@ def _read(source: object) -> tuple[pd.DataFrame, str]:
             frame = pd.read_csv(path)
         except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
             raise DataError(f"{path}: not a readable CSV noise log ({exc})") from None
+        check_float_range(frame, path)
     return _unprefixed(frame, str(path)), str(path)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._io import read_csv
+from .._io import loads_json, read_csv
 from ..errors import DataError, EmpiricalBatchWarning, InputError
 from ..provenance import Provenance
 from ..result import TableResult
@@ -168,7 +168,7 @@ def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
     for f in files:
         a_file(f, "RCP file")
         try:
-            entries = json.loads(f.read_text())
+            entries = loads_json(f.read_text(), str(f))
         except (json.JSONDecodeError, RecursionError) as exc:
             raise DataError(f"{f}: not valid JSON: {type(exc).__name__}: {exc}") from None
         except UnicodeDecodeError as exc:
