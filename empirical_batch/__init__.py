@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 # public name -> submodule that defines it (one concept, one place)
 _EXPORTS: dict[str, str] = {

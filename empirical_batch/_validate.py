@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .errors import EmpiricalBatchDeprecationWarning, InputError
+from .errors import InputError
 
 __all__ = [
     "as_array",
@@ -234,30 +233,11 @@ def _first(arr: np.ndarray, mask: np.ndarray) -> str:
     return f"{float(arr[idx])!r} at index {idx}"
 
 
-def check_level(level: float | None, ci: float | None, default: float = 0.95) -> float:
-    """The interval level from ``level`` (the name used across the package) or ``ci``
-    (the v0.1 name in the fit functions, kept working); in (0, 1)."""
-    if level is not None and ci is not None and float(level) != float(ci):
-        raise InputError(f"give level= or its old name ci=, not both ({level!r} and {ci!r})")
-    if ci is not None:
-        warnings.warn("the keyword ci= is renamed level=; ci= will be removed in the next "
-                      "release", EmpiricalBatchDeprecationWarning, stacklevel=3)
-    value = default if level is None and ci is None else (level if level is not None else ci)
-    name = "level" if level is not None or ci is None else "ci"
-    v = as_float(value, name)
+def check_level(level: float | None, default: float = 0.95) -> float:
+    """The interval level ``level`` (``default`` when None); in (0, 1)."""
+    value = default if level is None else level
+    v = as_float(value, "level")
     if not 0 < v < 1:  # params.DOMAINS["level"] (tests/test_state_and_domain.py: they agree)
-        raise InputError(f"{name} must be in (0, 1), got {value!r}")
+        raise InputError(f"level must be in (0, 1), got {value!r}")
     return v
-
-
-def resolve_count(new: int | None, old: int | None, default: int) -> int:
-    """A count given by its new name (``n_seeds``) or its v0.1 name (``seeds``)."""
-    if new is not None and old is not None and new != old:
-        raise InputError(f"give n_seeds= or its old name seeds=, not both ({new!r}, {old!r})")
-    if old is not None:
-        warnings.warn("the keyword seeds= is renamed n_seeds=; seeds= will be removed in the "
-                      "next release", EmpiricalBatchDeprecationWarning, stacklevel=3)
-    if new is not None:
-        return new
-    return old if old is not None else default
 

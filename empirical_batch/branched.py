@@ -67,7 +67,7 @@ from scipy import stats
 
 from ._validate import as_scalar, positive_float
 from .errors import InputError
-from .result import Interval, Result, deprecated_alias
+from .result import Interval, Result
 from .rules import RULES, ratio_rules
 
 __all__ = ["BranchedCriticalBatch", "branched_critical_batch"]
@@ -87,9 +87,8 @@ class BranchedCriticalBatch(Result):
     """The result of `branched_critical_batch`.
 
     ``b_crit_interval`` (an `Interval` whose ``level`` is the test's) brackets the
-    local critical batch (``high`` is ``inf`` when every factor kept up; the v0.2
-    names ``b_crit_low``/``b_crit_high`` are deprecated). ``losses`` holds the
-    smoothed branch losses, one row per factor and one column per seed.
+    local critical batch (``high`` is ``inf`` when every factor kept up). ``losses``
+    holds the smoothed branch losses, one row per factor and one column per seed.
     """
 
     batch_size: int
@@ -105,9 +104,6 @@ class BranchedCriticalBatch(Result):
     b_crit_interval: Interval
     #: a seed of this factor diverged (a non-finite loss): it falls behind
     diverged: tuple[bool, ...] = field(repr=False, default=())
-
-    b_crit_low = deprecated_alias("b_crit_interval", "low", "b_crit_low")
-    b_crit_high = deprecated_alias("b_crit_interval", "high", "b_crit_high")
 
     @property
     def level(self) -> float:

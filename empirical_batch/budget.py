@@ -49,7 +49,8 @@ from ._validate import check_level, positive_float
 from .errors import InputError
 from .fit.power_law import PowerLaw, fit_power_law
 from .fit.tradeoff_fit import FitWarning
-from .result import Interval, Result, deprecated_alias
+from .params import removed_keywords
+from .result import Interval, Result
 
 __all__ = ["FixedBudgetFit", "fit_fixed_budget"]
 
@@ -71,8 +72,7 @@ class FixedBudgetFit(Result):
         Least-squares power laws through the per-budget ``b_opt`` and ``lr_opt``.
     b_opt_exponent_interval, lr_opt_exponent_interval : Interval
         Residual-bootstrap percentile intervals of the exponents, at confidence
-        ``level`` (``b_opt_exponent_ci``, ``lr_opt_exponent_ci`` and ``ci_level`` are
-        the deprecated v0.2 names).
+        ``level``.
     b_opt_status, lr_opt_status : str
         ``"identified"`` when the law is fitted through at least 3 budgets whose
         near-optimal band stays inside that budget's grid; ``"unidentified"`` otherwise
@@ -93,12 +93,6 @@ class FixedBudgetFit(Result):
     n_boot: int
     b_opt_status: str = "identified"
     lr_opt_status: str = "identified"
-
-    b_opt_exponent_ci = deprecated_alias("b_opt_exponent_interval", "tuple",
-                                         "b_opt_exponent_ci")
-    lr_opt_exponent_ci = deprecated_alias("lr_opt_exponent_interval", "tuple",
-                                          "lr_opt_exponent_ci")
-    ci_level = deprecated_alias("b_opt_exponent_interval", "level", "ci_level")
 
     @property
     def level(self) -> float:
@@ -156,10 +150,7 @@ class FixedBudgetFit(Result):
             "b_opt": self.b_opt.to_dict(), "lr_opt": self.lr_opt.to_dict(),
             "b_opt_exponent_interval": self.b_opt_exponent_interval.to_dict(),
             "lr_opt_exponent_interval": self.lr_opt_exponent_interval.to_dict(),
-            # the v0.2 keys, for one more release
-            "b_opt_exponent_ci": list(self.b_opt_exponent_interval),
-            "lr_opt_exponent_ci": list(self.lr_opt_exponent_interval),
-            "ci_level": self.level, "n_boot": self.n_boot,
+            "n_boot": self.n_boot,
             "b_opt_status": self.b_opt_status, "lr_opt_status": self.lr_opt_status,
             "optima": self.optima.to_dict(orient="records"),
         }
@@ -195,6 +186,7 @@ def _residual_bootstrap(x: np.ndarray, y: np.ndarray, n_boot: int, ci: float,
     return min(float(lo), k), max(float(hi), k)
 
 
+@removed_keywords(ci="level")
 def fit_fixed_budget(
     frame: pd.DataFrame,
     *,
@@ -206,7 +198,6 @@ def fit_fixed_budget(
     n_boot: int = 1000,
     level: float | None = None,
     seed: int | np.random.Generator | None = 0,
-    ci: float | None = None,
 ) -> FixedBudgetFit:
     r"""Near-optimal band and power laws $B_{opt}(C)$, $\eta_{opt}(C)$.
 
@@ -221,9 +212,8 @@ def fit_fixed_budget(
         Relative tolerance of the band: a configuration is near-optimal when its loss
         is at most ``best * (1 + tolerance)`` (DeepSeek LLM: 0.25 %).
     n_boot, level, seed
-        Interval level (``ci`` accepted as in the fit functions). Bootstrap of the
-        exponents: the residuals of each log-log line resampled
-        (scaled by $\sqrt{n/(n-2)}$); the laws' own Student-t intervals are in
+        Interval level. Bootstrap of the exponents: the residuals of each log-log line
+        resampled (scaled by $\sqrt{n/(n-2)}$); the laws' own Student-t intervals are in
         ``b_opt.exponent_interval`` and ``lr_opt.exponent_interval``.
 
     Returns
@@ -255,7 +245,7 @@ def fit_fixed_budget(
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     tolerance = positive_float(tolerance, "tolerance", allow_zero=True)
-    ci = check_level(level, ci)
+    ci = check_level(level)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
     c = _column(frame, budget, "budget")

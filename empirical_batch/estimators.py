@@ -50,7 +50,7 @@ from ._validate import (
 from .errors import InputError, UsageError
 from .estimator_state import check_beta, check_dataset_size, check_max_history, checked_state
 from .params import check
-from .result import Interval, Result, deprecated_alias
+from .result import Interval, Result
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -299,8 +299,7 @@ class GNSEstimate(Result):
     ``b_simple_se`` is the delta-method standard error and ``b_simple_interval`` the
     Fieller interval (an `Interval` at confidence ``level``); both are ``nan`` until
     two steps have been seen, and the interval is ``(-inf, inf)`` when the data cannot
-    bound the ratio (|G|² not resolved). ``b_simple_low`` and ``b_simple_high`` are the
-    deprecated v0.2 names of its ends.
+    bound the ratio (|G|² not resolved).
     """
 
     steps: int
@@ -310,9 +309,6 @@ class GNSEstimate(Result):
     b_simple_se: float
     b_simple_interval: Interval
     n_eff: float
-
-    b_simple_low = deprecated_alias("b_simple_interval", "low", "b_simple_low")
-    b_simple_high = deprecated_alias("b_simple_interval", "high", "b_simple_high")
 
     @property
     def level(self) -> float:

@@ -3,8 +3,8 @@
 `DOMAINS` maps a parameter name to its `Domain` (a real or integer interval, open or
 closed at each end). The core functions check their arguments with `check`, so the
 error names the parameter and its domain, and the same table can be listed in the
-docs (`domain_table`). Renamed keyword arguments keep working for one release with a
-``DeprecationWarning`` (`renamed_keywords`).
+docs (`domain_table`). A keyword argument removed in 0.4 is refused with its
+replacement's name (`removed_keywords`).
 
 >>> float(check("momentum", 0.9))
 0.9
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -24,10 +23,10 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from ._validate import as_array
-from .errors import EmpiricalBatchDeprecationWarning, InputError, NotFoundError
+from .errors import InputError, NotFoundError
 
 __all__ = [
-    "DOMAINS", "Domain", "check", "domain_table", "markdown_table", "renamed_keywords",
+    "DOMAINS", "Domain", "check", "domain_table", "markdown_table", "removed_keywords",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -161,18 +160,18 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
-def renamed_keywords(**old_to_new: str) -> Callable[[F], F]:
-    """Decorator: accept each old keyword name for its new one, with a
-    ``DeprecationWarning``; giving both is an `InputError`.
+def removed_keywords(**old_to_new: str) -> Callable[[F], F]:
+    """Decorator: refuse each keyword argument removed in 0.4 with an `InputError` (also
+    a ``TypeError``, as Python's own refusal of an unknown keyword) that names the
+    keyword to use instead.
 
-    >>> @renamed_keywords(ci="level")
+    >>> @removed_keywords(ci="level")
     ... def f(*, level=0.95):
     ...     return level
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as w:
-    ...     warnings.simplefilter("always")
-    ...     f(ci=0.9), issubclass(w[0].category, DeprecationWarning)
-    (0.9, True)
+    >>> f(ci=0.9)
+    Traceback (most recent call last):
+    ...
+    empirical_batch.errors.InputError: f(): the keyword ci= was removed in 0.4; use level=
     """
 
     def deco(func: F) -> F:
@@ -180,15 +179,11 @@ def renamed_keywords(**old_to_new: str) -> Callable[[F], F]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             for old, new in old_to_new.items():
                 if old in kwargs:
-                    if new in kwargs:
-                        raise InputError(f"give {new}= or its old name {old}=, not both")
-                    warnings.warn(f"{func.__name__}: the keyword {old}= is renamed {new}=; "
-                                  f"{old}= will be removed in the next release",
-                                  EmpiricalBatchDeprecationWarning, stacklevel=2)
-                    kwargs[new] = kwargs.pop(old)
+                    raise InputError(f"{func.__name__}(): the keyword {old}= was removed in "
+                                     f"0.4; use {new}=")
             return func(*args, **kwargs)
 
-        return cast(F, wrapper)  # the same signature: only keywords renamed
+        return cast(F, wrapper)  # the same signature: the removed keywords are not in it
 
     return deco
 

@@ -351,9 +351,9 @@ def plan(
 
 def frontier(df: Plan | pd.DataFrame) -> pd.DataFrame:
     """The Pareto rows of a `plan` result (or its table), fastest first."""
-    df = unwrap_table(df)
-    _check_plan(df)
-    rows: pd.DataFrame = df[df["pareto"]]
+    frame: pd.DataFrame = unwrap_table(df)
+    _check_plan(frame)
+    rows: pd.DataFrame = frame[frame["pareto"]]
     return rows.sort_values(["wall_hours", "cost"]).reset_index(drop=True)
 
 

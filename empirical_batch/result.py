@@ -17,20 +17,19 @@ import dataclasses
 import json
 import math
 import numbers
-import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._validate import as_scalar
-from .errors import EmpiricalBatchDeprecationWarning, UsageError
+from .errors import UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["REPR_LIMIT", "Interval", "Result", "TableResult", "deprecated_alias", "dumps",
-           "json_safe", "unwrap_table"]
+__all__ = ["REPR_LIMIT", "Interval", "Result", "TableResult", "dumps", "json_safe",
+           "unwrap_table"]
 
 REPR_LIMIT = 300
 """Most characters a result's ``repr`` may have."""
@@ -91,22 +90,12 @@ class Result:
 
     Subclasses may override `to_dict` and `to_frame`; the defaults are the dataclass
     fields (intervals as ``{"low", "high", "level"}``) and a one-row table of the
-    scalar fields (an interval ``x_interval`` as columns ``x_low``, ``x_high``).
-
-    ``_legacy_ci`` names intervals whose v0.2 keys ``x_ci`` (a pair) and ``ci_level``
-    `to_dict` still writes, for one release, so that stored JSON keeps its keys."""
-
-    _legacy_ci: ClassVar[tuple[str, ...]] = ()
+    scalar fields (an interval ``x_interval`` as columns ``x_low``, ``x_high``)."""
 
     def to_dict(self) -> dict[str, Any]:
         if not dataclasses.is_dataclass(self):  # pragma: no cover - every result is one
             raise UsageError(f"{type(self).__name__} is not a dataclass: override to_dict")
-        out = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        for stem in self._legacy_ci:
-            ci = getattr(self, f"{stem}_interval")
-            out[f"{stem}_ci"] = (ci.low, ci.high)
-            out["ci_level"] = ci.level
-        return out
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def __repr__(self) -> str:
         """``Name(field=value, ...)`` of the scalar and interval fields, at most
@@ -146,25 +135,14 @@ class Result:
         return pd.DataFrame([row])
 
 
-def _frame_warning(obj: object, what: str) -> None:
-    name = type(obj).__name__
-    warnings.warn(f"{name} is no longer a DataFrame: {what} on it is deprecated and goes in "
-                  f"the next release; use {name}.frame (or .to_frame() for a copy)",
-                  EmpiricalBatchDeprecationWarning, stacklevel=3)
-
-
 @dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class TableResult(Result):
     """A result whose content is a table: ``frame`` (a pandas DataFrame) plus the
     scalar fields of its subclass.
 
     ``to_frame()`` returns a copy of ``frame``; ``to_dict()`` gives the scalar fields
-    and the rows as ``{"columns": [...], "rows": [[...], ...]}``. Results that were
-    DataFrames in v0.2 (`empirical_batch.planning.plan`,
-    `empirical_batch.simulate.simulate_sweep`,
-    `empirical_batch.loaders.load_mlperf_rcp`) still answer ``obj["col"]``,
-    ``len(obj)``, ``obj.columns``, ``obj.loc``, ``obj.iloc`` and any other DataFrame
-    attribute for one release, with an `EmpiricalBatchDeprecationWarning`."""
+    and the rows as ``{"columns": [...], "rows": [[...], ...]}``. It is not a DataFrame
+    (no ``obj["col"]``, ``len(obj)`` or ``obj.loc``): read its table as ``obj.frame``."""
 
     frame: pd.DataFrame = dataclasses.field(repr=False, compare=False)
 
@@ -188,29 +166,6 @@ class TableResult(Result):
         html: str | None = self.frame._repr_html_()  # type: ignore[operator]
         return html
 
-    # ---- the v0.2 DataFrame behaviour, deprecated
-    def __getitem__(self, key: Any) -> Any:
-        _frame_warning(self, "indexing")
-        return self.frame[key]
-
-    def __len__(self) -> int:
-        _frame_warning(self, "len()")
-        return len(self.frame)
-
-    def __iter__(self) -> Iterator[Any]:
-        _frame_warning(self, "iterating")
-        return iter(self.frame)
-
-    def __getattr__(self, name: str) -> Any:
-        # only reached for names the result does not have: DataFrame attributes
-        if name.startswith("_") or name == "frame":
-            raise AttributeError(name)
-        frame = object.__getattribute__(self, "frame")
-        if not hasattr(frame, name):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        _frame_warning(self, f".{name}")
-        return getattr(frame, name)
-
 
 def unwrap_table(obj: Any) -> Any:
     """``obj.frame`` for a `TableResult`, ``obj`` itself otherwise (for functions that
@@ -226,24 +181,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return value
-
-
-def deprecated_alias(interval: str, part: str, old: str) -> property:
-    """A read-only property ``old`` that warns (`EmpiricalBatchDeprecationWarning`, a
-    ``DeprecationWarning``) and returns
-    ``part`` of the `Interval` attribute ``interval``: ``"low"``, ``"high"``,
-    ``"level"`` or ``"tuple"`` (``(low, high)``)."""
-
-    def get(self: Any) -> Any:
-        warnings.warn(f"{type(self).__name__}.{old} is deprecated: use "
-                      f"{interval}{'' if part == 'tuple' else '.' + part} (an Interval)",
-                      EmpiricalBatchDeprecationWarning, stacklevel=2)
-        ci = getattr(self, interval)
-        return (ci.low, ci.high) if part == "tuple" else getattr(ci, part)
-
-    get.__name__ = old
-    get.__doc__ = f"Deprecated: ``{interval}`` (an `Interval`)."
-    return property(get)
 
 
 def json_safe(x: Any) -> Any:

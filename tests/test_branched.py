@@ -34,8 +34,8 @@ def test_bracket_contains_the_true_critical_factor(k_true):
         oracle(k_true, shared=0.0, own=1e-4), None, 8, examples=8 * 64, lr=1.0,
         factors=(1, 2, 4, 8, 16, 32), seeds=range(5),
     )
-    assert r.b_crit_low == 8 * k_true
-    assert r.b_crit_high == (2 * 8 * k_true if k_true < 32 else math.inf)
+    assert r.b_crit_interval.low == 8 * k_true
+    assert r.b_crit_interval.high == (2 * 8 * k_true if k_true < 32 else math.inf)
     assert r.status == ("lower_bound" if k_true == 32 else "identified")
 
 
@@ -45,7 +45,7 @@ def test_pairing_removes_seed_to_seed_noise():
         oracle(4, shared=1.0, own=1e-3), None, 8, examples=8 * 64, lr=1.0,
         factors=(1, 2, 4, 8, 16), seeds=range(4),
     )
-    assert (r.b_crit_low, r.b_crit_high) == (32, 64)
+    assert (r.b_crit_interval.low, r.b_crit_interval.high) == (32, 64)
     assert r.keeps_up == (True, True, True, False, False)
 
 
@@ -53,7 +53,8 @@ def test_tolerance_lets_a_small_loss_pass():
     kw = dict(examples=8 * 64, lr=1.0, factors=(1, 2, 4, 8), seeds=range(4))
     strict = branched_critical_batch(oracle(2, shared=0, own=1e-4), None, 8, **kw)
     loose = branched_critical_batch(oracle(2, shared=0, own=1e-4), None, 8, tolerance=0.12, **kw)
-    assert strict.b_crit_low == 16 and loose.b_crit_low == 32  # 4x loses 0.1 < 0.12, 8x 0.3
+    # 4x loses 0.1 < 0.12, 8x 0.3
+    assert strict.b_crit_interval.low == 16 and loose.b_crit_interval.low == 32
 
 
 def test_learning_rates_steps_and_state_copies():
@@ -98,7 +99,7 @@ def test_sgd_on_a_noisy_quadratic_finds_b_noise():
         train_steps, th, 4, examples=4 * 1024, lr=0.02, lr_rule="linear",
         factors=(1, 2, 4, 8, 16, 32, 64, 128), seeds=range(6),
     )
-    assert r.b_crit_low <= b_noise < r.b_crit_high
+    assert r.b_crit_interval.low <= b_noise < r.b_crit_interval.high
 
 
 def _steps(state, batch_size, lr, n_steps, seed=0):
@@ -154,7 +155,7 @@ def test_a_diverged_branch_falls_behind_and_a_diverged_reference_is_an_error():
 
     res = branched_critical_batch(steps, None, 8, examples=256, lr=0.1, factors=(1, 2, 4, 8),
                                   seeds=(0, 1, 2), lr_rule="linear")
-    assert (res.b_crit_low, res.b_crit_high) == (16.0, 32.0)
+    assert (res.b_crit_interval.low, res.b_crit_interval.high) == (16.0, 32.0)
     assert res.diverged == (False, False, True, True)
     assert list(res.to_frame()["diverged"]) == [False, False, True, True]
     with pytest.raises(ValueError, match=r"reference branch \(factor 1\) diverged"):

@@ -36,8 +36,8 @@ def test_exponents_recovered_within_their_intervals():
     hits_b = hits_lr = 0
     for s in range(20):
         f = fit_fixed_budget(grid(s), n_boot=500, seed=s)
-        hits_b += f.b_opt_exponent_ci[0] <= BETA <= f.b_opt_exponent_ci[1]
-        hits_lr += f.lr_opt_exponent_ci[0] <= GAMMA <= f.lr_opt_exponent_ci[1]
+        hits_b += f.b_opt_exponent_interval[0] <= BETA <= f.b_opt_exponent_interval[1]
+        hits_lr += f.lr_opt_exponent_interval[0] <= GAMMA <= f.lr_opt_exponent_interval[1]
         assert abs(f.b_opt.exponent - BETA) < 0.08 and abs(f.lr_opt.exponent - GAMMA) < 0.05
     assert hits_b >= 16 and hits_lr >= 16, (hits_b, hits_lr)
 
@@ -48,7 +48,7 @@ def test_band_and_optima():
     best = f.optima.set_index("compute")["best_loss"]
     for c, sub in f.band.groupby("compute"):
         assert (sub["loss"] <= best[c] * 1.0025 + 1e-12).all()
-    assert np.isnan(f.b_opt_exponent_ci[0])
+    assert np.isnan(f.b_opt_exponent_interval[0])
     assert len(repr(f)) < 300 and "compute^" in repr(f)
     cmp = f.compare(b_crit=1e6, budget=1e19)
     assert cmp["b_opt_over_b_crit"] == pytest.approx(float(f.b_opt(1e19)) / 1e6)
@@ -80,7 +80,7 @@ def test_bad_tables_are_refused(change, word):
 
 
 @pytest.mark.parametrize("kw, word", [(dict(tolerance=-0.1), "tolerance"),
-                                      (dict(ci=1.0), "ci"), (dict(n_boot=-1), "n_boot")])
+                                      (dict(level=1.0), "level"), (dict(n_boot=-1), "n_boot")])
 def test_bad_options_are_refused(kw, word):
     with pytest.raises(ValueError, match=word):
         fit_fixed_budget(grid(0), **kw)

@@ -164,8 +164,8 @@ def test_a_json_lines_line_that_is_not_an_object_is_named(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, flag", [
-    (["fit", "sweep.csv", "--level", "1.5"], "--level/--ci"),
-    (["fit", "sweep.csv", "--ci", "95"], "--level/--ci"),
+    (["fit", "sweep.csv", "--level", "1.5"], "--level"),
+    (["fit", "sweep.csv", "--level", "95"], "--level"),
     (["law", "fit", "grid.csv", "--level", "0"], "--level"),
 ])
 def test_a_level_out_of_range_names_the_flag(capsys, argv, flag):

@@ -145,7 +145,7 @@ def test_uncertainty_coverage():
         for t in range(steps):
             est.update(max(sq_s[i, t], 0.0), bs, max(sq_b[i, t], 0.0), bb)
         e = est.estimate(level=0.9)
-        hits += e.b_simple_low <= truth <= e.b_simple_high
+        hits += e.b_simple_interval.low <= truth <= e.b_simple_interval.high
         r.append(e.b_simple)
         se.append(e.b_simple_se)
     cover = hits / reps

@@ -25,12 +25,12 @@ def test_without_intervals_it_is_fit_power_law():
     b = 300 * loss ** (-1 / 0.3) * np.exp(rng.normal(0, 0.2, 7))
     law, pl = fit_b_crit_law(loss, b), fit_power_law(loss, b)
     assert law.exponent == pytest.approx(pl.exponent, rel=1e-12)
-    assert law.exponent_ci == pytest.approx(pl.exponent_ci, rel=1e-12)
+    assert tuple(law.exponent_interval) == pytest.approx(tuple(pl.exponent_interval), rel=1e-12)
     assert law.b_star == pytest.approx(pl.coefficient, rel=1e-12)
-    assert law.b_star_ci == pytest.approx(pl.coefficient_ci, rel=1e-12)
+    assert tuple(law.b_star_interval) == pytest.approx(tuple(pl.coefficient_interval), rel=1e-12)
     assert law.alpha_b == pytest.approx(-1 / pl.exponent)
-    lo, hi = law.alpha_b_ci
-    assert law.status == "identified" and lo == pytest.approx(-1 / pl.exponent_ci[0])
+    lo, hi = law.alpha_b_interval
+    assert law.status == "identified" and lo == pytest.approx(-1 / pl.exponent_interval[0])
     assert lo < law.alpha_b < hi
     assert law(2.0) == pytest.approx(law.b_star * 2.0 ** (-1 / law.alpha_b))
 
@@ -84,7 +84,7 @@ def test_interval_of_alpha_covers_the_truth_at_its_level(tau):
         k, se = _slope_se(X, np.log(b), s2)  # the points' own intervals only (no scatter)
         hits_naive += abs(k + 1 / 0.21) <= z * se
         _, se_true = _slope_se(X, np.log(b), s2 + tau**2)  # the oracle that knows tau
-        ratio.append((law.exponent_ci[1] - law.exponent_ci[0]) / (2 * z * se_true))
+        ratio.append((law.exponent_interval[1] - law.exponent_interval[0]) / (2 * z * se_true))
     assert hits / 400 >= 0.906
     assert np.median(ratio) <= 1.6
     if tau == 0.4:  # scatter the intervals do not show: ignoring it undercovers
@@ -94,10 +94,10 @@ def test_interval_of_alpha_covers_the_truth_at_its_level(tau):
 def test_one_synthetic_data_set():
     loss, b, lo, hi = _synthetic(np.random.default_rng(11))
     law = fit_b_crit_law(loss, b, lo=lo, hi=hi, level=0.9)
-    assert law.ci_level == 0.9 and law.n == 6
-    a_lo, a_hi = law.alpha_b_ci
+    assert law.level == 0.9 and law.n == 6
+    a_lo, a_hi = law.alpha_b_interval
     assert a_lo <= law.alpha_b <= a_hi and law.covers(0.21)
-    b_lo, b_hi = law.b_star_ci
+    b_lo, b_hi = law.b_star_interval
     assert b_lo <= law.b_star <= b_hi
     assert "alpha_b=" in repr(law) and law.to_dict()["status"] == law.status
 
@@ -107,9 +107,9 @@ def test_flat_b_crit_is_not_a_law():
     b = np.array([100.0, 80.0, 120.0, 90.0, 110.0])
     law = fit_b_crit_law(loss, b, lo=b / 2, hi=b * 2)
     # the slope's interval holds 0: at most a lower bound on alpha_B, or nothing at all
-    assert law.exponent_ci[0] < 0 < law.exponent_ci[1]
+    assert law.exponent_interval[0] < 0 < law.exponent_interval[1]
     assert law.status in ("lower_bound", "unidentified")
-    assert law.alpha_b_ci[1] == math.inf
+    assert law.alpha_b_interval[1] == math.inf
     assert not law.ends_separated
 
 
@@ -166,10 +166,10 @@ _NARROW = {"loss": [3.896601, 3.848936, 3.832719], "b_crit": [2.159914, 17.77546
 
 def test_losses_close_together_give_inf_and_a_note_not_an_overflow():
     law = fit_b_crit_law(**_NARROW)
-    assert law.b_star_ci[1] == math.inf and "float range" in law.note
+    assert law.b_star_interval[1] == math.inf and "float range" in law.note
     assert "overflow" in repr(law) and len(repr(law)) <= 300
     assert np.isfinite(law.log_b_star) and np.isfinite(law.exponent)
-    assert law.exponent_ci[0] < law.exponent < law.exponent_ci[1]
+    assert law.exponent_interval[0] < law.exponent < law.exponent_interval[1]
     # the law is still evaluated in log space where B_* itself is finite or not
     assert law(3.85) == pytest.approx(math.exp(law.log_b_star + law.exponent * math.log(3.85)))
     ok = fit_b_crit_law([2.0, 2.5, 3.0, 4.0], [400.0, 137.0, 57.0, 14.0])
@@ -179,5 +179,5 @@ def test_losses_close_together_give_inf_and_a_note_not_an_overflow():
 def test_fit_power_law_overflow_is_inf_with_a_note():
     x = np.array([1000.0, 1000.5, 1001.0, 1001.5])
     pl = fit_power_law(x, [1.0, 9.0, 2.0, 30.0])
-    assert pl.coefficient_ci[1] == math.inf and "float range" in pl.note
+    assert pl.coefficient_interval[1] == math.inf and "float range" in pl.note
     assert np.isfinite(pl.exponent) and fit_power_law([1, 2, 4], [2, 4, 8.5]).note == ""

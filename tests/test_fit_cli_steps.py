@@ -153,3 +153,53 @@ def test_a_sweep_log_with_its_batch_in_tokens(tmp_path, capsys):
     assert res["fits"][0]["b_crit"] == pytest.approx(64.0 * 256, rel=1e-3)
     code, out, _ = _run(["fit", str(path), "--target", "1.0", "--n-boot", "0"], capsys)
     assert code == 0 and "batch sizes in examples" in out
+
+
+def _rcp_in_epochs(tmp_path, bench="ssd", ruleset="training_5.0.0"):
+    """An RCP whose values count epochs of a data set whose size is not recorded (ssd of
+    the RetinaNet era): epochs = S(B)·B/D for D = 117,266 examples an epoch."""
+    import json as _json
+
+    d = tmp_path / ruleset
+    d.mkdir(parents=True)
+    entries = {f"{bench}_ref_{b}": {"Benchmark": bench, "BS": b, "Hyperparams": {},
+                                    "Epochs to converge": [s * b / 117_266.0]}
+               for b, s in zip(B, _steps(), strict=True)}
+    path = d / f"rcps_{bench}.json"
+    path.write_text(_json.dumps(entries))
+    return path
+
+
+def test_rcp_in_epochs_of_an_unrecorded_size_takes_examples_per_epoch(tmp_path, capsys):
+    from empirical_batch.loaders import load_mlperf_rcp
+
+    path = _rcp_in_epochs(tmp_path)
+    assert load_mlperf_rcp(path).frame["steps"].isna().all()
+    frame = load_mlperf_rcp(path, examples_per_epoch=117_266).frame
+    np.testing.assert_allclose(frame["steps"], _steps())
+    code, out, err = _run(["fit", str(path), "--n-boot", "0", "--json"], capsys)
+    assert code != 0 and "--examples-per-epoch N" in err and "8 of 8 rows (ssd)" in err
+    code, out, err = _run(["fit", str(path), "--n-boot", "0", "--json",
+                           "--examples-per-epoch", "117266"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["fits"][0]["b_crit"] == pytest.approx(100.0, rel=0.02)
+
+
+def test_examples_per_epoch_that_contradicts_or_has_no_use_is_refused(tmp_path, capsys):
+    from empirical_batch.loaders import load_mlperf_rcp
+
+    resnet = _rcp_in_epochs(tmp_path, "resnet")  # ImageNet-1k: 1,281,167 an epoch
+    with pytest.raises(ValueError, match="1,281,167 examples, not examples_per_epoch=1,000"):
+        load_mlperf_rcp(resnet, examples_per_epoch=1000)
+    code, _, err = _run(["fit", str(resnet), "--examples-per-epoch", "1000"], capsys)
+    assert code != 0 and "not --examples-per-epoch 1,000" in err
+    bert = tmp_path / "training_5.0.0" / "rcps_bert.json"
+    bert.write_text(json.dumps({"bert_ref_256": {"Benchmark": "bert", "BS": 256,
+                                                 "Epochs to converge": [2560]}}))
+    with pytest.raises(ValueError, match="no entry counts epochs"):
+        load_mlperf_rcp(bert, examples_per_epoch=1000)
+    with pytest.raises(ValueError, match="examples_per_epoch"):
+        load_mlperf_rcp(bert, examples_per_epoch=float("inf"))
+    with pytest.raises(SystemExit):
+        main(["fit", str(resnet), "--examples-per-epoch", "-3"])
+    assert "--examples-per-epoch: must be a finite number > 0" in capsys.readouterr().err

@@ -49,7 +49,7 @@ def test_recovers_sgd_law(lr_fit):
     assert lr_fit.alpha == pytest.approx(1.0, abs=0.05)
     assert lr_fit.b_star == pytest.approx(B_NOISE, rel=0.10)
     assert lr_fit.eps_star == pytest.approx(EPS_MAX, rel=0.05)
-    assert lr_fit.alpha_ci[0] <= lr_fit.alpha <= lr_fit.alpha_ci[1]
+    assert lr_fit.alpha_interval[0] <= lr_fit.alpha <= lr_fit.alpha_interval[1]
     assert all(lr_fit.refined)
     # steps at the best rate follow the tradeoff with B_crit = B_noise, S_min = 2D
     tf = lr_fit.tradeoff_fit
@@ -60,7 +60,7 @@ def test_recovers_sgd_law(lr_fit):
 def test_recommend(lr_fit):
     rec = lr_fit.recommend(300.0)
     assert rec.learning_rate == pytest.approx(EPS_MAX / (1 + B_NOISE / 300), rel=0.05)
-    assert rec.learning_rate_ci[0] <= rec.learning_rate <= rec.learning_rate_ci[1]
+    assert rec.learning_rate_interval[0] <= rec.learning_rate <= rec.learning_rate_interval[1]
     assert rec.steps == pytest.approx(2 * D * (1 + B_NOISE / 300), rel=0.05)
     assert rec.examples == pytest.approx(rec.steps * 300)
     assert lr_fit.learning_rate(np.array([300.0, 600.0])).shape == (2,)
@@ -96,7 +96,7 @@ def test_bad_input():
 
 if __name__ == "__main__":  # prints the numbers quoted in docs/fit.md
     f = fit_lr_scaling(_quadratic_sweep(), target=1.0, n_boot=200, seed=0)
-    print(f"alpha = {f.alpha:.3f} {f.alpha_ci}, B* = {f.b_star:.1f} {f.b_star_ci}, "
+    print(f"alpha = {f.alpha:.3f} {f.alpha_interval}, B* = {f.b_star:.1f} {f.b_star_interval}, "
           f"eps* = {f.eps_star:.3f}, B_crit from steps = {f.tradeoff_fit.b_crit:.1f}")
 
 

@@ -54,10 +54,10 @@ def test_model_selection_picks_the_generating_family(family):
 
 def test_surge_intervals_contain_the_truth_on_noisy_data():
     f = fit_lr_scaling(_table("surge", 0.05, 3), family="surge", n_boot=1000, seed=0)
-    assert f.b_star_ci[0] < 64.0 < f.b_star_ci[1]
-    assert f.eps_star_ci[0] < 0.01 < f.eps_star_ci[1]
+    assert f.b_star_interval[0] < 64.0 < f.b_star_interval[1]
+    assert f.eps_star_interval[0] < 0.01 < f.eps_star_interval[1]
     rec = f.recommend(64.0)
-    assert rec.learning_rate_ci[0] < rec.learning_rate < rec.learning_rate_ci[1]
+    assert rec.learning_rate_interval[0] < rec.learning_rate < rec.learning_rate_interval[1]
 
 
 def test_sign_descent_closed_form_against_monte_carlo():
@@ -95,7 +95,7 @@ def test_surge_fit_on_sign_descent_sweeps_recovers_peak_and_max(rho):
 @pytest.mark.parametrize(
     "kw, word",
     [(dict(family="cubic"), "family"), (dict(family="surge", alpha=0.5), "alpha"),
-     (dict(ci=1.5), "ci"), (dict(ci=0.0), "ci"), (dict(n_boot=-1), "n_boot"),
+     (dict(level=1.5), "level"), (dict(level=0.0), "level"), (dict(n_boot=-1), "n_boot"),
      (dict(n_boot=2.5), "n_boot")],
 )
 def test_bad_options(kw, word):

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 
 from empirical_batch.fit import critical_batch_curve, fit_power_law, fit_tradeoff
+from empirical_batch.plot import fit as plot_fit
 from empirical_batch.plot.fit import (
     plot_critical_batch_curve,
     plot_steps_vs_batch,
-    plot_tradeoff,
     plot_tradeoff_fit,
 )
 from empirical_batch.tradeoff import Tradeoff
@@ -34,5 +34,5 @@ def test_plots_return_axes():
     assert plot_critical_batch_curve(curve, axes[2], power_law=law) is axes[2]
     plt.close(fig)
     ax = plot_tradeoff_fit(fit)  # creates its own figure
-    assert plot_tradeoff is plot_tradeoff_fit  # the v0.1 name still works
+    assert not hasattr(plot_fit, "plot_tradeoff")  # its v0.1 name, removed in 0.4
     plt.close(ax.figure)

@@ -19,10 +19,10 @@ def test_zhang2024_b_crit_grows_with_model_size():
     b = np.array([fits[m].b_crit for m in n.index])
     assert np.all(np.diff(b) > 0)  # grows with every doubling of model size
     for f in fits.values():
-        assert f.b_crit_ci[0] < f.b_crit < f.b_crit_ci[1] and not f.extrapolation
+        assert f.b_crit_interval[0] < f.b_crit < f.b_crit_interval[1] and not f.extrapolation
         assert f.log_rmse < 0.1  # the hyperbola describes each model's sweep
     law = fit_power_law(n.to_numpy(), b)
-    assert law.exponent_ci[0] > 0
+    assert law.exponent_interval[0] > 0
     # independent cross-check: SOURCE.md's quick fit, 2.2e3 (85M) … 1.1e4 (1.2B)
     assert b[0] == pytest.approx(2.2e3, rel=0.15) and b[-1] == pytest.approx(1.1e4, rel=0.15)
 
@@ -41,7 +41,7 @@ def test_mlperf_rcp_b_crit_with_intervals():
     assert {"bert", "resnet", "gpt3"} <= set(fitted)
     for f in fitted.values():
         assert f.bootstrap == "seeds"
-        assert f.b_crit_ci[0] <= f.b_crit <= f.b_crit_ci[1]
+        assert f.b_crit_interval[0] <= f.b_crit <= f.b_crit_interval[1]
     # SOURCE.md quick fit (trimmed means): BERT ≈ 1.3e4, ResNet ≈ 4.7e4
     assert fitted["bert"].b_crit == pytest.approx(1.3e4, rel=0.3)
     assert fitted["resnet"].b_crit == pytest.approx(4.7e4, rel=0.5)

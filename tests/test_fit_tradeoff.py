@@ -59,7 +59,7 @@ def test_examples_column_equivalent_to_steps():
     b = fit_tradeoff(pd.DataFrame({"batch_size": t["batch_size"],
                                    "examples": t["steps"] * t["batch_size"]}), n_boot=50, seed=0)
     assert a.b_crit == pytest.approx(b.b_crit, rel=1e-12)
-    assert a.b_crit_ci == pytest.approx(b.b_crit_ci, rel=1e-12)
+    assert tuple(a.b_crit_interval) == pytest.approx(tuple(b.b_crit_interval), rel=1e-12)
 
 
 def test_unbiased_under_multiplicative_noise():
@@ -83,9 +83,9 @@ def test_interval_coverage_near_nominal(n_seeds, mode):
     hits = 0
     for seed in range(200):
         tab = synthetic_table(TRUE, B, n_seeds=n_seeds, sigma=0.15, rng=seed)
-        f = fit_tradeoff(tab, ci=0.9, n_boot=200, seed=seed + 1000)
+        f = fit_tradeoff(tab, level=0.9, n_boot=200, seed=seed + 1000)
         assert f.bootstrap == mode
-        hits += f.b_crit_ci[0] <= TRUE.b_crit <= f.b_crit_ci[1]
+        hits += f.b_crit_interval[0] <= TRUE.b_crit <= f.b_crit_interval[1]
     assert 0.836 <= hits / 200 <= 0.964
 
 
@@ -95,7 +95,7 @@ def test_bootstrap_reproducible_and_seeded():
     b = fit_tradeoff(t, seed=1, n_boot=100)
     c = fit_tradeoff(t, seed=np.random.default_rng(2), n_boot=100)
     assert a == b
-    assert a.b_crit == c.b_crit and a.s_min_ci != c.s_min_ci
+    assert a.b_crit == c.b_crit and a.s_min_interval != c.s_min_interval
 
 
 def test_f_interval_needs_no_bootstrap():
@@ -103,9 +103,9 @@ def test_f_interval_needs_no_bootstrap():
     t = synthetic_table(TRUE, B, n_seeds=1, sigma=0.1, rng=7)
     without = fit_tradeoff(t, interval="f", n_boot=0)
     with_draws = fit_tradeoff(t, interval="f", n_boot=200, seed=0)
-    assert all(math.isfinite(v) for v in without.b_crit_ci)
-    assert without.b_crit_ci == with_draws.b_crit_ci
-    assert all(math.isnan(v) for v in without.s_min_ci)  # those do need draws
+    assert all(math.isfinite(v) for v in without.b_crit_interval)
+    assert without.b_crit_interval == with_draws.b_crit_interval
+    assert all(math.isnan(v) for v in without.s_min_interval)  # those do need draws
 
 
 def test_result_object():
@@ -123,7 +123,7 @@ def test_result_object():
     for interval in ("f", "percentile"):
         g = fit_tradeoff(synthetic_table(TRUE, B, sigma=0.1, rng=0), n_boot=50,
                          interval=interval)
-        assert g.b_crit_ci[0] < g.b_crit < g.b_crit_ci[1]
+        assert g.b_crit_interval[0] < g.b_crit < g.b_crit_interval[1]
 
 
 def test_extrapolation_flagged():
@@ -137,7 +137,7 @@ def test_unbounded_range_reported_as_infinite():
     b = np.array([512.0, 1024, 2048, 4096])
     s = np.array([1000.0, 1010, 990, 1005])
     f = fit_tradeoff(pd.DataFrame({"batch_size": b, "steps": s}), n_boot=200)
-    assert f.b_crit_ci[0] == 0.0 and f.extrapolation
+    assert f.b_crit_interval[0] == 0.0 and f.extrapolation
 
 
 def test_bounded_fit_respects_constraints():
@@ -163,8 +163,8 @@ def test_unreached_rows_listed_not_fitted():
     [
         ([1, 2], {}, TypeError, "DataFrame"),
         (pd.DataFrame({"batch_size": [1, 2, 3]}), {}, ValueError, "'steps' or 'examples'"),
-        (pd.DataFrame({"batch_size": [1, 2, 3], "steps": [3, 2, 1]}), {"ci": 1.5},
-         ValueError, "ci must be"),
+        (pd.DataFrame({"batch_size": [1, 2, 3], "steps": [3, 2, 1]}), {"level": 1.5},
+         ValueError, "level must be"),
         (pd.DataFrame({"batch_size": [1, 2, 3], "steps": [3, 2, 1]}), {"n_boot": -1},
          ValueError, "n_boot"),
         (pd.DataFrame({"batch_size": [1, 2, 3], "steps": [3, -2, 1]}), {}, ValueError,

@@ -51,7 +51,7 @@ def test_interval_always_contains_the_estimate(b_crit, s_min, sigma, interval, s
     t = Tradeoff.from_b_crit(b_crit, s_min=s_min)
     frame = synthetic_table(t, B, n_seeds=2, sigma=sigma, rng=seed)
     fit = _fit(frame, n_boot=50, seed=seed, interval=interval)
-    lo, hi = fit.b_crit_ci
+    lo, hi = fit.b_crit_interval
     assert lo <= fit.b_crit <= hi, (lo, fit.b_crit, hi)
 
 
@@ -60,7 +60,7 @@ def test_nearly_noise_free_data_no_longer_excludes_the_estimate():
     t = Tradeoff.from_b_crit(64.14, s_min=1000)
     frame = pd.DataFrame({"batch_size": B, "steps": np.round(t.steps(B))})
     fit = _fit(frame, n_boot=200, seed=0)
-    lo, hi = fit.b_crit_ci
+    lo, hi = fit.b_crit_interval
     assert lo <= fit.b_crit <= hi and hi - lo < 0.05 * fit.b_crit
 
 
@@ -69,7 +69,7 @@ def test_min_of_tied_seeds_gives_an_interval_with_the_estimate():
     s = np.round(t.steps(B))
     frame = pd.DataFrame({"batch_size": np.repeat(B, 3), "steps": np.repeat(s, 3)})
     fit = _fit(frame, n_boot=100, combine="min")
-    assert fit.b_crit_ci[0] <= fit.b_crit <= fit.b_crit_ci[1]
+    assert fit.b_crit_interval[0] <= fit.b_crit <= fit.b_crit_interval[1]
 
 
 @settings(max_examples=30, deadline=None)
@@ -92,7 +92,7 @@ def test_steps_still_halving_is_a_lower_bound_not_the_grid_edge():
     for interval in ("profile", "f", "percentile"):
         fit = _fit(frame, n_boot=200, seed=0, interval=interval)
         assert fit.status == "lower_bound", interval
-        assert math.isinf(fit.b_crit_ci[1]) and 0 < fit.b_crit_bound < 1e5
+        assert math.isinf(fit.b_crit_interval[1]) and 0 < fit.b_crit_bound < 1e5
     assert "lower bound only" in repr(fit) and "lower bound only" in fit.summary()
     assert f"{fit.b_crit:.4g}" not in repr(fit)
     # S_min is not determined by a lower-bound fit (steps still fall like 1/B): the
@@ -108,7 +108,7 @@ def test_no_bend_at_all_is_unidentified_or_bounded_never_identified():
                           np.exp(0.05 * np.random.default_rng(1).normal(size=b.size))})
     fit = _fit(frame, n_boot=200, seed=0)
     assert fit.status in ("upper_bound", "unidentified")
-    assert fit.b_crit_ci[0] == 0
+    assert fit.b_crit_interval[0] == 0
 
 
 def test_status_unknown_without_an_interval():
@@ -159,7 +159,7 @@ def test_warns_when_n_boot_is_too_small_for_the_level():
     t = Tradeoff.from_b_crit(30.0, s_min=500)
     frame = synthetic_table(t, B, sigma=0.05, rng=0)
     with pytest.warns(FitWarning, match="n_boot=50"):
-        fit_tradeoff(frame, n_boot=50, ci=0.95)
+        fit_tradeoff(frame, n_boot=50, level=0.95)
 
 
 def test_no_warning_on_a_clean_fit():
@@ -218,11 +218,11 @@ FRAME = synthetic_table(Tradeoff.from_b_crit(30.0, s_min=500), B, sigma=0.05, rn
 @pytest.mark.parametrize(
     "kwargs, exc, word",
     [
-        (dict(ci=0.0), ValueError, "ci"),
-        (dict(ci=1.0), ValueError, "ci"),
-        (dict(ci=-0.5), ValueError, "ci"),
-        (dict(ci=float("nan")), ValueError, "ci"),
-        (dict(ci="high"), (TypeError, ValueError), "ci"),
+        (dict(level=0.0), ValueError, "level"),
+        (dict(level=1.0), ValueError, "level"),
+        (dict(level=-0.5), ValueError, "level"),
+        (dict(level=float("nan")), ValueError, "level"),
+        (dict(level="high"), (TypeError, ValueError), "level"),
         (dict(n_boot=-1), ValueError, "n_boot"),
         (dict(n_boot=1.5), ValueError, "n_boot"),
         (dict(n_boot=True), ValueError, "n_boot"),
@@ -259,7 +259,7 @@ def test_fit_tradeoff_bad_tables(table, exc, word):
 def test_curve_reports_only_unreached_targets_and_raises_on_bad_options():
     t = Tradeoff.from_b_crit(20.0, s_min=300)
     sweep = synthetic_sweep(t, [4, 8, 16, 32, 64, 128], rng=0)
-    for bad, word in [(dict(interval="bogus"), "interval"), (dict(ci=2.0), "ci"),
+    for bad, word in [(dict(interval="bogus"), "interval"), (dict(level=2.0), "level"),
                       (dict(n_boot=-3), "n_boot"), (dict(combine="max"), "combine")]:
         with pytest.raises(ValueError, match=word):
             critical_batch_curve(sweep, [1.0], errors="report", **bad)
@@ -275,10 +275,10 @@ def test_steps_to_target_refuses_non_finite_targets(target):
         steps_to_target(sweep, target)
 
 
-@pytest.mark.parametrize("ci", [0.0, 1.0, 1.5, -0.1])
-def test_fit_power_law_checks_its_level(ci):
-    with pytest.raises(ValueError, match="ci"):
-        fit_power_law([1, 2, 4, 8], [1.0, 2.1, 3.9, 8.2], ci=ci)
+@pytest.mark.parametrize("level", [0.0, 1.0, 1.5, -0.1])
+def test_fit_power_law_checks_its_level(level):
+    with pytest.raises(ValueError, match="level"):
+        fit_power_law([1, 2, 4, 8], [1.0, 2.1, 3.9, 8.2], level=level)
 
 
 # --- bootstrap memory is bounded ------------------------------------------------------
@@ -296,7 +296,7 @@ def test_bootstrap_is_processed_in_chunks(monkeypatch):
     monkeypatch.setattr(tradeoff_fit, "fit_many", spy)
     fit = _fit(FRAME, n_boot=1000, seed=0)
     assert sizes == [300, 300, 300, 100]
-    assert fit.b_crit_ci[0] < fit.b_crit < fit.b_crit_ci[1]
+    assert fit.b_crit_interval[0] < fit.b_crit < fit.b_crit_interval[1]
 
 
 @settings(max_examples=30, deadline=None)
@@ -312,10 +312,9 @@ def test_steps_to_target_is_monotone_in_the_target(t1, t2, seed):
     assert not np.any(b["reached"].to_numpy() & ~a["reached"].to_numpy())
 
 
-def test_level_is_the_name_and_ci_still_works():
+def test_level_is_the_name_and_ci_is_removed():
     a = _fit(FRAME, level=0.9, n_boot=0, interval="f")
-    b = _fit(FRAME, ci=0.9, n_boot=0, interval="f")
-    assert a.b_crit_ci == b.b_crit_ci and a.ci_level == 0.9
-    with pytest.raises(ValueError, match="not both"):
-        fit_tradeoff(FRAME, level=0.9, ci=0.8)
-    assert fit_power_law([1, 2, 4, 8], [1.0, 2.1, 3.9, 8.2], level=0.8).ci_level == 0.8
+    assert a.b_crit_interval.level == a.level == 0.9
+    with pytest.raises(TypeError, match=r"ci= was removed in 0\.4; use level="):
+        fit_tradeoff(FRAME, ci=0.9)
+    assert fit_power_law([1, 2, 4, 8], [1.0, 2.1, 3.9, 8.2], level=0.8).level == 0.8

@@ -228,4 +228,4 @@ def test_rcp_table_fits_directly(tmp_path):
     _write_rcp(tmp_path / "training_5.0.0" / "rcps_bert.json", entries)
     fit = fit_tradeoff(load_mlperf_rcp(tmp_path), n_boot=200)
     assert fit.bootstrap == "seeds"
-    assert fit.b_crit_ci[0] < 256 < fit.b_crit_ci[1]
+    assert fit.b_crit_interval[0] < 256 < fit.b_crit_interval[1]

@@ -4,6 +4,7 @@ tables that are views of the fits."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -69,7 +70,8 @@ def results():
     fixed = fit_fixed_budget(budget, budget="compute", n_boot=50, seed=0)
 
     def train_steps(state, batch_size, lr, n_steps, seed):
-        final = 1.0 + 0.1 * max(0.0, batch_size / 32 - 4)
+        noise = 0.001 * np.random.default_rng([seed, batch_size]).standard_normal()
+        final = 1.0 + 0.1 * max(0.0, batch_size / 32 - 4) + noise
         return state, [final] * n_steps
 
     branched = branched_critical_batch(train_steps, None, 32, examples=32 * 64, lr=1e-3)
@@ -78,48 +80,35 @@ def results():
             "BranchedCriticalBatch": branched}
 
 
-# new name -> the v0.2 names that now warn, with what they return
+# the v0.2 names of their intervals, removed in 0.4
 OLD_NAMES = {
-    "TradeoffFit": {"b_crit_interval": ["b_crit_ci", "b_crit_lo", "b_crit_hi", "ci_level"],
-                    "s_min_interval": ["s_min_ci"], "e_min_interval": ["e_min_ci"]},
-    "PowerLaw": {"exponent_interval": ["exponent_ci", "ci_level"],
-                 "coefficient_interval": ["coefficient_ci"]},
-    "BCritLaw": {"alpha_b_interval": ["alpha_b_ci", "ci_level"],
-                 "b_star_interval": ["b_star_ci"], "exponent_interval": ["exponent_ci"]},
-    "LRScalingFit": {"eps_star_interval": ["eps_star_ci", "ci_level"],
-                     "b_star_interval": ["b_star_ci"], "alpha_interval": ["alpha_ci"]},
-    "LRRecommendation": {"learning_rate_interval": ["learning_rate_ci"]},
-    "GNSEstimate": {"b_simple_interval": ["b_simple_low", "b_simple_high"]},
-    "FixedBudgetFit": {"b_opt_exponent_interval": ["b_opt_exponent_ci", "ci_level"],
-                       "lr_opt_exponent_interval": ["lr_opt_exponent_ci"]},
-    "BranchedCriticalBatch": {"b_crit_interval": ["b_crit_low", "b_crit_high"]},
+    "TradeoffFit": ["b_crit_ci", "b_crit_lo", "b_crit_hi", "ci_level", "s_min_ci", "e_min_ci"],
+    "PowerLaw": ["exponent_ci", "ci_level", "coefficient_ci"],
+    "BCritLaw": ["alpha_b_ci", "ci_level", "b_star_ci", "exponent_ci"],
+    "LRScalingFit": ["eps_star_ci", "ci_level", "b_star_ci", "alpha_ci"],
+    "LRRecommendation": ["learning_rate_ci"],
+    "GNSEstimate": ["b_simple_low", "b_simple_high"],
+    "FixedBudgetFit": ["b_opt_exponent_ci", "ci_level", "lr_opt_exponent_ci"],
+    "BranchedCriticalBatch": ["b_crit_low", "b_crit_high"],
 }
 
 
-def _expected(ci: Interval, old: str):
-    if old.endswith(("_lo", "_low")):
-        return ci.low
-    if old.endswith(("_hi", "_high")):
-        return ci.high
-    if old == "ci_level":
-        return ci.level
-    return (ci.low, ci.high)
-
-
 @pytest.mark.parametrize("name", sorted(OLD_NAMES))
-def test_intervals_are_interval_objects_and_old_names_warn(results, name):
+def test_intervals_are_interval_objects_and_old_names_are_gone(results, name):
     obj = results[name]
     assert type(obj).__name__ == name and isinstance(obj, Result)
-    for new, olds in OLD_NAMES[name].items():
-        ci = getattr(obj, new)
+    intervals = [f.name for f in dataclasses.fields(obj) if f.name.endswith("_interval")]
+    assert intervals
+    for field in intervals:
+        ci = getattr(obj, field)
         assert isinstance(ci, Interval)
         if hasattr(obj, "level"):
             assert ci.level == obj.level
-        for old in olds:
-            with pytest.warns(DeprecationWarning, match=new):
-                value = getattr(obj, old)
-            expected = _expected(ci, old)
-            assert value == expected or (np.all(np.isnan(value)) and np.all(np.isnan(expected)))
+    for old in OLD_NAMES[name]:
+        assert not hasattr(obj, old), old
+        with pytest.raises(AttributeError):
+            getattr(obj, old)
+    assert _old_interval_keys(obj.to_dict()) == []
 
 
 @pytest.mark.parametrize("name", sorted(OLD_NAMES))
@@ -130,14 +119,9 @@ def test_result_forms(results, name):
     assert isinstance(d, dict)
     json.loads(obj.to_json())  # strict JSON
     assert isinstance(obj.to_frame(), pd.DataFrame)
+    field = next(f.name for f in dataclasses.fields(obj) if f.name.endswith("_interval"))
     with pytest.raises(AttributeError):
-        setattr(obj, next(iter(OLD_NAMES[name])), Interval(0, 1, 0.5))
-
-
-def test_fit_json_keeps_the_v02_keys(results):
-    d = results["TradeoffFit"].to_dict()
-    assert d["b_crit_interval"]["level"] == d["ci_level"] == 0.95
-    assert list(d["b_crit_ci"]) == [d["b_crit_interval"]["low"], d["b_crit_interval"]["high"]]
+        setattr(obj, field, Interval(0, 1, 0.5))
 
 
 def test_curve_table_is_a_view_of_the_fits():
@@ -176,8 +160,9 @@ def test_interval_holds_numpy_scalars_of_every_real_kind():
     assert "5" not in Interval(2, 8, 0.95) and np.nan not in Interval(2, 8, 0.95)
 
 
-def _public_result_like_classes():
-    """Every public dataclass of the library that writes itself out (``to_dict``)."""
+def _public_result_like_classes(own_to_dict=True):
+    """Every public dataclass of the library that writes itself out (``to_dict`` of its
+    own; any public dataclass with ``own_to_dict=False``)."""
     import dataclasses
     import importlib
     import pkgutil
@@ -196,9 +181,52 @@ def _public_result_like_classes():
         for name in getattr(module, "__all__", ()):
             cls = getattr(module, name, None)
             if isinstance(cls, type) and dataclasses.is_dataclass(cls) and \
-                    "to_dict" in vars(cls) and cls.__module__ == info.name:
+                    ("to_dict" in vars(cls) or not own_to_dict) and cls.__module__ == info.name:
                 found[f"{info.name}.{name}"] = cls
     return found
+
+
+OLD_SUFFIXES = ("_ci", "_lo", "_hi")
+
+
+def _old_interval_keys(d, where=""):
+    """The keys of a result's ``to_dict()`` (nested dicts and lists of dicts included)
+    spelled as the v0.2 intervals were: ``x_ci``, ``x_lo``, ``x_hi``, ``ci_level``."""
+    found = []
+    if isinstance(d, dict):
+        for k, v in d.items():
+            if str(k).endswith(OLD_SUFFIXES) or k == "ci_level":
+                found.append(f"{where}{k}")
+            found += _old_interval_keys(v, f"{where}{k}.")
+    elif isinstance(d, list | tuple):
+        for v in d:
+            found += _old_interval_keys(v, where)
+    return found
+
+
+def test_no_public_result_has_an_old_interval_name():
+    """No ``_lo``/``_hi``/``_ci`` interval names (nor ``ci_level``) on any public result
+    class: its fields, properties and methods (0.4 removed the v0.2 spellings)."""
+    classes = {name: cls for name, cls in _public_result_like_classes(own_to_dict=False).items()
+               if issubclass(cls, Result)}
+    assert len(classes) >= 30, sorted(classes)
+    bad = sorted(f"{name}.{attr}" for name, cls in classes.items()
+                 for attr in {*dir(cls), *(f.name for f in dataclasses.fields(cls))}
+                 if attr.endswith(OLD_SUFFIXES) or attr == "ci_level")
+    assert bad == []
+
+
+def test_no_result_writes_an_old_interval_key(results, tmp_path):
+    from empirical_batch.noise_log import final_noise_scale
+    from empirical_batch.transfer import transfer
+
+    objs = [*results.values(), transfer({"lr": 3e-4}, 256, 1024, optimizer="adamw",
+                                        b_noise=4000.0),
+            final_noise_scale(pd.DataFrame({"step": [1, 2], "b_simple": [10.0, 12.0]}),
+                              "b_simple")]
+    for obj in objs:
+        assert _old_interval_keys(obj.to_dict()) == [], type(obj).__name__
+        assert _old_interval_keys(json.loads(obj.to_json())) == [], type(obj).__name__
 
 
 def test_every_result_like_class_follows_the_protocol():

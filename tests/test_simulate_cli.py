@@ -23,7 +23,7 @@ def test_cli_exact_writes_sweep(tmp_path, capsys):
 def test_cli_monte_carlo(capsys):
     pytest.importorskip("torch")
     rc = main(["simulate", "--dims", "20", "--batch-sizes", "1,8", "--lrs", "0.1,0.5",
-               "--steps", "200", "--n-points", "8", "--method", "monte_carlo", "--seeds", "2",
+               "--steps", "200", "--n-points", "8", "--method", "monte_carlo", "--n-seeds", "2",
                "--quiet"])
     assert rc == 0
     assert "Monte Carlo" in capsys.readouterr().out
@@ -35,7 +35,7 @@ def test_cli_monte_carlo(capsys):
         ["simulate", "--dims", "0"],
         ["simulate", "--lrs", "abc"],
         ["simulate", "--noise", "-1"],
-        ["simulate", "--target", "2"],
+        ["simulate", "--target-fraction", "2"],
         ["simulate", "--lrs", "0,-1"],
     ],
 )
@@ -68,6 +68,6 @@ def test_simulate_json_and_monte_carlo_uses_the_library_steps(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["method"] == "exact" and out["steps_to_target"][0]["steps"] > 0
     assert main(["simulate", "--json", "--quiet", "--dims", "50", "--steps", "2000",
-                 "--method", "monte_carlo", "--seeds", "2", "--batch-sizes", "4,16,64"]) == 0
+                 "--method", "monte_carlo", "--n-seeds", "2", "--batch-sizes", "4,16,64"]) == 0
     mc = json.loads(capsys.readouterr().out)
     assert [r["batch_size"] for r in mc["steps_to_target"]] == [4.0, 16.0, 64.0]

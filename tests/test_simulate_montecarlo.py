@@ -38,14 +38,14 @@ def check_against_exact(nq, result):
 )
 def test_monte_carlo_mean_matches_exact(options):
     nq = NoisyQuadratic([1.0, 0.3, 0.05], [0.5, 1.0, 0.2], [1.0, 2.0, 0.5], **options)
-    res = monte_carlo_sgd(nq, [1, 4], [0.1, 0.5], 40, seeds=3000, record_steps=[0, 5, 40],
+    res = monte_carlo_sgd(nq, [1, 4], [0.1, 0.5], 40, n_seeds=3000, record_steps=[0, 5, 40],
                           dtype="float64", seed=1)
     check_against_exact(nq, res)
 
 
 def test_finite_dataset_matches_exact_second_moments():
     nq = NoisyQuadratic([1.0, 0.3, 0.05], [0.5, 1.0, 0.2], [1.0, 2.0, 0.5])
-    res = monte_carlo_sgd(nq, [1, 4], [0.1, 0.5], 40, seeds=3000, record_steps=[0, 5, 40],
+    res = monte_carlo_sgd(nq, [1, 4], [0.1, 0.5], 40, n_seeds=3000, record_steps=[0, 5, 40],
                           dtype="float64", dataset_size=16, seed=2)
     check_against_exact(nq, res)
 
@@ -53,7 +53,7 @@ def test_finite_dataset_matches_exact_second_moments():
 def test_wrong_noise_is_detected():
     """Guard: the comparison rejects a problem with 20% more noise than simulated."""
     nq = NoisyQuadratic([1.0, 0.3], [1.0, 1.0], 0.0)
-    res = monte_carlo_sgd(nq, [1], [0.5], 30, seeds=3000, record_steps=[30], dtype="float64")
+    res = monte_carlo_sgd(nq, [1], [0.5], 30, n_seeds=3000, record_steps=[30], dtype="float64")
     louder = NoisyQuadratic([1.0, 0.3], [1.2, 1.2], 0.0)
     with pytest.raises(AssertionError):
         check_against_exact(louder, res)
@@ -61,7 +61,7 @@ def test_wrong_noise_is_detected():
 
 def test_result_views_and_progress():
     nq = NoisyQuadratic.zhang(8)
-    res = monte_carlo_sgd(nq, [1, 2], [0.1], 10, seeds=2, n_points=3, progress=True)
+    res = monte_carlo_sgd(nq, [1, 2], [0.1], 10, n_seeds=2, n_points=3, progress=True)
     assert res.loss.shape == (2, 1, 2, res.steps.size)
     assert res.steps[0] == 0 and res.steps[-1] == 10
     frame = res.to_frame()
@@ -71,7 +71,7 @@ def test_result_views_and_progress():
 
 def test_chunked_lr_axis_is_consistent():
     nq = NoisyQuadratic.zhang(8)
-    kw = dict(batch_sizes=[1, 2], learning_rates=[0.1, 0.2, 0.3], steps=5, seeds=2)
+    kw = dict(batch_sizes=[1, 2], learning_rates=[0.1, 0.2, 0.3], steps=5, n_seeds=2)
     res = monte_carlo_sgd(nq, **kw, max_elements=1)
     assert res.loss.shape[:2] == (2, 3) and np.all(np.isfinite(res.loss))
 
@@ -82,7 +82,7 @@ def test_chunked_lr_axis_is_consistent():
         ({"batch_sizes": [0]}, ValueError),
         ({"learning_rates": [-1.0]}, ValueError),
         ({"steps": -1}, ValueError),
-        ({"seeds": 0}, ValueError),
+        ({"n_seeds": 0}, ValueError),
         ({"dtype": "float16"}, ValueError),
         ({"dataset_size": 1}, ValueError),
         ({"record_steps": [50]}, ValueError),
@@ -111,7 +111,7 @@ def test_import_without_torch():
 @pytest.mark.gpu
 def test_cuda_matches_exact():
     nq = NoisyQuadratic([1.0, 0.3, 0.05], [0.5, 1.0, 0.2], [1.0, 2.0, 0.5], momentum=0.5)
-    res = monte_carlo_sgd(nq, [1, 4], [0.1, 0.5], 40, seeds=3000, record_steps=[0, 5, 40],
+    res = monte_carlo_sgd(nq, [1, 4], [0.1, 0.5], 40, n_seeds=3000, record_steps=[0, 5, 40],
                           dtype="float64", device="cuda", seed=3)
     check_against_exact(nq, res)
 

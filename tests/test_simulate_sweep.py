@@ -43,7 +43,7 @@ def test_monte_carlo_sweep():
     pytest.importorskip("torch")
     nq = NoisyQuadratic.zhang(20)
     df = simulate_sweep(nq, [2, 16], [0.2], max_steps=50, n_points=5, method="monte_carlo",
-                        seeds=3, seed=4).frame
+                        n_seeds=3, seed=4).frame
     assert df["run"].nunique() == 6
     assert sorted(df["seed"].unique().tolist()) == [0, 1, 2]
     assert (df["method"] == "monte_carlo").all()

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from empirical_batch import estimators, one_step, params
 from empirical_batch.errors import InputError, NotFoundError
 from empirical_batch.estimators import GNSEstimator, gns_two_batch
-from empirical_batch.params import DOMAINS, check, renamed_keywords
+from empirical_batch.params import DOMAINS, check, removed_keywords
 from empirical_batch.schedule.scheduler import BatchSizeScheduler
 from empirical_batch.tradeoff import Tradeoff
 
@@ -200,18 +200,16 @@ def test_domain_table_lists_every_declaration():
         check("no_such_parameter", 1.0)
 
 
-def test_renamed_keywords_warn_and_refuse_both():
-    @renamed_keywords(ci="level")
+def test_removed_keywords_name_their_replacement():
+    @removed_keywords(ci="level")
     def f(*, level=0.95):
         return level
 
-    with pytest.warns(DeprecationWarning, match="ci= is renamed level="):
-        assert f(ci=0.9) == 0.9
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert f(level=0.8) == 0.8
-    with pytest.raises(InputError, match="not both"):
+    with pytest.raises(TypeError, match=r"f\(\): the keyword ci= was removed in 0\.4; use level="):
+        f(ci=0.9)
+    with pytest.raises(InputError, match="ci= was removed"):
         f(ci=0.9, level=0.9)
+    assert f(level=0.8) == 0.8
     assert inspect.signature(f).parameters.keys() == {"level"}
 
 
@@ -356,19 +354,29 @@ def test_greedy_run_batch_sizes_are_real_numbers():
     assert greedy_run(q, 0.1, [math.inf, 4], max_steps=100)["steps"][0] >= 1
 
 
-def test_old_keyword_names_still_work_with_a_deprecation_warning():
-    from empirical_batch.fit import fit_power_law
+def test_removed_keywords_fail_naming_the_new_one():
+    from empirical_batch.budget import fit_fixed_budget
+    from empirical_batch.fit import (
+        critical_batch_curve,
+        fit_lr_scaling,
+        fit_power_law,
+        fit_tradeoff,
+    )
+    from empirical_batch.simulate import monte_carlo_sgd
     from empirical_batch.simulate import simulate_sweep as sweep
 
-    with pytest.warns(DeprecationWarning, match="ci= is renamed level="):
-        law = fit_power_law([1, 2, 4, 8], [3.0, 6.1, 11.9, 24.0], ci=0.9)
-    assert law.level == 0.9
+    for func in (fit_power_law, fit_tradeoff, fit_lr_scaling, critical_batch_curve,
+                 fit_fixed_budget):
+        with pytest.raises(TypeError, match=r"ci= was removed in 0\.4; use level="):
+            func(None, ci=0.9)
+        assert "ci" not in inspect.signature(func).parameters
     nq = NoisyQuadratic([1.0, 0.1], 1.0, 1.0)
-    with pytest.warns(DeprecationWarning, match="seeds= is renamed n_seeds="):
-        sweep(nq, [2, 4], [0.1], 10, n_points=3, seeds=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        fit_power_law([1, 2, 4, 8], [3.0, 6.1, 11.9, 24.0], level=0.9)
+    for func in (sweep, monte_carlo_sgd):
+        with pytest.raises(TypeError, match=r"seeds= was removed in 0\.4; use n_seeds="):
+            func(nq, [2, 4], [0.1], 10, seeds=1)
+        assert "seeds" not in inspect.signature(func).parameters
+    law = fit_power_law([1, 2, 4, 8], [3.0, 6.1, 11.9, 24.0], level=0.9)
+    assert law.level == 0.9
 
 
 def test_the_api_reference_shows_the_declared_domains():

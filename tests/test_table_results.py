@@ -1,6 +1,6 @@
 """plan(), simulate_sweep and load_mlperf_rcp return result objects (TableResult):
 frozen, short repr, to_dict/to_json/to_frame; the functions that read their tables
-take them as they are; their v0.2 DataFrame behaviour still works, with a warning."""
+take them as they are; they are not DataFrames (their table is ``.frame``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empirical_batch.errors import EmpiricalBatchDeprecationWarning
 from empirical_batch.fit import critical_batch_curve, fit_tradeoff, steps_to_target
 from empirical_batch.loaders import RCPTable, load_mlperf_rcp
 from empirical_batch.planning import Hardware, Plan, frontier, frontier_bend, plan
@@ -89,20 +88,15 @@ def test_consumers_take_the_result_objects(results):
 
 
 @pytest.mark.parametrize("key", ["plan", "sim", "rcp"])
-def test_dataframe_behaviour_warns(results, key):
+def test_the_dataframe_hooks_are_removed(results, key):
+    """Removed in 0.4: a table result is not a DataFrame; its table is ``.frame``."""
     r = results[key]
     col = r.frame.columns[0]
-    with pytest.warns(EmpiricalBatchDeprecationWarning, match="no longer a DataFrame"):
-        assert r[col].equals(r.frame[col])
-    with pytest.warns(EmpiricalBatchDeprecationWarning):
-        assert len(r) == len(r.frame)
-    with pytest.warns(EmpiricalBatchDeprecationWarning):
-        assert list(r.columns) == list(r.frame.columns)
-    with pytest.warns(EmpiricalBatchDeprecationWarning):
-        assert r.iloc[0].equals(r.frame.iloc[0])
-    with pytest.warns(EmpiricalBatchDeprecationWarning):
-        assert list(r) == list(r.frame)
-    with pytest.warns(EmpiricalBatchDeprecationWarning):
-        assert r.groupby(col).size().equals(r.frame.groupby(col).size())
-    with pytest.raises(AttributeError, match="no attribute 'not_a_frame_attribute'"):
-        r.not_a_frame_attribute  # noqa: B018
+    with pytest.raises(TypeError, match="not subscriptable"):
+        r[col]
+    with pytest.raises(TypeError, match="has no len"):
+        len(r)
+    with pytest.raises(TypeError, match="not iterable"):
+        list(r)
+    for name in ("columns", "iloc", "loc", "groupby"):
+        assert not hasattr(r, name)

@@ -15,7 +15,7 @@ import sys
 from ..errors import InputError
 from ..sweeps import STEPS_ALIASES
 from .fit_steps import differing_columns, steps_columns, steps_frame, unit_of
-from .output import command, level
+from .output import _positive_number, command, level
 
 _EPILOG = """\
 The sweep log has one row per logged point: columns run, batch_size, learning_rate,
@@ -65,6 +65,9 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--unit", choices=("examples", "sequences", "tokens"),
                    help="what the batch column counts (default: tokens when its name says "
                         "so, else examples)")
+    p.add_argument("--examples-per-epoch", type=_positive_number, metavar="N",
+                   help="MLPerf rcps_*.json counting epochs of a data set whose size is not "
+                        "recorded (e.g. ssd): the training set's samples per epoch")
     p.add_argument("--fractional-steps", action="store_true",
                    help="steps-to-target table: accept steps that are not whole numbers "
                         "(interpolated between logged points)")
@@ -197,8 +200,16 @@ def run(args) -> int:
     if path.suffix.lower() == ".json":
         from empirical_batch.loaders import load_mlperf_rcp
 
-        frame, label = load_mlperf_rcp(path).to_frame(), str(path)
+        try:
+            rcp = load_mlperf_rcp(path, examples_per_epoch=args.examples_per_epoch)
+        except InputError as exc:  # in the flag's words
+            raise InputError(str(exc).replace("examples_per_epoch=", "--examples-per-epoch ")
+                             .replace("examples_per_epoch", "--examples-per-epoch")) from None
+        frame, label = rcp.to_frame(), str(path)
     else:
+        if args.examples_per_epoch is not None:
+            raise InputError("--examples-per-epoch applies to MLPerf rcps_*.json files (values "
+                             f"in epochs), not to {path.name}")
         frame, label, _ = read_table(path)
     frame = _where(frame, args.where, label)
     column_map = _column_map(args.column)
@@ -208,9 +219,14 @@ def run(args) -> int:
             raise InputError(f"{label} is a steps-to-target table (a batch-size and a steps "
                              "column): it is fitted as it is, without --target")
     if path.suffix.lower() == ".json":
-        steps = frame.dropna(subset=["steps"])[["batch_size", "steps"]]
-        if steps.empty:
-            raise InputError(f"{label}: no entry's unit converts to steps")
+        unknown = frame[frame["steps"].isna()]
+        if not unknown.empty:
+            names = ", ".join(sorted(set(unknown["benchmark"])))
+            raise InputError(
+                f"{label}: {len(unknown)} of {len(frame)} rows ({names}) count epochs of a "
+                "training set whose size is not recorded here: pass --examples-per-epoch N "
+                "(the training set's samples per epoch) to convert them to steps")
+        steps = frame[["batch_size", "steps"]]
         return _fit_steps_tables(args, [(None, steps)], label, "batch_size", say)
     if cols is not None:
         return _fit_steps_tables(args, _groups(args, frame, cols, label), label, cols[0], say)

@@ -17,11 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import EmpiricalBatchDeprecationWarning, InputError
+from ..errors import InputError
 from ..result import dumps
 
-__all__ = ["add_tokens_per_example", "check_no_overwrite", "command", "dumps", "level",
-           "renamed_flag"]
+__all__ = ["add_tokens_per_example", "check_no_overwrite", "command", "dumps", "level"]
 
 
 # --- the commands' run wrapper: no input overwritten, warnings once, quiet closed pipe ---
@@ -117,46 +116,12 @@ def level(text: str) -> float:
     return value
 
 
-def renamed_flag(new: str) -> type[argparse.Action]:
-    """An argparse action for an old flag renamed ``new``: it stores the value where
-    ``new`` does, and the command (`command`) warns once with an
-    `~empirical_batch.errors.EmpiricalBatchDeprecationWarning` naming both flags.
-    Giving both is an error."""
-
-    class Renamed(argparse.Action):
-        def __call__(self, parser, namespace, values, option_string=None):
-            if getattr(namespace, self.dest, None) is not None:
-                parser.error(f"give {new} or its old name {option_string}, not both")
-            setattr(namespace, self.dest, values)
-            old = list(getattr(namespace, "_renamed_flags", None) or [])
-            namespace._renamed_flags = [*old, (option_string, new)]
-
-    return Renamed
-
-
-class _New(argparse.Action):
-    def __call__(self, parser, namespace, values, option_string=None):
-        if any(new == option_string for _, new in getattr(namespace, "_renamed_flags", [])):
-            parser.error(f"give {option_string} or its old name, not both")
-        setattr(namespace, self.dest, values)
-
-
 def add_tokens_per_example(parser: Any, what: str) -> None:
-    """``--tokens-per-example`` (``--tokens-per-sample`` is its deprecated old name):
-    tokens per example (sequence), ``what`` it converts."""
-    parser.add_argument("--tokens-per-example", type=_positive_number, action=_New,
+    """``--tokens-per-example``: tokens per example (sequence), ``what`` it converts."""
+    parser.add_argument("--tokens-per-example", type=_positive_number,
                         metavar="T", help=f"tokens per example (sequence), {what}; a "
                         "noise log's measured per-token values (b_simple_tokens) are "
                         "used where it has them")
-    parser.add_argument("--tokens-per-sample", dest="tokens_per_example",
-                        type=_positive_number, action=renamed_flag("--tokens-per-example"),
-                        help=argparse.SUPPRESS)
-
-
-def _warn_renamed(args: Any) -> None:
-    for old, new in dict.fromkeys(getattr(args, "_renamed_flags", None) or []):
-        warnings.warn(f"{old} is renamed {new}; {old} will be removed in the next release",
-                      EmpiricalBatchDeprecationWarning, stacklevel=2)
 
 
 def _one_line(message: str) -> str:
@@ -187,7 +152,6 @@ def command(run: Callable[[Any], int], *, inputs: tuple[str, ...] = (),
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
-                    _warn_renamed(args)
                     with contextlib.redirect_stdout(recorder):
                         code = int(run(args) or 0)
                 finally:

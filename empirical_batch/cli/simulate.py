@@ -56,17 +56,16 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     s.add_argument("--n-points", type=int, default=50, help="logged steps per run (default 50)")
     s.add_argument("--method", choices=["exact", "monte_carlo"], default="exact",
                    help="exact expected loss (default) or Monte Carlo SGD (torch)")
-    s.add_argument("--n-seeds", "--seeds", dest="seeds", type=int, default=4,
-                   help="Monte Carlo replicas (default 4; --seeds is the v0.1 name)")
+    s.add_argument("--n-seeds", dest="seeds", type=int, default=4,
+                   help="Monte Carlo replicas (default 4)")
     s.add_argument("--seed", type=int, default=0, help="Monte Carlo random seed (default 0)")
     s.add_argument("--device", default="cpu", help="torch device for Monte Carlo")
     s.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                    help="Monte Carlo precision (default float32)")
     s.add_argument("--dataset-size", type=int, default=None,
                    help="Monte Carlo: finite table of per-example noises")
-    s.add_argument("--target-fraction", "--target", dest="target", type=float, default=0.1,
-                   help="summary target, as a fraction of the initial loss (default 0.1; "
-                        "--target is the v0.1 name)")
+    s.add_argument("--target-fraction", dest="target", type=float, default=0.1,
+                   help="summary target, as a fraction of the initial loss (default 0.1)")
     s.add_argument("--out", default=None, help="write the sweep table to this CSV file")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     fmt = s.add_mutually_exclusive_group()

@@ -56,7 +56,7 @@ from scipy import optimize, stats
 from .._numeric import exp_or_inf
 from .._validate import as_array, as_float, check_level, check_positive
 from ..errors import InputError
-from ..result import Interval, Result, deprecated_alias
+from ..result import Interval, Result
 
 __all__ = ["KAPLAN_2020", "BCritLaw", "fit_b_crit_law"]
 
@@ -79,8 +79,7 @@ class BCritLaw(Result):
     exponent, exponent_interval : float, Interval
         The slope $k$ of $\log B_{crit}$ on $\log L$ and its interval.
     level : float
-        Confidence level of the intervals (``alpha_b_ci``, ``b_star_ci``,
-        ``exponent_ci`` and ``ci_level`` are the deprecated v0.2 names).
+        Confidence level of the intervals.
     tau : float
         Scatter of $\log B_{crit}$ about the line beyond the input intervals ($\tau$).
     n : int
@@ -126,12 +125,6 @@ class BCritLaw(Result):
             out = np.exp(log_b_star + self.exponent * np.log(loss))
         arr: np.ndarray = out
         return float(arr) if np.ndim(arr) == 0 else arr
-
-    _legacy_ci = ("alpha_b", "b_star", "exponent")
-    alpha_b_ci = deprecated_alias("alpha_b_interval", "tuple", "alpha_b_ci")
-    b_star_ci = deprecated_alias("b_star_interval", "tuple", "b_star_ci")
-    exponent_ci = deprecated_alias("exponent_interval", "tuple", "exponent_ci")
-    ci_level = deprecated_alias("alpha_b_interval", "level", "ci_level")
 
     @property
     def level(self) -> float:
@@ -215,8 +208,8 @@ def fit_b_crit_law(loss: Any, b_crit: ArrayLike | None = None, *, lo: ArrayLike 
         if len(loss) < 3:
             raise InputError(f"B_crit(L) needs at least 3 targets with status in {statuses}, "
                              f"the curve has {len(loss)}")
-    lvl = check_level(level, None)
-    in_lvl = check_level(input_level, None)
+    lvl = check_level(level)
+    in_lvl = check_level(input_level)
     L = check_positive(as_array(loss, "loss", ndim=1), "loss")
     B = check_positive(as_array(b_crit, "b_crit", ndim=1), "b_crit")
     if L.shape != B.shape:

@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import as_array, check_level
 from ..errors import InputError
+from ..params import removed_keywords
 from ..result import Result
 from .steps import FrameView, as_sweep, check_combine, prepare, steps_table, sweep_unit
 from .tradeoff_fit import NotEnoughBatchSizes, TargetAtStart, TradeoffFit, fit_tradeoff
@@ -92,6 +93,7 @@ class CriticalBatchCurve(FrameView, Result):
         }
 
 
+@removed_keywords(ci="level")
 def critical_batch_curve(
     sweep: Any,
     targets: ArrayLike,
@@ -105,7 +107,6 @@ def critical_batch_curve(
     progress: bool = False,
     interval: str = "profile",
     bounded: bool = False,
-    ci: float | None = None,
     unit: str | None = None,
 ) -> CriticalBatchCurve:
     r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target.
@@ -139,7 +140,7 @@ def critical_batch_curve(
     if errors not in ("raise", "report"):
         raise InputError(f"errors must be 'raise' or 'report', got {errors!r}")
     check_combine(combine)
-    lvl = check_level(level, ci)
+    lvl = check_level(level)
     unit = sweep_unit(sweep, unit)
     p = prepare(sweep, config)
     rng = np.random.default_rng(seed)

@@ -32,7 +32,8 @@ from scipy import optimize, stats
 from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..errors import InputError
-from ..result import Interval, Result, deprecated_alias, unwrap_table
+from ..params import removed_keywords
+from ..result import Interval, Result, unwrap_table
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
@@ -41,17 +42,14 @@ from .tradeoff_fit import FitWarning, TradeoffFit, fit_tradeoff
 
 @dataclass(frozen=True, repr=False)
 class LRRecommendation(Result):
-    """Learning rate (with an `Interval`) and predicted steps/examples at one batch size
-    (``learning_rate_ci`` is the deprecated v0.2 name of the interval, as a pair)."""
+    """Learning rate (with an `Interval`) and predicted steps/examples at one batch
+    size."""
 
     batch_size: float
     learning_rate: float
     learning_rate_interval: Interval
     steps: float
     examples: float
-
-    _legacy_ci = ("learning_rate",)
-    learning_rate_ci = deprecated_alias("learning_rate_interval", "tuple", "learning_rate_ci")
 
 
 @dataclass(frozen=True, repr=False)
@@ -61,8 +59,7 @@ class LRScalingFit(Result):
     ``alpha = 1`` for SGD (and momentum), between ½ and 1 for Adam-like optimizers.
     ``tradeoff_fit`` (when the fit was made from a sweep) supplies predicted steps.
     ``eps_star_interval``, ``b_star_interval`` and ``alpha_interval`` are `Interval`\ s
-    at confidence ``level`` (``eps_star_ci``, ``b_star_ci``, ``alpha_ci`` and
-    ``ci_level`` are the deprecated v0.2 names).
+    at confidence ``level``.
     """
 
     eps_star: float
@@ -115,12 +112,6 @@ class LRScalingFit(Result):
         if self.status == "upper_bound":
             return self.b_star_interval.high
         return self.b_star
-
-    _legacy_ci = ("eps_star", "b_star", "alpha")
-    eps_star_ci = deprecated_alias("eps_star_interval", "tuple", "eps_star_ci")
-    b_star_ci = deprecated_alias("b_star_interval", "tuple", "b_star_ci")
-    alpha_ci = deprecated_alias("alpha_interval", "tuple", "alpha_ci")
-    ci_level = deprecated_alias("eps_star_interval", "level", "ci_level")
 
     @property
     def level(self) -> float:
@@ -316,6 +307,7 @@ def _lr_profile(Y: np.ndarray, log_b: np.ndarray, grid: np.ndarray,
     return rss, intercept, a_hat
 
 
+@removed_keywords(ci="level")
 def fit_lr_scaling(
     source: Any,
     target: float | None = None,
@@ -326,7 +318,6 @@ def fit_lr_scaling(
     n_boot: int = 1000,
     seed: int | np.random.Generator | None = 0,
     family: str = "power",
-    ci: float | None = None,
 ) -> LRScalingFit:
     r"""Fit $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ to the best learning rates.
 
@@ -347,7 +338,7 @@ def fit_lr_scaling(
         cannot tell several apart (``candidates``; the one with the smallest AICc is
         returned). ``selection`` lists (family, AICc, RSS, parameters).
     level, n_boot, seed
-        Interval level (``ci`` is its v0.1 name); residual bootstrap (log-residuals,
+        Interval level; residual bootstrap (log-residuals,
         vectorised over a log grid of $B_*$).
 
     Returns
@@ -364,7 +355,7 @@ def fit_lr_scaling(
     come from a residual bootstrap and do not include the uncertainty of picking the
     best rate from a grid.
     """
-    ci = check_level(level, ci)
+    ci = check_level(level)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
     if family not in FAMILIES:

@@ -13,7 +13,8 @@ from scipy import stats
 from .._numeric import exp_or_inf
 from .._validate import as_array, check_level, check_positive, scalar_or_array
 from ..errors import InputError
-from ..result import Interval, Result, deprecated_alias
+from ..params import removed_keywords
+from ..result import Interval, Result
 
 
 @dataclass(frozen=True, repr=False)
@@ -23,8 +24,7 @@ class PowerLaw(Result):
     For Kaplan et al.'s $B_{crit}(L) = B_*/L^{1/\alpha_B}$: ``coefficient``
     is $B_*$ and ``exponent`` is $-1/\alpha_B$
     (see `alpha_from_exponent`). ``coefficient_interval`` and ``exponent_interval``
-    are `Interval`\ s at confidence ``level`` (``coefficient_ci``, ``exponent_ci`` and
-    ``ci_level`` are the deprecated v0.2 names).
+    are `Interval`\ s at confidence ``level``.
     """
 
     coefficient: float
@@ -36,11 +36,6 @@ class PowerLaw(Result):
     #: empty, or what was numerically degenerate: the coefficient (the law at x = 1) or an
     #: end of its interval beyond the float range is ``inf``, said here; the exponent is exact
     note: str = ""
-
-    _legacy_ci = ("coefficient", "exponent")
-    coefficient_ci = deprecated_alias("coefficient_interval", "tuple", "coefficient_ci")
-    exponent_ci = deprecated_alias("exponent_interval", "tuple", "exponent_ci")
-    ci_level = deprecated_alias("exponent_interval", "level", "ci_level")
 
     @property
     def level(self) -> float:
@@ -63,8 +58,8 @@ class PowerLaw(Result):
 
 
 
-def fit_power_law(x: ArrayLike, y: ArrayLike, *, level: float | None = None,
-                  ci: float | None = None) -> PowerLaw:
+@removed_keywords(ci="level")
+def fit_power_law(x: ArrayLike, y: ArrayLike, *, level: float | None = None) -> PowerLaw:
     r"""Fit $y = a x^k$ by ordinary least squares of $\log y$ on $\log x$.
 
     Intervals are Student-t intervals of the regression (n − 2 degrees of freedom);
@@ -87,7 +82,7 @@ def fit_power_law(x: ArrayLike, y: ArrayLike, *, level: float | None = None,
         raise InputError(f"a power law with an interval needs at least 3 points, got {len(x)}")
     if np.ptp(x) == 0:
         raise InputError("x must take at least two distinct values")
-    ci = check_level(level, ci)
+    ci = check_level(level)
     lx, ly = np.log(x), np.log(y)
     n = len(x)
     xm, ym = lx.mean(), ly.mean()

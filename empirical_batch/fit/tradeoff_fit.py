@@ -17,7 +17,8 @@ from scipy import stats
 
 from .._validate import as_float, check_level, check_positive
 from ..errors import EmpiricalBatchWarning, FitError, InputError
-from ..result import Interval, Result, deprecated_alias, unwrap_table
+from ..params import removed_keywords
+from ..result import Interval, Result, unwrap_table
 from ..tradeoff import Tradeoff
 from ..units import UnitMismatch, check_unit
 from .profile import (
@@ -64,9 +65,7 @@ class TradeoffFit(Result):
         quantity it leaves open keeps only its upper end (low 0: $S_{min}$ of a
         ``"lower_bound"``, $E_{min}$ of an ``"upper_bound"``), NaN when unidentified.
     level : float
-        The confidence level of the intervals. ``b_crit_ci``, ``s_min_ci``,
-        ``e_min_ci`` (tuples), ``ci_level``, ``b_crit_lo`` and ``b_crit_hi`` are the
-        deprecated v0.2 names.
+        The confidence level of the intervals.
     bootstrap : str
         ``"seeds"`` (seeds resampled within each batch size) or ``"residuals"``
         (log-residuals resampled, used when a batch size has a single value).
@@ -152,15 +151,6 @@ class TradeoffFit(Result):
         """Confidence level of the intervals."""
         return self.b_crit_interval.level
 
-    b_crit_ci = deprecated_alias("b_crit_interval", "tuple", "b_crit_ci")
-    s_min_ci = deprecated_alias("s_min_interval", "tuple", "s_min_ci")
-    e_min_ci = deprecated_alias("e_min_interval", "tuple", "e_min_ci")
-    ci_level = deprecated_alias("b_crit_interval", "level", "ci_level")
-    b_crit_lo = deprecated_alias("b_crit_interval", "low", "b_crit_lo")
-    b_crit_hi = deprecated_alias("b_crit_interval", "high", "b_crit_hi")
-
-    _legacy_ci = ("b_crit", "s_min", "e_min")
-
     def determined(self) -> dict[str, float]:
         """``s_min``, ``e_min``, ``b_crit`` as the data determine them (NaN where they do
         not) and ``b_crit_bound``: all three for ``"identified"`` and ``"unknown"`` (no
@@ -244,6 +234,7 @@ class TradeoffFit(Result):
         return self.summary()
 
 
+@removed_keywords(ci="level")
 def fit_tradeoff(
     table: StepsTable | pd.DataFrame,
     *,
@@ -254,7 +245,6 @@ def fit_tradeoff(
     bootstrap: str = "auto",
     interval: str = "profile",
     bounded: bool = False,
-    ci: float | None = None,
     unit: str | None = None,
 ) -> TradeoffFit:
     r"""Fit $S(B) = S_{min}(1 + B_{crit}/B)$ (eq. 2.11) in log space, with a bootstrap.
@@ -270,7 +260,7 @@ def fit_tradeoff(
         ``reached == False`` are not fitted and are listed in
         ``unreached_batch_sizes``.
     level : float
-        Level of the intervals (default 0.95); ``ci`` is its v0.1 name, still accepted.
+        Level of the intervals (default 0.95).
     n_boot : int
         Bootstrap draws (all fitted at once, vectorised).
     seed : int or numpy.random.Generator
@@ -345,7 +335,7 @@ def fit_tradeoff(
     stepstable = table if isinstance(table, StepsTable) else None
     unit = _unit(stepstable, unit)
     frame = _check_table(table)
-    ci, n_boot = _check_options(check_level(level, ci), n_boot, bootstrap, interval)
+    ci, n_boot = _check_options(check_level(level), n_boot, bootstrap, interval)
     combine = combine or (stepstable.combine if stepstable is not None else "mean")
     check_combine(combine)
     unreached: tuple[float, ...] = ()

@@ -124,7 +124,7 @@ def fit_law(optima: CellOptima, quantity: str = "b_opt", inputs: Any = ("tokens"
     """Fit ``quantity`` (``b_opt``, ``lr_opt`` or ``b_crit``) as a power law in
     ``inputs`` over the cells of ``optima`` (see the module's text)."""
     inputs = check_inputs(inputs)
-    lvl = check_level(level, None)
+    lvl = check_level(level)
     f = _usable(optima, quantity, inputs)
     unit = "learning rate" if quantity == "lr_opt" else optima.unit
     law = fit_points(f[list(inputs)].to_numpy(float), f[quantity].to_numpy(float), inputs,
@@ -181,7 +181,7 @@ def select_law(optima: CellOptima, quantity: str = "b_opt", *, alpha: float = 0.
                level: float | None = None) -> LawSelection:
     """Fit $y = aD^k$ and $y = aN^{k_N}D^{k_D}$; keep "N and D" only when the F test
     of the added exponent is below ``alpha`` and its interval excludes zero."""
-    lvl = check_level(level, None)
+    lvl = check_level(level)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FitWarning)
         d_only = fit_law(optima, quantity, ("tokens",), level=lvl)

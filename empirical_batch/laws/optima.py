@@ -100,7 +100,7 @@ def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
     n_boot = check_count(n_boot, "n_boot", 0)
     if estimator not in ESTIMATORS:
         raise InputError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-    lvl = check_level(level, None)
+    lvl = check_level(level)
     rng = np.random.default_rng(seed)
     short = []
     rows = []

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import loads_json, read_csv
+from .._validate import positive_float
 from ..errors import DataError, EmpiricalBatchWarning, InputError
 from ..provenance import Provenance
 from ..result import TableResult
@@ -134,7 +135,8 @@ class RCPTable(TableResult):
     provenance: Provenance | None = dataclasses.field(default=None, compare=False)
 
 
-def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
+def load_mlperf_rcp(source: Any, *, benchmark: str | None = None,
+                    examples_per_epoch: float | None = None) -> RCPTable:
     """Per-seed steps to the benchmark target from MLPerf ``rcps_*.json`` files.
 
     Parameters
@@ -144,6 +146,12 @@ def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
         ``mlperf_logging/rcp_checker`` tree: ``<ruleset>/rcps_*.json``).
     benchmark : str, optional
         Keep only this benchmark (the JSON's ``Benchmark`` field).
+    examples_per_epoch : float, optional
+        The training set's size (samples per epoch) for the entries whose value counts
+        epochs of a data set whose size is not recorded here (e.g. ``ssd`` of later
+        rulesets): their ``examples`` and ``steps`` are then known. One that contradicts
+        a recorded size (ImageNet's 1,281,167 for ``resnet``), or given where no entry
+        counts epochs, is refused.
 
     Returns
     -------
@@ -161,6 +169,9 @@ def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
     path = Path(source)
     if not path.exists():
         raise FileNotFoundError(f"RCP source not found: {path}")
+    per_epoch = (None if examples_per_epoch is None
+                 else positive_float(examples_per_epoch, "examples_per_epoch"))
+    epochs_seen = False
     files = sorted(path.rglob("rcps_*.json")) if path.is_dir() else [path]
     if not files:
         raise InputError(f"{path}: no rcps_*.json files found")
@@ -198,6 +209,13 @@ def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
                 raise InputError(f"{f}: entry {name!r}: 'Hyperparams' must be an object")
             lr = hp.get("opt_base_learning_rate", hp.get("opt_lr", np.nan))
             unit, per = _rcp_unit(bench, ruleset)
+            if unit == "epochs":
+                epochs_seen = True
+                if per_epoch is not None and per is not None and per != per_epoch:
+                    raise InputError(
+                        f"{f}: entry {name!r} ({bench}) counts epochs of {per:,.0f} "
+                        f"examples, not examples_per_epoch={per_epoch:,g}")
+                per = per if per_epoch is None else per_epoch
             for i, v in enumerate(values):
                 v = _positive(v, f, name, f"'Epochs to converge'[{i}]")
                 if unit == "steps":
@@ -214,6 +232,10 @@ def load_mlperf_rcp(source: Any, *, benchmark: str | None = None) -> RCPTable:
     if not rows:
         raise InputError(f"{path}: no RCP entries" + (f" for benchmark {benchmark!r}"
                                                        if benchmark else ""))
+    if per_epoch is not None and not epochs_seen:
+        raise InputError(f"{path}: examples_per_epoch is given but no entry counts epochs "
+                         "(their units are " + ", ".join(sorted({r["value_unit"] for r in rows}))
+                         + ")")
     frame = pd.DataFrame(rows)
     return RCPTable(frame=frame, benchmarks=tuple(sorted(set(frame["benchmark"]))),
                     n_entries=int(frame[["ruleset", "rcp_name"]].drop_duplicates().shape[0]),

@@ -7,8 +7,7 @@
   $S(B) = S_{min}(1 + B_{crit}/B)$.
 * `plot_critical_batch_curve` — $B_{crit}$ vs target with its interval band.
 
-pyplot is imported inside the functions; each returns the Axes. (``plot_tradeoff`` is
-the v0.1 name of `plot_tradeoff_fit`, kept for old code; the theory's
+pyplot is imported inside the functions; each returns the Axes. (The theory's
 `empirical_batch.plot.theory.plot_tradeoff` draws a `Tradeoff`, not a fit.)
 """
 
@@ -97,5 +96,3 @@ def plot_critical_batch_curve(curve, ax=None, *, power_law=None, label: str | No
     ax.legend(fontsize=8)
     return ax
 
-
-plot_tradeoff = plot_tradeoff_fit  # the v0.1 name

@@ -31,9 +31,9 @@ from .._validate import (
     check_count,
     check_dataset_size,
     check_positive,
-    resolve_count,
 )
 from ..errors import InputError
+from ..params import removed_keywords
 from ..result import Result
 from .quadratic import NoisyQuadratic
 
@@ -99,13 +99,14 @@ class MonteCarloResult(Result):
         )
 
 
+@removed_keywords(seeds="n_seeds")
 def monte_carlo_sgd(
     problem: NoisyQuadratic,
     batch_sizes,
     learning_rates,
     steps: int,
     *,
-    n_seeds: int | None = None,
+    n_seeds: int = 8,
     record_steps=None,
     n_points: int = 50,
     seed: int = 0,
@@ -114,7 +115,6 @@ def monte_carlo_sgd(
     dataset_size: int | None = None,
     progress: bool = False,
     max_elements: int = 1 << 26,
-    seeds: int | None = None,
 ) -> MonteCarloResult:
     r"""Run SGD on the noisy quadratic for every (B, lr, seed) in one tensor program.
 
@@ -129,7 +129,7 @@ def monte_carlo_sgd(
     steps : int
         Steps to run.
     n_seeds : int
-        Independent replicas per (B, lr) (default 8; ``seeds`` is its v0.1 name).
+        Independent replicas per (B, lr).
     record_steps : 1-D int array, optional
         Steps at which the loss is recorded (default `log_steps`).
     seed : int
@@ -157,7 +157,7 @@ def monte_carlo_sgd(
     bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
     lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
     steps = _int_at_least(steps, "steps", 0)
-    seeds = _int_at_least(resolve_count(n_seeds, seeds, 8), "n_seeds", 1)
+    seeds = _int_at_least(n_seeds, "n_seeds", 1)
     if record_steps is None:
         rec = log_steps(steps, n_points) if steps >= 1 else np.array([0])
     else:

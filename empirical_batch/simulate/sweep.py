@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .._validate import MAX_COUNT, as_array, check_positive, resolve_count
+from .._validate import MAX_COUNT, as_array, check_positive
 from ..errors import InputError
+from ..params import removed_keywords
 from ..result import TableResult
 from .montecarlo import log_steps, monte_carlo_sgd
 from .quadratic import NoisyQuadratic
@@ -61,6 +62,7 @@ def _run_name(b, lr, seed) -> str:
     return f"B{b:g}_lr{lr:.6g}_{tag}"
 
 
+@removed_keywords(seeds="n_seeds")
 def simulate_sweep(
     problem: NoisyQuadratic,
     batch_sizes,
@@ -68,14 +70,13 @@ def simulate_sweep(
     max_steps: int,
     *,
     method: str = "exact",
-    n_seeds: int | None = None,
+    n_seeds: int = 1,
     n_points: int = 50,
     seed: int = 0,
     device: str = "cpu",
     dtype: str = "float32",
     dataset_size: int | None = None,
     progress: bool = False,
-    seeds: int | None = None,
 ) -> SimulatedSweep:
     r"""Simulate a sweep over batch sizes and learning rates; return the sweep table.
 
@@ -91,8 +92,7 @@ def simulate_sweep(
         pair, ``seed`` is NA). ``"monte_carlo"``: `monte_carlo_sgd` with
         ``n_seeds`` replicas per pair, one run per seed.
     n_seeds : int
-        Replicas per pair (Monte Carlo only; default 1). ``seeds`` is its v0.1 name,
-        still accepted; ``seed`` is the random seed.
+        Replicas per pair (Monte Carlo only); ``seed`` is the random seed.
     n_points : int
         About this many log-spaced logged steps per run, plus step 0.
     seed, device, dtype, dataset_size, progress
@@ -116,7 +116,6 @@ def simulate_sweep(
     >>> sorted(sim.frame.columns)[:4], len(sim.frame), sim.n_runs
     (['batch_size', 'examples', 'learning_rate', 'max_stable_lr'], 24, 4)
     """
-    count = resolve_count(n_seeds, seeds, 1)
     if not isinstance(problem, NoisyQuadratic):
         raise InputError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
     bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
@@ -132,7 +131,7 @@ def simulate_sweep(
         seed_ids: list[int | None] = [None]
     elif method == "monte_carlo":
         res = monte_carlo_sgd(
-            problem, bs, lrs, int(max_steps), n_seeds=count, record_steps=steps, seed=seed,
+            problem, bs, lrs, int(max_steps), n_seeds=n_seeds, record_steps=steps, seed=seed,
             device=device, dtype=dtype, dataset_size=dataset_size, progress=progress,
         )
         loss = res.loss
