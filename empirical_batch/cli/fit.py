@@ -87,11 +87,11 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="map a schema column to a source column, e.g. batch_size=bsz")
     p.add_argument("--combine", choices=("mean", "median", "min"), default="mean",
                    help="how seeds are combined (default mean)")
-    p.add_argument("--config-columns", "--config", dest="config", default="learning_rate",
+    p.add_argument("--config-columns", dest="config", default="learning_rate",
                    help="comma-separated columns identifying a configuration (default "
-                        "learning_rate; --config is the v0.1 name)")
-    p.add_argument("--level", "--ci", dest="ci", type=level, default=0.95,
-                   help="interval level (default 0.95; --ci is the v0.1 name)")
+                        "learning_rate)")
+    p.add_argument("--level", dest="ci", type=level, default=0.95,
+                   help="interval level (default 0.95)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap draws (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--bounded", action="store_true",
