@@ -316,6 +316,8 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
             raise DataError(f"{path}, line {n}: a JSON Lines noise log holds one object "
                             f"per line, got {type(row).__name__} {line.strip()[:40]}")
         rows.append(row)
+    if not rows:
+        raise DataError(f"{path}: the noise log is empty (no JSON lines)")
     return rows
 
 

@@ -257,3 +257,15 @@ def test_hf_adaptive_refuses_sgd_declared_on_an_adamw_run(tmp_path):
                      beta=0.95, level=0.5)
     with pytest.raises(ValueError, match=r"optimizer='sgd' but the run trains with AdamW"):
         trainer.train()
+
+
+def test_adaptive_rule_takes_numbers_of_every_kind_and_refuses_text():
+    """next_batch's estimates: numpy scalars welcome, NaN (not resolved) changes nothing,
+    text or a boolean is refused naming the argument (not read as a number)."""
+    rule = AdaptiveBatchRule("doubling")
+    assert rule.next_batch(np.int64(8), np.float32(30.0), np.float64(16.0)) == 16
+    assert rule.next_batch(8, np.nan) == 8 and rule.next_batch(8, 30.0, np.nan) == 8
+    with pytest.raises(ValueError, match="b_noise must be a real number"):
+        rule.next_batch(8, "30")
+    with pytest.raises(ValueError, match="lower must be a real number"):
+        rule.next_batch(8, 30.0, True)

@@ -218,3 +218,11 @@ def test_a_batch_size_the_log_contradicts_is_refused():
     # a batch that grew along the run leaves nothing to compare with
     grown = frame.assign(examples=[64.0, 128.0, 256.0])
     NoiseTrajectory.from_log(grown, 64, quantity="b_simple")
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_an_empty_json_lines_log_is_named_empty(tmp_path, text):
+    path = tmp_path / "noise.jsonl"
+    path.write_text(text)
+    with pytest.raises(DataError, match=r"noise.jsonl: the noise log is empty"):
+        load_noise_log(path)

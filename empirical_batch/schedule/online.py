@@ -38,6 +38,7 @@ Simple Empirical Approach to Large-Batch Language Model Training." arXiv:2505.23
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from .._validate import as_scalar, check_count, positive_float
@@ -110,14 +111,25 @@ class AdaptiveBatchRule:
         not a positive finite number (the gradient not resolved yet) changes nothing.
         """
         batch = check_count(batch, "batch", 1)
-        b = float(b_noise)
+        b = _estimate(b_noise, "b_noise")
         if not (math.isfinite(b) and b > 0):
             return batch
         if self.policy == "doubling":
-            test = b if lower is None else float(lower)
+            test = b if lower is None else _estimate(lower, "lower")
             grow = 1 if math.isfinite(test) and test >= 2.0 * batch else 0
         else:
             grow = max(0, round(math.log2(self.target(b) / batch)))
         while grow and batch * 2 ** grow > self.max_batch:
             grow -= 1
         return int(batch * 2 ** grow)
+
+
+def _estimate(value: object, name: str) -> float:
+    """A measured value as a float: any real number (NaN or a value <= 0: not resolved
+    yet), a numpy scalar too; text, a boolean or another object is refused naming
+    ``name``."""
+    v = as_scalar(value)
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise InputError(f"{name} must be a real number (NaN while not resolved), got "
+                         f"{type(value).__name__} {value!r:.40}")
+    return float(v)
