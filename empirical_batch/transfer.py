@@ -91,10 +91,8 @@ __all__ = [
     "HPARAMS",
     "OPTIMIZERS",
     "REGIME_FRACTION",
-    "TRANSFER_RULES",
     "RegimeWarning",
     "TransferResult",
-    "TransferRule",
     "TransferredValue",
     "transfer",
 ]
@@ -112,10 +110,6 @@ _STEPS = ("warmup_steps", "total_steps")
 class RegimeWarning(EmpiricalBatchWarning):
     """A transfer rule was applied outside the regime it was derived for."""
 
-
-# the registry of rules lives in empirical_batch.rules; these are its v0.2 names here
-TransferRule = Rule
-TRANSFER_RULES = RULES
 
 _LR_RULES = lr_rules()
 
@@ -292,19 +286,19 @@ def _check_rules(rule: object, optimizer: str, hp: Mapping[str, float], b_noise:
     for k, r in overrides.items():
         if k != "lr" and k not in hp:
             raise InputError(f"rule[{k!r}] is given but hparams has no {k!r}")
-        if r not in TRANSFER_RULES:
-            raise InputError(f"rule[{k!r}] must be one of {sorted(TRANSFER_RULES)}, got {r!r}")
-        if k not in TRANSFER_RULES[r].applies_to:
+        if r not in RULES:
+            raise InputError(f"rule[{k!r}] must be one of {sorted(RULES)}, got {r!r}")
+        if k not in RULES[r].applies_to:
             raise InputError(f"rule[{k!r}]={r!r} does not apply to {k}; it applies to "
-                             f"{list(TRANSFER_RULES[r].applies_to)}")
+                             f"{list(RULES[r].applies_to)}")
         chosen[k] = r
     given = {"b_noise": b_noise, "tradeoff": tradeoff}
     for k in HPARAMS:
-        for need in TRANSFER_RULES[chosen[k]].needs:
+        for need in RULES[chosen[k]].needs:
             if (k in hp or k == "lr") and given[need] is None:
                 raise InputError(f"rule {chosen[k]!r} for {k} needs {NEEDS[need]}, "
                                  "which was not given")
-    return {k: TRANSFER_RULES[chosen[k]] for k in HPARAMS if k in hp or k == "lr"}
+    return {k: RULES[chosen[k]] for k in HPARAMS if k in hp or k == "lr"}
 
 
 def _check_tradeoff(tradeoff: object) -> tuple[Tradeoff | None, tuple[float, float] | None]:
@@ -357,7 +351,7 @@ def transfer(
         ``"adam"`` means coupled L2 decay, ``"adamw"`` decoupled decay.
     rule : str or mapping, optional
         The learning-rate rule, or ``{hyperparameter: rule name}`` to choose per
-        hyperparameter from `TRANSFER_RULES`. Default: ``"sgd_optimal"`` (SGD) or
+        hyperparameter from `empirical_batch.rules.RULES`. Default: ``"sgd_optimal"`` (SGD) or
         ``"surge"`` (Adam) with ``b_noise``, else ``"linear"`` (SGD) or ``"sqrt"``.
     b_noise : float, optional
         The gradient noise scale $B_{noise}$ at the point of training moved; needed by

@@ -63,7 +63,8 @@ def test_the_users_of_the_registry_read_it():
     from empirical_batch.cli import build_parser
     from empirical_batch.schedule import policies
 
-    assert transfer.TRANSFER_RULES is RULES and transfer.TransferRule is Rule
+    assert transfer.RULES is RULES  # its v0.2 names TRANSFER_RULES and TransferRule: removed
+    assert not hasattr(transfer, "TRANSFER_RULES") and not hasattr(transfer, "TransferRule")
     assert set(policies.LR_RULES) == set(ratio_rules())
     assert set(branched._LR_RULES) == {*ratio_rules(), "constant"}
     sub = build_parser()._subparsers._group_actions[0].choices["transfer"]
@@ -112,7 +113,7 @@ def test_transfer_applies_whatever_rule_the_registry_holds(monkeypatch):
 
     seven = dataclasses.replace(RULES["linear"],
                                 move=lambda m, name, x: (7 * x, True, "times seven"))
-    monkeypatch.setattr(tr, "TRANSFER_RULES", MappingProxyType({**RULES, "linear": seven}))
+    monkeypatch.setattr(tr, "RULES", MappingProxyType({**RULES, "linear": seven}))
     res = tr.transfer({"lr": 0.1, "momentum": 0.9}, 256, 1024, optimizer="sgd", rule="linear")
     assert res["lr"].new == pytest.approx(0.7) and res["lr"].note == "times seven"
     assert res["momentum"].new == 0.9

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from empirical_batch.fit import fit_tradeoff
+from empirical_batch.rules import RULES
 from empirical_batch.simulate import NoisyQuadratic
 from empirical_batch.theory import QuadraticModel
 from empirical_batch.tradeoff import Tradeoff
 from empirical_batch.transfer import (
-    TRANSFER_RULES,
     RegimeWarning,
     TransferResult,
     transfer,
@@ -284,7 +284,7 @@ def test_result_object():
         r["eps"]
     with pytest.raises(AttributeError):
         r.to_batch = 3
-    for rule in TRANSFER_RULES.values():
+    for rule in RULES.values():
         assert rule.to_dict()["name"] == rule.name
 
 

@@ -14,8 +14,8 @@ import warnings
 from pathlib import Path
 
 from ..errors import InputError
-from ..rules import lr_rules
-from ..transfer import HPARAMS, OPTIMIZERS, TRANSFER_RULES, RegimeWarning
+from ..rules import RULES, lr_rules
+from ..transfer import HPARAMS, OPTIMIZERS, RegimeWarning
 from .output import add_tokens_per_example, command
 
 _DESCRIPTION = """\
@@ -68,7 +68,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     parser.add_argument("--set-rule", type=_rule_pair, action="append", default=[],
                         metavar="HPARAM=RULE",
                         help=f"rule for one hyperparameter, repeatable; rules: "
-                             f"{', '.join(TRANSFER_RULES)}")
+                             f"{', '.join(RULES)}")
     parser.add_argument("--b-noise", type=float, help="gradient noise scale B_noise")
     parser.add_argument("--noise-log", type=Path, metavar="LOG",
                         help="take B_noise from a noise log (CSV or JSONL): its last "
@@ -154,7 +154,7 @@ def run(args) -> int:
     print("rules:")
     for r in dict.fromkeys(v.rule for v in result.values):
         if r != "unchanged":
-            print(f"  {r}: {TRANSFER_RULES[r].formula} ({TRANSFER_RULES[r].citation})")
+            print(f"  {r}: {RULES[r].formula} ({RULES[r].citation})")
     return 0
 
 
