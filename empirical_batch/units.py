@@ -32,12 +32,11 @@ empirical_batch.units.UnitMismatch: the fit and the noise log are in different u
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
+
+import numpy as np
 
 from .errors import InputError
-
-if TYPE_CHECKING:
-    import numpy as np
 
 __all__ = ["UNITS", "UnitMismatch", "check_unit", "convert", "same_unit"]
 
@@ -84,9 +83,19 @@ def convert(value: _Value, src: str, dst: str, *,
     multiplied by ``tokens_per_example`` $T$ from examples/sequences to tokens,
     divided by it from tokens; examples and sequences convert 1:1. Raises
     `UnitMismatch` when tokens are involved and $T$ is not given."""
+    if isinstance(value, str | bytes | bool | np.bool_):
+        raise InputError(f"value must be a number or an array of numbers, got "
+                         f"{type(value).__name__} {value!r:.40}")
     f = _factor(check_unit(src, "source unit"), check_unit(dst, "target unit"),
                 tokens_per_example)
-    return value * f if f != 1.0 else value
+    if f == 1.0:
+        return value
+    with np.errstate(over="ignore"):
+        out = value * f
+    if np.any(np.isinf(out) & np.isfinite(value)):  # a finite value moved past the range
+        raise InputError(f"{value!r:.40} {src} is past the float range in {dst} "
+                         f"(x {f:g}); check tokens_per_example")
+    return out
 
 
 def same_unit(a: str, b: str, what: str) -> str:

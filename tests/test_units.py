@@ -72,3 +72,19 @@ def test_a_unit_that_contradicts_the_sweep_is_refused():
         fit_tradeoff(table, unit="examples", n_boot=0)
     assert fit_tradeoff(table.frame[["batch_size", "steps"]], unit="tokens",
                         n_boot=0).unit == "tokens"
+
+
+def test_convert_refuses_text_and_a_value_moved_past_the_float_range():
+    """A string is not multiplied (no TypeError from Python's str * float); 1e300
+    sequences of 1e10 tokens is past the float range, refused rather than inf; NaN and
+    inf stay what they were (a column's missing or unbounded values)."""
+    with pytest.raises(ValueError, match="value must be a number"):
+        convert("64", "sequences", "tokens", tokens_per_example=512)
+    with pytest.raises(ValueError, match="past the float range in tokens"):
+        convert(1e300, "sequences", "tokens", tokens_per_example=1e10)
+    with pytest.raises(ValueError, match="past the float range"):
+        convert(np.array([1.0, 1e300]), "sequences", "tokens", tokens_per_example=1e10)
+    assert np.isnan(convert(np.nan, "sequences", "tokens", tokens_per_example=512))
+    assert convert(np.inf, "sequences", "tokens", tokens_per_example=512) == np.inf
+    assert convert(np.float32(64), "sequences", "tokens", tokens_per_example=np.int64(512)) \
+        == 32768.0
