@@ -23,7 +23,7 @@ from ._validate import (
     scalar_or_array,
 )
 from .errors import InputError
-from .one_step import check_momentum, inverse_batch, noise_scales_from_scalars
+from .one_step import _over_one_plus, check_momentum, inverse_batch, noise_scales_from_scalars
 
 __all__ = ["QuadraticModel", "anisotropic_quadratic", "power_law_spectrum"]
 
@@ -325,6 +325,18 @@ class QuadraticModel(Frozen):
         """B_noise/B (with the finite-dataset correction when dataset_size is set)."""
         return self.b_noise * inverse_batch(batch_size, self.dataset_size)
 
+    def _effective_batch(self, batch_size: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """(B_eff, B_noise) broadcast, with 1/B_eff = 1/B - 1/D (checked by
+        `inverse_batch`), B_eff = B/(1 - B/D) formed without 1/B (no overflow for a tiny
+        B; inf at B = D, where the gradient is exact)."""
+        inverse_batch(batch_size, self.dataset_size)  # the checks
+        b = np.asarray(batch_size, dtype=float)
+        if self.dataset_size is not None:
+            with np.errstate(divide="ignore"):
+                b = b / (1.0 - b / float(self.dataset_size))
+        b, n = np.broadcast_arrays(b, np.asarray(self.b_noise, dtype=float))
+        return b, n
+
     def eps_opt(self, batch_size: ArrayLike, *, momentum: float = 0.0) -> Any:
         r"""$\epsilon_{opt}(B) = \epsilon_{max} / (1 + B_{noise}/B)$ (eq. 2.6).
 
@@ -332,14 +344,16 @@ class QuadraticModel(Frozen):
         whose effective step $\epsilon/(1-m)$ is optimal.
         """
         m = check_momentum(momentum)
-        return scalar_or_array((1.0 - m) * self.eps_max / (1.0 + self._noise_factor(batch_size)))
+        return scalar_or_array(_over_one_plus(np.asarray((1.0 - m) * self.eps_max),
+                                              *self._effective_batch(batch_size)))
 
     def dl_opt(self, batch_size: ArrayLike) -> Any:
         r"""$\Delta L_{opt}(B) = \Delta L_{max} / (1 + B_{noise}/B)$ (eq. 2.7).
 
         Momentum only rescales the rate at which this is reached, not the value.
         """
-        return scalar_or_array(self.dl_max / (1.0 + self._noise_factor(batch_size)))
+        return scalar_or_array(_over_one_plus(np.asarray(self.dl_max),
+                                              *self._effective_batch(batch_size)))
 
     def expected_improvement(self, eps: ArrayLike, batch_size: ArrayLike, *,
                              momentum: float = 0.0) -> Any:

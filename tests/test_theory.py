@@ -453,3 +453,20 @@ def test_eps_opt_and_surge_against_exact_arithmetic(b, e, n):
     db, de, dn = Decimal(b), Decimal(e), Decimal(n)
     surge = float(2 * de * (db * dn).sqrt() / (db + dn))
     assert surge_eps_opt(b, eps_max=e, b_noise=n) == pytest.approx(surge, rel=1e-14, abs=tiny)
+
+
+def test_quadratic_model_eps_opt_does_not_underflow():
+    """QuadraticModel's eq. 2.6/2.7 (with and without the finite-data correction
+    1/B - 1/D) through the same form as eps_opt: B_noise = 1e300 at B = 1e-10 gives
+    ε_max·1e-310 exactly, not 0."""
+    from fractions import Fraction
+
+    m = QuadraticModel([1.0], [[1.0]], [[1e300]])
+    assert m.b_noise == 1e300 and m.eps_max == 1.0
+    assert m.eps_opt(1e-10) == _exact_over_one_plus(1.0, 1e-10, 1e300) > 0
+    assert m.dl_opt(1e-10) == _exact_over_one_plus(m.dl_max, 1e-10, 1e300) > 0
+    finite = QuadraticModel([1.0], [[1.0]], [[1e300]], dataset_size=10)
+    b_eff = 1 / (Fraction(1, 5) - Fraction(1, 10))  # 10
+    assert finite.eps_opt(5.0) == pytest.approx(float(b_eff / (b_eff + Fraction(1e300))),
+                                                rel=1e-15)
+    assert finite.eps_opt(10.0) == 1.0  # B = D: the exact gradient
