@@ -115,9 +115,14 @@ class FixedBudgetFit(Result):
         c = positive_float(budget, "budget")
         bc = positive_float(b_crit, "b_crit")
         b = float(self.b_opt(c))
+        ratio = b / bc
+        if math.isinf(ratio):
+            raise InputError(f"b_crit={bc!r} is so small that B_opt/b_crit = {b:g}/{bc:g} is "
+                             "past the float range: give b_crit in the unit of the fit's "
+                             "batch sizes")
         return {
             "budget": c, "b_opt": b, "b_crit": bc,
-            "b_opt_over_b_crit": b / bc,
+            "b_opt_over_b_crit": ratio,
             "b_opt_means": "the batch that minimises the final loss at this budget",
             "b_crit_means": "the batch at which reaching a fixed target costs twice the "
                             "minimal steps and twice the minimal examples",

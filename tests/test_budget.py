@@ -89,7 +89,8 @@ def test_bad_options_are_refused(kw, word):
 @pytest.mark.parametrize("kw, word", [({"b_crit": -5.0, "budget": 1e19}, "b_crit must be > 0"),
                                       ({"b_crit": 0.0, "budget": 1e19}, "b_crit must be > 0"),
                                       ({"b_crit": 1e6, "budget": 0.0}, "budget must be > 0"),
-                                      ({"b_crit": math.inf, "budget": 1e19}, "b_crit must be")])
+                                      ({"b_crit": math.inf, "budget": 1e19}, "b_crit must be"),
+                                      ({"b_crit": 1e-320, "budget": 1e19}, "past the float")])
 def test_compare_refuses_what_no_batch_or_budget_is(kw, word):
     f = fit_fixed_budget(grid(0), tolerance=0.0025, n_boot=0)
     with pytest.raises(ValueError, match=word):
