@@ -207,6 +207,28 @@ def test_batch_size_scheduler_steps_the_rate_in_examples(world):
     assert s2.batch_size == s.batch_size and s2.examples == s.examples
 
 
+@pytest.mark.parametrize("bad", [4.7, "4", True, np.nan, np.inf, 2**60, 0, -1])
+def test_batch_size_scheduler_counts_whole_examples_and_checks_lr_lambda(bad):
+    """step(examples) is a whole count (4.7 is not truncated to 4, '4' not read as a
+    number); numpy integers are welcome; lr_lambda must be a function returning a finite
+    multiplier >= 0 (NaN would reach the optimizer's rate)."""
+    torch = pytest.importorskip("torch")
+    from empirical_batch.schedule import seesaw_schedule
+
+    sch = seesaw_schedule("cosine", total_steps=100, base_batch=8)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1)
+    s = BatchSizeScheduler(opt, sch, base_lr=0.1)
+    s.step(np.int64(4))
+    assert s.examples == 4.0
+    with pytest.raises(ValueError, match="examples must be an integer"):
+        s.step(bad)
+    assert s.examples == 4.0 and s.steps == 1
+    with pytest.raises(ValueError, match="lr_lambda returned nan at 0 examples"):
+        BatchSizeScheduler(opt, sch, base_lr=0.1, lr_lambda=lambda e: float("nan"))
+    with pytest.raises(ValueError, match="lr_lambda must be a function"):
+        BatchSizeScheduler(opt, sch, base_lr=0.1, lr_lambda=3)
+
+
 @pytest.mark.parametrize("kw, exc, word", [
     (dict(policy="bogus"), ValueError, "policy"),
     (dict(optimizer="lion"), ValueError, "optimizer"),

@@ -11,12 +11,13 @@ learning rate (a function of examples, times the stage's factor) from it.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
-from .._validate import as_float, positive_float
+from .._validate import as_float, as_scalar, check_count, positive_float
 from ..errors import InputError
 from .policies import BatchSchedule
 
@@ -61,6 +62,9 @@ class BatchSizeScheduler:
         self.optimizer = optimizer
         self.schedule = schedule
         self.base_lr = float(base_lr)
+        if lr_lambda is not None and not callable(lr_lambda):
+            raise InputError(f"lr_lambda must be a function of the examples consumed, got "
+                             f"{type(lr_lambda).__name__}")
         self.lr_lambda = lr_lambda or (lambda examples: 1.0)
         first = float(schedule.stages["lr_factor"].iloc[0])
         if not (math.isfinite(first) and first > 0):
@@ -78,8 +82,13 @@ class BatchSizeScheduler:
     @property
     def lr(self) -> float:
         """The learning rate for the next step."""
+        factor = as_scalar(self.lr_lambda(self.examples))
+        if (isinstance(factor, bool) or not isinstance(factor, numbers.Real)
+                or not (math.isfinite(float(factor)) and float(factor) >= 0)):
+            raise InputError(f"lr_lambda returned {factor!r} at {self.examples:g} examples; "
+                             "it must return a finite number >= 0 (the rate's multiplier)")
         return (self.base_lr * self.schedule.lr_factor_at_examples(self.examples)
-                / self._first_factor * float(self.lr_lambda(self.examples)))
+                / self._first_factor * float(factor))
 
     def _apply(self) -> None:
         for group in self.optimizer.param_groups:
@@ -87,9 +96,7 @@ class BatchSizeScheduler:
 
     def step(self, examples: int | None = None) -> None:
         """Count one optimizer step of ``examples`` (default: the current batch size)."""
-        n = self.batch_size if examples is None else int(examples)
-        if n < 1:
-            raise InputError(f"a step consumes at least one example, got {examples!r}")
+        n = self.batch_size if examples is None else check_count(examples, "examples", 1)
         self.examples += n
         self.steps += 1
         self._apply()
