@@ -65,7 +65,7 @@ def _scales(batch_size: ArrayLike, rate: ArrayLike, b_noise: ArrayLike,
     return b, r, n
 
 
-def _over_one_plus(scale: np.ndarray, b: np.ndarray, n: np.ndarray) -> np.ndarray:
+def over_one_plus(scale: np.ndarray, b: np.ndarray, n: np.ndarray) -> np.ndarray:
     r"""$s/(1 + n/b) = s\,b/(b + n)$ with no overflow or underflow on the way: where
     $b \ge n$ the ratio $n/b \le 1$ is safe; where $b < n$ the result is
     $s\,t/(1 + t)$ with $t = b/n$, formed from the mantissas and exponents of $s$, $b$
@@ -122,7 +122,7 @@ def eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike, *,
     array([0.5 , 0.75])
     """
     b, e, n = _scales(batch_size, eps_max, b_noise, "eps_max")
-    return scalar_or_array(_over_one_plus((1.0 - check_momentum(momentum)) * e, b, n))
+    return scalar_or_array(over_one_plus((1.0 - check_momentum(momentum)) * e, b, n))
 
 
 def dl_opt(batch_size: ArrayLike, dl_max: ArrayLike, b_noise: ArrayLike) -> Any:
@@ -136,7 +136,7 @@ def dl_opt(batch_size: ArrayLike, dl_max: ArrayLike, b_noise: ArrayLike) -> Any:
     1.5
     """
     b, d, n = _scales(batch_size, dl_max, b_noise, "dl_max")
-    return scalar_or_array(_over_one_plus(d, b, n))
+    return scalar_or_array(over_one_plus(d, b, n))
 
 
 def noise_scales_from_scalars(g2: ArrayLike, ghg: ArrayLike, trace_sigma: ArrayLike,

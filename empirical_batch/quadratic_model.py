@@ -23,7 +23,7 @@ from ._validate import (
     scalar_or_array,
 )
 from .errors import InputError
-from .one_step import _over_one_plus, check_momentum, inverse_batch, noise_scales_from_scalars
+from .one_step import check_momentum, inverse_batch, noise_scales_from_scalars, over_one_plus
 
 __all__ = ["QuadraticModel", "anisotropic_quadratic", "power_law_spectrum"]
 
@@ -344,7 +344,7 @@ class QuadraticModel(Frozen):
         whose effective step $\epsilon/(1-m)$ is optimal.
         """
         m = check_momentum(momentum)
-        return scalar_or_array(_over_one_plus(np.asarray((1.0 - m) * self.eps_max),
+        return scalar_or_array(over_one_plus(np.asarray((1.0 - m) * self.eps_max),
                                               *self._effective_batch(batch_size)))
 
     def dl_opt(self, batch_size: ArrayLike) -> Any:
@@ -352,7 +352,7 @@ class QuadraticModel(Frozen):
 
         Momentum only rescales the rate at which this is reached, not the value.
         """
-        return scalar_or_array(_over_one_plus(np.asarray(self.dl_max),
+        return scalar_or_array(over_one_plus(np.asarray(self.dl_max),
                                               *self._effective_batch(batch_size)))
 
     def expected_improvement(self, eps: ArrayLike, batch_size: ArrayLike, *,

@@ -15,7 +15,7 @@ import sys
 from ..errors import InputError
 from ..sweeps import STEPS_ALIASES
 from .fit_steps import differing_columns, steps_columns, steps_frame, unit_of
-from .output import _positive_number, command, level
+from .output import command, level, positive_number
 
 _EPILOG = """\
 The sweep log has one row per logged point: columns run, batch_size, learning_rate,
@@ -65,7 +65,7 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--unit", choices=("examples", "sequences", "tokens"),
                    help="what the batch column counts (default: tokens when its name says "
                         "so, else examples)")
-    p.add_argument("--examples-per-epoch", type=_positive_number, metavar="N",
+    p.add_argument("--examples-per-epoch", type=positive_number, metavar="N",
                    help="MLPerf rcps_*.json counting epochs of a data set whose size is not "
                         "recorded (e.g. ssd): the training set's samples per epoch")
     p.add_argument("--fractional-steps", action="store_true",

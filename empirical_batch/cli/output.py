@@ -20,7 +20,8 @@ from typing import Any
 from ..errors import InputError
 from ..result import dumps
 
-__all__ = ["add_tokens_per_example", "check_no_overwrite", "command", "dumps", "level"]
+__all__ = ["add_tokens_per_example", "check_no_overwrite", "command", "dumps", "level",
+           "positive_number"]
 
 
 # --- the commands' run wrapper: no input overwritten, warnings once, quiet closed pipe ---
@@ -94,7 +95,7 @@ class _Recorder(io.TextIOBase):
 
 # --- flags shared by several commands, and renamed flags --------------------------------
 
-def _positive_number(text: str) -> float:
+def positive_number(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -118,7 +119,7 @@ def level(text: str) -> float:
 
 def add_tokens_per_example(parser: Any, what: str) -> None:
     """``--tokens-per-example``: tokens per example (sequence), ``what`` it converts."""
-    parser.add_argument("--tokens-per-example", type=_positive_number,
+    parser.add_argument("--tokens-per-example", type=positive_number,
                         metavar="T", help=f"tokens per example (sequence), {what}; a "
                         "noise log's measured per-token values (b_simple_tokens) are "
                         "used where it has them")

@@ -11,6 +11,7 @@ generated task it is a large fixed sample of the training distribution).
 from __future__ import annotations
 
 import dataclasses
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -20,6 +21,9 @@ from torch import nn
 
 from ..._optional import check_installed
 from ...errors import InputError
+
+#: held while a model draws its initial weights from torch's global generator
+_GLOBAL_RNG = threading.Lock()
 
 
 class TaskConfigError(InputError):
@@ -148,8 +152,12 @@ class Task(ABC):
 
     # -- public, uniform API -------------------------------------------------------
     def init_model(self, seed: int) -> torch.nn.Module:
-        """The model initialised from ``seed`` (CPU RNG, so identical on every device)."""
-        with torch.random.fork_rng(devices=[]):
+        """The model initialised from ``seed`` (CPU RNG, so identical on every device).
+
+        The layers draw from torch's global generator, seeded here; the lock keeps runs
+        initialised on other threads (a thread pool's shards) from drawing between the
+        seeding and the last layer."""
+        with _GLOBAL_RNG, torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             model = self.make_model()
         return model.to(device=self.device, dtype=self.dtype)
