@@ -13,9 +13,10 @@ from __future__ import annotations
 import sys
 
 from ..errors import InputError
-from ..sweeps import STEPS_ALIASES
-from .fit_steps import differing_columns, steps_columns, steps_frame, unit_of
 from .output import command, level, positive_number
+
+# pandas (through .fit_steps and ..sweeps) is imported inside the functions that read a
+# table, so that `empirical-batch --help` and the other commands start without it
 
 _EPILOG = """\
 The sweep log has one row per logged point: columns run, batch_size, learning_rate,
@@ -127,6 +128,8 @@ def _column_map(items) -> dict[str, str]:
 
 def _groups(args, frame, cols, label):
     """(group value, batch_size/steps frame) per group; refuses mixed experiments."""
+    from .fit_steps import differing_columns, steps_frame
+
     batch, steps = cols
     exclude = [steps] if args.group_by is None else [steps, args.group_by]
     if args.group_by is not None and args.group_by not in frame.columns:
@@ -153,6 +156,8 @@ def _groups(args, frame, cols, label):
 def _fit_steps_tables(args, groups, label, batch, say) -> int:
     from empirical_batch.cli.output import dumps
     from empirical_batch.fit import fit_tradeoff
+
+    from .fit_steps import unit_of
 
     if args.out and len(groups) > 1:
         raise InputError("--out draws one fit; with --group-by keep one group with --where")
@@ -189,7 +194,9 @@ def run(args) -> int:
 
     from empirical_batch.fit import critical_batch_curve, fit_tradeoff, steps_to_target
     from empirical_batch.result import dumps
-    from empirical_batch.sweeps import load_sweep, read_table
+    from empirical_batch.sweeps import STEPS_ALIASES, load_sweep, read_table
+
+    from .fit_steps import steps_columns, unit_of
 
     quiet = args.json or args.csv
     say = (lambda *a, **k: None) if quiet else print
