@@ -43,7 +43,7 @@ def ratios(results: Path = RESULTS) -> pd.DataFrame:
                       ("simple_plugin", "b_simple_sample"),
                       ("noise_plugin", "b_noise_sample")):
         d[f"b_crit_over_{name}"] = d["b_crit"] / d[col]
-    keep = ["optimizer", "target", "b_crit", "b_crit_lo", "b_crit_hi"] + [
+    keep = ["optimizer", "target", "b_crit", "b_crit_low", "b_crit_high"] + [
         c for c in d.columns if c.startswith("b_crit_over_") and c.count("_") >= 4]
     return d[keep].reset_index(drop=True)
 

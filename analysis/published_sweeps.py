@@ -137,7 +137,7 @@ def mlperf_curves() -> str:
                                      errors="report").to_frame()
             rows = [{
                 "target accuracy": r["target"], "B_crit (seq)": _g(r["b_crit"]),
-                "95% interval": f"{_g(r['b_crit_lo'])}–{_g(r['b_crit_hi'])}",
+                "95% interval": f"{_g(r['b_crit_low'])}–{_g(r['b_crit_high'])}",
                 "S_min": _g(r["s_min"]), "batch sizes": int(r["n_batch_sizes"]),
                 "log-RMSE": _g(r["log_rmse"], 2),
                 "extrapolated": "yes" if r["extrapolation"] else "",
@@ -170,7 +170,7 @@ def vaessen2024() -> str:
                              seed=SEED, errors="report").to_frame()
     rows = [{
         "target val_acc": r["target"], "B_crit (s of audio)": _g(r["b_crit"]),
-        "95% interval": f"{_g(r['b_crit_lo'])}–{_g(r['b_crit_hi'])}",
+        "95% interval": f"{_g(r['b_crit_low'])}–{_g(r['b_crit_high'])}",
         "S_min (steps)": _g(r["s_min"]), "batch sizes": int(r["n_batch_sizes"]),
         "log-RMSE": _g(r["log_rmse"], 2), "extrapolated": "yes" if r["extrapolation"] else "",
     } for _, r in c.iterrows()]

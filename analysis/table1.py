@@ -5,7 +5,7 @@ each grows over training, computed from the paper's table as the library ships i
     python -m analysis.table1
 
 Ranges (Atari: over games) are summarised by their geometric midpoint; the printed
-``*_lo``/``*_hi`` ratios give the extremes a range allows. This is the command behind the
+``*_low``/``*_high`` ratios give the extremes a range allows. This is the command behind the
 statements in `data/README.md` (tests/test_fit_data.py holds them to it).
 """
 
@@ -18,7 +18,7 @@ from empirical_batch.datasets import mccandlish2018_table1
 
 
 def _mid(t: pd.DataFrame, col: str) -> pd.Series:
-    return np.sqrt(t[f"{col}_lo"] * t[f"{col}_hi"])
+    return np.sqrt(t[f"{col}_low"] * t[f"{col}_high"])
 
 
 def summary(table: pd.DataFrame | None = None) -> pd.DataFrame:

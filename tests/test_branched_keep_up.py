@@ -111,7 +111,7 @@ def _branched_rows():
         "task": "t", "optimizer": ["sgd", "sgd"], "step": [10, 20], "eval_loss": [1.0, 0.9],
         "base_batch": 8, "learning_rate": 0.1, "b_branched_low": [32.0, 64.0],
         "b_branched_high": [64.0, 128.0], "b_noise": [60.0, 40.0],
-        "b_crit": [40.0, 100.0], "b_crit_lo": [30.0, 90.0], "b_crit_hi": [50.0, 110.0]})
+        "b_crit": [40.0, 100.0], "b_crit_low": [30.0, 90.0], "b_crit_high": [50.0, 110.0]})
 
 
 def test_claim_f_uses_the_rule_the_branches_follow():
@@ -120,15 +120,15 @@ def test_claim_f_uses_the_rule_the_branches_follow():
     br = _branched_rows()
     # what branched_vs_fit adds, from its own helpers
     base = br["base_batch"].astype(float)
-    for col, out in (("b_crit", "keep_up"), ("b_crit_lo", "keep_up_lo"),
-                     ("b_crit_hi", "keep_up_hi")):
+    for col, out in (("b_crit", "keep_up"), ("b_crit_low", "keep_up_low"),
+                     ("b_crit_high", "keep_up_high")):
         br[out] = keep_up_point(base, br[col])
         br[col.replace("b_crit", "b_crit_plus_2b")] = br[col] + 2 * base
     br["keep_up_rule"] = fits.KEEP_UP_RULE["sgd"]
     for end in ("low", "high"):
         br[f"b_local_{end}"] = local_noise_from_bracket(base, br[f"b_branched_{end}"])
     crit = pd.DataFrame({"task": ["t"], "optimizer": ["sgd"], "target": [1.0],
-                         "b_crit": [40.0], "b_crit_lo": [30.0], "b_crit_hi": [50.0],
+                         "b_crit": [40.0], "b_crit_low": [30.0], "b_crit_high": [50.0],
                          "b_simple": [np.nan], "b_noise": [np.nan]})
     t1 = pd.DataFrame({"task": ["t"], "optimizer": ["sgd"]})
     f = claims_table(crit, t1, branched=br).query("claim == 'f'").iloc[0]

@@ -31,7 +31,7 @@ def test_several_targets_curve(sweep_csv, tmp_path, capsys):
     assert main(["fit", str(sweep_csv), "--target", "1.5", "1.0", "0.5", "--n-boot", "50",
                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "b_crit_lo" in text and out.exists()
+    assert "b_crit_low" in text and out.exists()
 
 
 @pytest.mark.parametrize(

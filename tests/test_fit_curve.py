@@ -37,8 +37,8 @@ def _kaplan_sweep(sigma=0.0, n_seeds=1, rng=0):
 def test_curve_recovers_kaplan_law_exactly():
     targets = LEVELS[::8]
     curve = critical_batch_curve(_kaplan_sweep(), targets, n_boot=20)
-    assert list(curve.columns[:7]) == ["target", "s_min", "e_min", "b_crit", "b_crit_lo",
-                                       "b_crit_hi", "n_batch_sizes"]
+    assert list(curve.columns[:7]) == ["target", "s_min", "e_min", "b_crit", "b_crit_low",
+                                       "b_crit_high", "n_batch_sizes"]
     np.testing.assert_allclose(curve["b_crit"], B_STAR / targets ** (1 / ALPHA), rtol=1e-6)
     law = fit_power_law(curve["target"], curve["b_crit"])
     assert law.exponent == pytest.approx(-1 / ALPHA, rel=1e-6)
@@ -51,7 +51,7 @@ def test_curve_with_noise_interval_contains_truth():
     curve = critical_batch_curve(_kaplan_sweep(0.1, 3, rng=1), targets, n_boot=200,
                                  seed=0)
     truth = B_STAR / targets ** (1 / ALPHA)
-    inside = (curve["b_crit_lo"] <= truth) & (truth <= curve["b_crit_hi"])
+    inside = (curve["b_crit_low"] <= truth) & (truth <= curve["b_crit_high"])
     # 9 targets at 95 %: P(at most 6 inside) < 0.01 if the intervals were right
     # (targets share the same runs, so misses are correlated; still a loose bound)
     assert inside.sum() >= 7

@@ -15,10 +15,10 @@ def test_paper_table1_has_the_papers_ten_rows():
     assert len(t) == 10 and list(t["row"]) == list(range(1, 11))
     assert t["source"].str.contains("McCandlish et al. 2018").all()
     for col in ("b_crit_start", "b_crit_average", "b_simple_start", "b_simple_average"):
-        ok = t[f"{col}_lo"].isna() | (t[f"{col}_lo"] <= t[f"{col}_hi"])
+        ok = t[f"{col}_low"].isna() | (t[f"{col}_low"] <= t[f"{col}_high"])
         assert ok.all(), col
     # only Dota 5v5's start B_crit is missing ("-"), and only its average is a bound (">")
-    assert t.loc[t["b_crit_start_lo"].isna(), "task"].tolist() == ["Dota 5v5"]
+    assert t.loc[t["b_crit_start_low"].isna(), "task"].tolist() == ["Dota 5v5"]
     assert t.loc[t["b_crit_average_is_lower_bound"], "task"].tolist() == ["Dota 5v5"]
 
 

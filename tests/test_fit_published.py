@@ -57,4 +57,4 @@ def test_mlperf_curves_bert_b_crit_grows_with_target(published):
     b = curve["b_crit"].to_numpy()
     assert b[0] < b[1] < b[2]
     # the growth from 0.60 to 0.72 is larger than the intervals' overlap allows by chance
-    assert curve["b_crit_hi"].iloc[0] < curve["b_crit_lo"].iloc[2]
+    assert curve["b_crit_high"].iloc[0] < curve["b_crit_low"].iloc[2]

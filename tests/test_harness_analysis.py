@@ -76,11 +76,12 @@ def test_one_step_recovers_the_quadratic_model_exactly_where_it_holds():
     # the fitted constants against the Hessian-vector-product values at the same weights:
     # the loss is exactly quadratic, so only the batch sampling (1,024 batches per B)
     # separates them; allow 4 bootstrap standard errors (from the 95% interval)
-    se = (s["b_noise_fit_hi"] - s["b_noise_fit_lo"]) / (2 * 1.96)
+    se = (s["b_noise_fit_high"] - s["b_noise_fit_low"]) / (2 * 1.96)
     assert abs(s["b_noise_fit"] - s["b_noise_hvp"]) < 4 * se
     assert se < 0.3 * s["b_noise_hvp"]  # the test has power: the interval is informative
     t = res.table
-    inside = (t["eps_opt_lo"] <= t["eps_opt_pred_hvp"]) & (t["eps_opt_pred_hvp"] <= t["eps_opt_hi"])
+    pred = t["eps_opt_pred_hvp"]
+    inside = (t["eps_opt_low"] <= pred) & (pred <= t["eps_opt_high"])
     assert inside.sum() >= 4  # 95% intervals, 5 batch sizes: at most one miss expected
     # ε_opt grows with B and saturates at ε_max (eq. 2.6)
     assert np.all(np.diff(t["eps_opt"]) > 0)
@@ -210,7 +211,7 @@ def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):
     monkeypatch.setattr(library, "SAVED_BYTES", int(3.5 * per * 64))
     chunked = one_step_at(task, state, spec, learning_rate=0.1, key=2)
     # same batches, same arithmetic per batch; only vmap's kernel batching differs
-    cols = ["a", "b", "eps_opt", "dl_opt", "eps_opt_lo", "dl_opt_hi"]
+    cols = ["a", "b", "eps_opt", "dl_opt", "eps_opt_low", "dl_opt_high"]
     np.testing.assert_allclose(chunked.table[cols], whole.table[cols], rtol=1e-10)
 
 

@@ -51,7 +51,7 @@ def test_branched_rows_bracket_and_compare(reference):
                                      "unknown", "not fitted"}
         if np.isfinite(row.b_crit):  # the model's keep-up point: B_crit + 2B
             assert row.b_crit_plus_2b == pytest.approx(row.b_crit + 2 * row.base_batch)
-            assert row.b_crit_plus_2b_lo <= row.b_crit_plus_2b <= row.b_crit_plus_2b_hi
+            assert row.b_crit_plus_2b_low <= row.b_crit_plus_2b <= row.b_crit_plus_2b_high
         assert row.b_noise_plus_2b == pytest.approx(row.b_noise + 2 * row.base_batch)
     # the checkpoints are the reference run's snapshots, losses falling
     assert table["eval_loss"].is_monotonic_decreasing

@@ -26,7 +26,7 @@ def _crit(task, opt, rows, avg=None):
     B_noise) per row (default: the same as at the target)."""
     avg = avg or [(r[4], r[5]) for r in rows]
     return pd.DataFrame([{"task": task, "optimizer": opt, "target": t, "b_crit": c,
-                          "b_crit_lo": lo, "b_crit_hi": hi, "b_simple": bs, "b_noise": bn,
+                          "b_crit_low": lo, "b_crit_high": hi, "b_simple": bs, "b_noise": bn,
                           "b_simple_avg": bsa, "b_noise_avg": bna}
                          for (t, c, lo, hi, bs, bn), (bsa, bna) in zip(rows, avg, strict=True)])
 
@@ -34,11 +34,11 @@ def _crit(task, opt, rows, avg=None):
 def _t1(task, opt, start, avg, target_start=1.0, target_avg=0.1):
     (c0, lo0, hi0), (c1, lo1, hi1) = start, avg
     return {"task": task, "optimizer": opt, "target_start": target_start,
-            "b_crit_start": c0, "b_crit_start_lo": lo0, "b_crit_start_hi": hi0,
-            "target_averaged": target_avg, "b_crit_averaged": c1, "b_crit_averaged_lo": lo1,
-            "b_crit_averaged_hi": hi1, "b_crit_growth": c1 / c0, "target_common": target_avg,
-            "b_crit_common": c1, "b_crit_common_lo": lo1, "b_crit_common_hi": hi1,
-            "b_crit_growth_lo": lo1 / hi0, "b_crit_growth_hi": hi1 / lo0}
+            "b_crit_start": c0, "b_crit_start_low": lo0, "b_crit_start_high": hi0,
+            "target_averaged": target_avg, "b_crit_averaged": c1, "b_crit_averaged_low": lo1,
+            "b_crit_averaged_high": hi1, "b_crit_growth": c1 / c0, "target_common": target_avg,
+            "b_crit_common": c1, "b_crit_common_low": lo1, "b_crit_common_high": hi1,
+            "b_crit_growth_low": lo1 / hi0, "b_crit_growth_high": hi1 / lo0}
 
 
 def _verdict(table, task, opt, claim):
@@ -63,9 +63,9 @@ def test_each_verdict_follows_its_interval():
         _t1("A", "adam", (20, 18, 22), (10, 9, 11)),         # shrinks: <= 0.61 for sure
         _t1("B", "sgd", (10, 5, 20), (15, 4, 160)),          # growth 0.2..32: undecided
     ])
-    one = pd.DataFrame({"task": ["A"] * 20, "eps_opt": 1.0, "eps_opt_lo": 0.9,
-                        "eps_opt_hi": 1.1, "eps_opt_pred_fit": [1.0] * 19 + [1.5],
-                        "dl_opt": 1.0, "dl_opt_lo": 0.9, "dl_opt_hi": 1.1,
+    one = pd.DataFrame({"task": ["A"] * 20, "eps_opt": 1.0, "eps_opt_low": 0.9,
+                        "eps_opt_high": 1.1, "eps_opt_pred_fit": [1.0] * 19 + [1.5],
+                        "dl_opt": 1.0, "dl_opt_low": 0.9, "dl_opt_high": 1.1,
                         "dl_opt_pred_fit": [1.0] * 14 + [2.0] * 6})
     c = claims_table(crit, t1, one)
     assert set(c.columns) >= {"task", "optimizer", "claim", "verdict", "value", "lo", "hi",
@@ -142,14 +142,14 @@ def test_growth_intervals_on_a_committed_sweep():
     b = b_crit_points(sweep, targets)
     g = growth_and_exponent(frame, targets, b, n_boot=20, seed=1)
     assert g.growth == pytest.approx(b[-1] / b[0])
-    assert g.growth_lo <= g.growth <= g.growth_hi
-    assert g.exponent_lo <= g.exponent <= g.exponent_hi
-    assert g.n_valid == 20 and g.growth_hi > g.growth_lo  # three seeds: draws differ
+    assert g.growth_low <= g.growth <= g.growth_high
+    assert g.exponent_low <= g.exponent <= g.exponent_high
+    assert g.n_valid == 20 and g.growth_high > g.growth_low  # three seeds: draws differ
     # one seed per batch size: nothing to resample, no interval
     one_seed = frame[frame["seed"] == 0]
     g1 = growth_and_exponent(one_seed, targets, b_crit_points(one_seed, targets),
                              n_boot=20)
-    assert g1.n_boot == 0 and np.isnan(g1.growth_lo) and np.isfinite(g1.growth)
+    assert g1.n_boot == 0 and np.isnan(g1.growth_low) and np.isfinite(g1.growth)
     with pytest.raises(ValueError, match="at least 2 targets"):
         growth_and_exponent(frame, targets[:1], b[:1])
 
@@ -198,8 +198,8 @@ def test_a_nan_measured_one_step_point_is_left_out_and_counted():
     crit = _crit("A", "sgd", [(1.0, 20, 15, 25, 30, 22)])
     t1 = pd.DataFrame([_t1("A", "sgd", (20, 15, 25), (50, 40, 60))])
     one = pd.DataFrame({"task": ["A"] * 12, "eps_opt": [np.nan] + [1.0] * 11,
-                        "eps_opt_lo": 0.9, "eps_opt_hi": 1.1, "eps_opt_pred_fit": 1.0,
-                        "dl_opt": 1.0, "dl_opt_lo": 0.9, "dl_opt_hi": 1.1,
+                        "eps_opt_low": 0.9, "eps_opt_high": 1.1, "eps_opt_pred_fit": 1.0,
+                        "dl_opt": 1.0, "dl_opt_low": 0.9, "dl_opt_high": 1.1,
                         "dl_opt_pred_fit": 1.0})
     row = claims_table(crit, t1, one).query("claim == 'c'").iloc[0]
     assert "nan" not in row["evidence"] and row["verdict"] == "holds"
@@ -219,8 +219,8 @@ def test_branched_brackets_are_compared_with_b_crit_plus_2b():
                        "base_batch": 8, "b_branched_low": [32.0, 128.0, 512.0],
                        "b_branched_high": [64.0, 256.0, np.inf],
                        "b_crit": [40.0, 40.0, np.nan], "b_crit_plus_2b": [56.0, 56.0, np.nan],
-                       "b_crit_plus_2b_lo": [46.0, 46.0, np.nan],
-                       "b_crit_plus_2b_hi": [66.0, 66.0, np.nan]})
+                       "b_crit_plus_2b_low": [46.0, 46.0, np.nan],
+                       "b_crit_plus_2b_high": [66.0, 66.0, np.nan]})
     f = claims_table(crit, t1, branched=br).query("claim == 'f'").iloc[0]
     assert f["verdict"] == "undecided" and (f["value"], f["lo"], f["hi"]) == (1, 1, 2)
     assert "1 checkpoint(s) without a fitted B_crit left out" in f["evidence"]

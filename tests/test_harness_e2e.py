@@ -29,7 +29,7 @@ def test_tiny_end_to_end(tmp_path, capsys, text_corpus):
     assert set(crit["task"]) == {"teacher_student", "digits", "sequence", "text_lm"}
     fitted = crit.dropna(subset=["b_crit"])
     assert len(fitted) >= 8  # the plumbing fits something for every task/optimizer
-    assert (fitted["b_crit_lo"] <= fitted["b_crit"]).all()
+    assert (fitted["b_crit_low"] <= fitted["b_crit"]).all()
     # a target that is not fitted says why
     assert crit.loc[crit["b_crit"].isna(), "note"].fillna("").astype(str).str.len().gt(0).all()
     noise = pd.read_csv(out / "results" / "noise_along_reference.csv")

@@ -71,7 +71,7 @@ PROVENANCE: dict[str, Provenance] = {p.name: p for p in (
         "S. McCandlish, J. Kaplan, D. Amodei, An Empirical Model of Large-Batch Training "
         "(arXiv 1812.06162, 2018), Table 1", "the paper's Table 1", "facts (no licence)",
         "typed in from two independent transcriptions that agree (page and row not "
-        "re-checked against the PDF); every value has _lo/_hi columns, equal for a single "
+        "re-checked against the PDF); every value has _low/_high columns, equal for a single "
         "value, the range over games for Atari; Dota 5v5's start B_crit is not given and its "
         "average is a lower bound (b_crit_average_is_lower_bound); units: examples, except "
         "Billion Word (tokens) and the RL rows (frames)",
@@ -165,7 +165,7 @@ def vaessen2024(metric: str = "val_acc", *, data_home: PathLike | None = None,
 
 def mccandlish2018_table1() -> PublishedTable:
     """Table 1 of McCandlish et al. (2018): B_crit and B_simple per task at the start of
-    training and averaged over it (``*_lo``/``*_hi`` columns; see its provenance)."""
+    training and averaged over it (``*_low``/``*_high`` columns; see its provenance)."""
     return PublishedTable(frame=read_csv(bundled("mccandlish2018/table1.csv")),
                           provenance=PROVENANCE["mccandlish2018_table1"])
 

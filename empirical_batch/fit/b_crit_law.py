@@ -204,7 +204,7 @@ def fit_b_crit_law(loss: Any, b_crit: ArrayLike | None = None, *, lo: ArrayLike 
         levels = {f.level for f in curve.fits if f is not None}
         input_level = levels.pop() if len(levels) == 1 else input_level
         loss, b_crit = frame["target"].to_numpy(float), frame["b_crit"].to_numpy(float)
-        lo, hi = frame["b_crit_lo"].to_numpy(float), frame["b_crit_hi"].to_numpy(float)
+        lo, hi = frame["b_crit_low"].to_numpy(float), frame["b_crit_high"].to_numpy(float)
         if len(loss) < 3:
             raise InputError(f"B_crit(L) needs at least 3 targets with status in {statuses}, "
                              f"the curve has {len(loss)}")

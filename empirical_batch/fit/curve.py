@@ -36,7 +36,7 @@ class CriticalBatchCurve(FrameView, Result):
     unit : str
         What ``b_crit`` and ``e_min`` count (`empirical_batch.units`).
     frame : pandas.DataFrame
-        One row per target: ``target, s_min, e_min, b_crit, b_crit_lo, b_crit_hi,
+        One row per target: ``target, s_min, e_min, b_crit, b_crit_low, b_crit_high,
         n_batch_sizes, log_rmse, extrapolation, status, note, b_crit_bound``
         (``to_frame()``). A view of the fits: each access returns a new copy, so editing
         it changes neither the fits nor ``b_crit`` and ``status`` (which read the fits).
@@ -82,7 +82,7 @@ class CriticalBatchCurve(FrameView, Result):
                 f"fitted, {ident} identified{span}{low})")
 
     def summary(self) -> str:
-        cols = ["target", "b_crit", "b_crit_bound", "b_crit_lo", "b_crit_hi", "status",
+        cols = ["target", "b_crit", "b_crit_bound", "b_crit_low", "b_crit_high", "status",
                 "n_batch_sizes"]
         return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
 
@@ -161,8 +161,8 @@ def critical_batch_curve(
             if errors == "raise":
                 raise type(exc)(f"target {t:g}: {exc}") from None
             rows.append({"target": float(t), "s_min": np.nan, "e_min": np.nan,
-                         "b_crit": np.nan, "b_crit_bound": np.nan, "b_crit_lo": np.nan,
-                         "b_crit_hi": np.nan,
+                         "b_crit": np.nan, "b_crit_bound": np.nan, "b_crit_low": np.nan,
+                         "b_crit_high": np.nan,
                          "n_batch_sizes": int(table.reached.sum()), "log_rmse": np.nan,
                          "extrapolation": False, "status": "not fitted", "note": str(exc)})
             fits.append(None)
@@ -175,7 +175,7 @@ def critical_batch_curve(
         note = "; ".join(parts)
         rows.append({
             "target": float(t), **fit.determined(),
-            "b_crit_lo": fit.b_crit_interval.low, "b_crit_hi": fit.b_crit_interval.high,
+            "b_crit_low": fit.b_crit_interval.low, "b_crit_high": fit.b_crit_interval.high,
             "n_batch_sizes": fit.n_batch_sizes, "log_rmse": fit.log_rmse,
             "extrapolation": fit.extrapolation, "status": fit.status, "note": note,
         })
@@ -188,6 +188,6 @@ def critical_batch_curve(
     )
 
 
-COLUMNS = ("target", "s_min", "e_min", "b_crit", "b_crit_lo", "b_crit_hi", "n_batch_sizes",
+COLUMNS = ("target", "s_min", "e_min", "b_crit", "b_crit_low", "b_crit_high", "n_batch_sizes",
            "log_rmse", "extrapolation", "status", "note", "b_crit_bound")
 """The columns of `CriticalBatchCurve.frame`, in order (also when it has no rows)."""

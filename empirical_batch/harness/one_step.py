@@ -199,10 +199,10 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
         rows.append({
             "batch_size": b, "a": a, "b": bb, "b_sd": float(np.std(draws_ab[:, 1])),
             "eps_opt": e_opt, "dl_opt": d_opt,
-            "eps_opt_lo": _pct(opt_draws[:, 0], 2.5),
-            "eps_opt_hi": _pct(opt_draws[:, 0], 97.5),
-            "dl_opt_lo": _pct(opt_draws[:, 1], 2.5),
-            "dl_opt_hi": _pct(opt_draws[:, 1], 97.5),
+            "eps_opt_low": _pct(opt_draws[:, 0], 2.5),
+            "eps_opt_high": _pct(opt_draws[:, 0], 97.5),
+            "dl_opt_low": _pct(opt_draws[:, 1], 2.5),
+            "dl_opt_high": _pct(opt_draws[:, 1], 97.5),
             "eps_argmax": float(eps[int(np.argmax(dl.mean(axis=0)))]),
             "dl_argmax": float(dl.mean(axis=0).max()),
         })
@@ -234,8 +234,8 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
     summary = {
         "task": task.name, "step": step, "loss": l0,
         "b_noise_fit": b_noise_fit,
-        "b_noise_fit_lo": _pct(fit_draws, 2.5),
-        "b_noise_fit_hi": _pct(fit_draws, 97.5),
+        "b_noise_fit_low": _pct(fit_draws, 2.5),
+        "b_noise_fit_high": _pct(fit_draws, 97.5),
         "b_noise_hvp": hs["b_noise"], "b_simple_hvp": hs["b_simple"],
         "eps_max_fit": eps_max_fit, "eps_max_hvp": eps_max_hvp,
         "dl_max_fit": dl_max_fit, "dl_max_hvp": dl_max_hvp,

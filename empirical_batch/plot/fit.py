@@ -74,8 +74,8 @@ def plot_critical_batch_curve(curve, ax=None, *, power_law=None, label: str | No
     status = c["status"].to_numpy() if "status" in c.columns else np.full(len(c), "identified")
     ident = status == "identified"
     x = c["target"].to_numpy()
-    lo = c["b_crit_lo"].to_numpy(dtype=float)
-    hi = c["b_crit_hi"].to_numpy(dtype=float)
+    lo = c["b_crit_low"].to_numpy(dtype=float)
+    hi = c["b_crit_high"].to_numpy(dtype=float)
     y = np.where(ident, c["b_crit"].to_numpy(dtype=float), np.nan)
     line = ax.plot(x, y, marker="o", label=label or "B_crit")[0]
     for kind, marker, at in (("lower_bound", "^", lo), ("upper_bound", "v", hi)):

@@ -28,8 +28,8 @@ from .curves import FIT_OPTIONS
 from .markdown import fmt
 
 COLUMNS = ["task", "optimizer", "n_targets", "loss_min", "loss_max", "b_crit_at_loss_max",
-           "b_crit_at_loss_min", "span", "ends_separated", "alpha_b", "alpha_b_lo",
-           "alpha_b_hi", "status", "b_star", "tau", "kaplan_alpha_b", "covers_kaplan",
+           "b_crit_at_loss_min", "span", "ends_separated", "alpha_b", "alpha_b_low",
+           "alpha_b_high", "status", "b_star", "tau", "kaplan_alpha_b", "covers_kaplan",
            "text_file", "text_sha256", "note"]
 
 
@@ -61,7 +61,7 @@ def law_table(config: HarnessConfig, curves: dict) -> pd.DataFrame:
             loss_min=law.losses[i_min], loss_max=law.losses[i_max],
             b_crit_at_loss_max=law.b_crit[i_max], b_crit_at_loss_min=law.b_crit[i_min],
             span=law.span, ends_separated=law.ends_separated, alpha_b=law.alpha_b,
-            alpha_b_lo=law.alpha_b_interval.low, alpha_b_hi=law.alpha_b_interval.high,
+            alpha_b_low=law.alpha_b_interval.low, alpha_b_high=law.alpha_b_interval.high,
             status=law.status,
             b_star=law.b_star, tau=law.tau,
         )
@@ -104,7 +104,7 @@ def render_law(frame: pd.DataFrame) -> str:
             f"{_f(r['loss_max'])}→{_f(r['loss_min'])} | "
             f"{_f(r['b_crit_at_loss_max'])} → {_f(r['b_crit_at_loss_min'])} | "
             f"{_f(r['span'])}× | {_f(r['ends_separated'])} | {_f(r['alpha_b'])} | "
-            f"[{_f(r['alpha_b_lo'])}, {_f(r['alpha_b_hi'])}] | {r['status']} | "
+            f"[{_f(r['alpha_b_low'])}, {_f(r['alpha_b_high'])}] | {r['status']} | "
             f"{_f(r['kaplan_alpha_b'])} | {_f(r['covers_kaplan'])} | {corpus} |")
     notes = [f"- {r['task']}/{r['optimizer']}: {r['note']}" for _, r in frame.iterrows()
              if isinstance(r["note"], str) and r["note"]]

@@ -21,7 +21,7 @@ a. **B_simple predicts B_crit within an order of magnitude** (§3, Table 1). For
    is listed beside it (``*_local``).
 b. **B_crit grows over training** (§3, Table 1: "start" vs "averaged"): growth =
    B_crit(hardest target)/B_crit(loosest target), with the report's interval
-   (``b_crit_growth_lo``/``_hi``: the hull of the per-target combination
+   (``b_crit_growth_low``/``_high``: the hull of the per-target combination
    [lo_hard/hi_loose, hi_hard/lo_loose], joint level ≥ 90 %, and the seed bootstrap).
    Holds when the interval lies above 1; does not hold when below; else undecided. The
    paper states no threshold: its own factors (``TABLE1_GROWTH``, from
@@ -138,8 +138,8 @@ def _within_10x(crit: pd.DataFrame, col: str) -> dict:
         return {"verdict": UNDECIDED, "value": np.nan, "lo": np.nan, "hi": np.nan,
                 "evidence": f"no target with both B_crit and {col} ({left} left out{why})"}
     r = c["b_crit"] / c[col]
-    lo = c["b_crit_lo"] / c[col]
-    hi = c["b_crit_hi"] / c[col]
+    lo = c["b_crit_low"] / c[col]
+    hi = c["b_crit_high"] / c[col]
     inside = (lo >= 0.1) & (hi <= 10)
     outside = (hi < 0.1) | (lo > 10)
     verdict = HOLDS if inside.all() else FAILS if outside.any() else UNDECIDED
@@ -177,17 +177,17 @@ def _paper_range_text(lo: float, hi: float) -> str:
 
 def _claim_b(task, opt, t1: pd.Series) -> dict:
     g = t1.get("b_crit_growth", np.nan)
-    lo, hi = t1.get("b_crit_growth_lo", np.nan), t1.get("b_crit_growth_hi", np.nan)
+    lo, hi = t1.get("b_crit_growth_low", np.nan), t1.get("b_crit_growth_high", np.nan)
     if not np.isfinite(g):
         return _row(task, opt, "b", UNDECIDED, evidence="fewer than 2 fitted targets")
     verdict = HOLDS if lo > 1 else FAILS if hi < 1 else UNDECIDED
     ev = (f"B_crit {_g(t1['b_crit_start'])} at L={t1['target_start']:.3g} -> "
           f"{_g(t1['b_crit_averaged'])} at L={t1['target_averaged']:.3g}; growth {_g(g)}x "
           f"[{_g(lo)}, {_g(hi)}] (per-target "
-          f"[{_g(t1.get('b_crit_growth_lo_pertarget', np.nan))}, "
-          f"{_g(t1.get('b_crit_growth_hi_pertarget', np.nan))}], seed bootstrap "
-          f"[{_g(t1.get('b_crit_growth_lo_boot', np.nan))}, "
-          f"{_g(t1.get('b_crit_growth_hi_boot', np.nan))}]); "
+          f"[{_g(t1.get('b_crit_growth_low_pertarget', np.nan))}, "
+          f"{_g(t1.get('b_crit_growth_high_pertarget', np.nan))}], seed bootstrap "
+          f"[{_g(t1.get('b_crit_growth_low_boot', np.nan))}, "
+          f"{_g(t1.get('b_crit_growth_high_boot', np.nan))}]); "
           + _paper_range_text(float(lo), float(hi)))
     return _row(task, opt, "b", verdict, g, lo, hi, ev)
 
@@ -199,7 +199,7 @@ def _claim_c(task, one: pd.DataFrame) -> dict:
     parts, rejected, n_min = [], False, len(rows)
     worst_p = 1.0
     for q in ("eps_opt", "dl_opt"):
-        cols = [q, f"{q}_lo", f"{q}_hi", f"{q}_pred_fit"]
+        cols = [q, f"{q}_low", f"{q}_high", f"{q}_pred_fit"]
         ok = rows[cols].notna().all(axis=1) & (rows[q] != 0)
         r = rows[ok]
         n, left = len(r), int((~ok).sum())
@@ -208,7 +208,7 @@ def _claim_c(task, one: pd.DataFrame) -> dict:
             parts.append(f"{q}: no point with a measurement, interval and prediction "
                          f"({left} left out)")
             continue
-        inside = (r[f"{q}_lo"] <= r[f"{q}_pred_fit"]) & (r[f"{q}_pred_fit"] <= r[f"{q}_hi"])
+        inside = (r[f"{q}_low"] <= r[f"{q}_pred_fit"]) & (r[f"{q}_pred_fit"] <= r[f"{q}_high"])
         m = int(n - inside.sum())
         p = float(stats.binom.sf(m - 1, n, 1 - ONE_STEP_LEVEL)) if m > 0 else 1.0
         worst_p = min(worst_p, p)
@@ -229,20 +229,20 @@ def _claim_d(task, t1: pd.DataFrame) -> dict:
     if not {"sgd", "adam"} <= set(by.index):
         return _row(task, "adam vs sgd", "d", NOT_TESTED, evidence="needs both optimizers")
     a, s = by.loc["adam"], by.loc["sgd"]
-    need = ("b_crit_common", "b_crit_common_lo")
+    need = ("b_crit_common", "b_crit_common_low")
     if not all(c in by.columns for c in need) or not all(
             np.isfinite(pd.to_numeric(r[c])) for r in (a, s) for c in need):
         return _row(task, "adam vs sgd", "d", UNDECIDED,
                     evidence="B_crit not fitted at a common target")
     ratio = a["b_crit_common"] / s["b_crit_common"]
-    verdict = (HOLDS if a["b_crit_common_lo"] > s["b_crit_common_hi"]
-               else FAILS if a["b_crit_common_hi"] < s["b_crit_common_lo"] else UNDECIDED)
+    verdict = (HOLDS if a["b_crit_common_low"] > s["b_crit_common_high"]
+               else FAILS if a["b_crit_common_high"] < s["b_crit_common_low"] else UNDECIDED)
     ev = (f"at the common target L={a['target_common']:.3g}: Adam {_g(a['b_crit_common'])} "
-          f"[{_g(a['b_crit_common_lo'])}, {_g(a['b_crit_common_hi'])}], SGD "
-          f"{_g(s['b_crit_common'])} [{_g(s['b_crit_common_lo'])}, "
-          f"{_g(s['b_crit_common_hi'])}]")
-    lo = a["b_crit_common_lo"] / s["b_crit_common_hi"]
-    hi = (a["b_crit_common_hi"] / s["b_crit_common_lo"] if s["b_crit_common_lo"] > 0
+          f"[{_g(a['b_crit_common_low'])}, {_g(a['b_crit_common_high'])}], SGD "
+          f"{_g(s['b_crit_common'])} [{_g(s['b_crit_common_low'])}, "
+          f"{_g(s['b_crit_common_high'])}]")
+    lo = a["b_crit_common_low"] / s["b_crit_common_high"]
+    hi = (a["b_crit_common_high"] / s["b_crit_common_low"] if s["b_crit_common_low"] > 0
           else np.inf)
     return _row(task, "adam vs sgd", "d", verdict, ratio, lo, hi,
                 ev + "; value: the ratio Adam/SGD, interval from the two intervals' ends")
@@ -254,9 +254,9 @@ def _closer(c, bn, bs):
 
 def _noise_closer(crit: pd.DataFrame, bn_col: str, bs_col: str) -> dict:
     """Claim (e)'s test with the columns ``bn_col`` (B_noise) and ``bs_col`` (B_simple)."""
-    c = crit.dropna(subset=["b_crit", bn_col, bs_col, "b_crit_lo", "b_crit_hi"])
-    c = c[(c[bn_col] > 0) & (c[bs_col] > 0) & (c["b_crit_lo"] > 0)
-          & np.isfinite(c["b_crit_hi"])]
+    c = crit.dropna(subset=["b_crit", bn_col, bs_col, "b_crit_low", "b_crit_high"])
+    c = c[(c[bn_col] > 0) & (c[bs_col] > 0) & (c["b_crit_low"] > 0)
+          & np.isfinite(c["b_crit_high"])]
     if c.empty:
         notes = [n for n in crit.get("avg_note", pd.Series(dtype=object))
                  if isinstance(n, str) and n] if bn_col.endswith("_avg") else []
@@ -267,8 +267,8 @@ def _noise_closer(crit: pd.DataFrame, bn_col: str, bs_col: str) -> dict:
     n_closer = n_farther = 0
     ev = []
     for _, r in c.iterrows():
-        d_lo = _closer(r["b_crit_lo"], r[bn_col], r[bs_col])
-        d_hi = _closer(r["b_crit_hi"], r[bn_col], r[bs_col])
+        d_lo = _closer(r["b_crit_low"], r[bn_col], r[bs_col])
+        d_hi = _closer(r["b_crit_high"], r[bn_col], r[bs_col])
         if d_lo < 0 and d_hi < 0:
             n_closer += 1
             tag = "B_noise closer"
@@ -277,8 +277,8 @@ def _noise_closer(crit: pd.DataFrame, bn_col: str, bs_col: str) -> dict:
             tag = "B_simple closer"
         else:
             tag = "undecided"
-        ev.append(f"L={r['target']:.3g}: B_crit {_g(r['b_crit'])} [{_g(r['b_crit_lo'])}, "
-                  f"{_g(r['b_crit_hi'])}], {bn_col} {_g(r[bn_col])}, {bs_col} "
+        ev.append(f"L={r['target']:.3g}: B_crit {_g(r['b_crit'])} [{_g(r['b_crit_low'])}, "
+                  f"{_g(r['b_crit_high'])}], {bn_col} {_g(r[bn_col])}, {bs_col} "
                   f"{_g(r[bs_col])}: {tag}")
     n = len(c)
     verdict = HOLDS if n_closer == n else FAILS if n_farther == n else UNDECIDED
@@ -325,23 +325,23 @@ def _claim_f(task, opt, branched: pd.DataFrame) -> dict | None:
     if b.empty:
         return None
     # the keep-up point of the rule the branches follow; tables without it: 2B + B_crit
-    pre = "keep_up" if "keep_up_lo" in b else "b_crit_plus_2b"
-    if f"{pre}_lo" not in b:
+    pre = "keep_up" if "keep_up_low" in b else "b_crit_plus_2b"
+    if f"{pre}_low" not in b:
         return _row(task, opt, "f", UNDECIDED, evidence="no keep-up point in the table")
     rule = (str(b["keep_up_rule"].iloc[0]) if "keep_up_rule" in b else "best")
     name = {"linear": "1.5B + B_crit/2 (k·η branches)",
             "best": "2B + B_crit (best-rate branches)"}.get(rule, rule)
-    ok = b.dropna(subset=[f"{pre}_lo", f"{pre}_hi", "b_branched_low"])
+    ok = b.dropna(subset=[f"{pre}_low", f"{pre}_high", "b_branched_low"])
     left = len(b) - len(ok)
     n_in = n_out = 0
     ev = []
     for _, r in ok.iterrows():
         high = float(r["b_branched_high"]) if np.isfinite(r["b_branched_high"]) else np.inf
-        meet = r[f"{pre}_lo"] <= high and r[f"{pre}_hi"] >= r["b_branched_low"]
+        meet = r[f"{pre}_low"] <= high and r[f"{pre}_high"] >= r["b_branched_low"]
         n_in += bool(meet)
         n_out += not meet
         ev.append(f"step {int(r['step'])}: bracket [{_g(r['b_branched_low'])}, {_g(high)}), "
-                  f"{name} {_g(r[pre])} [{_g(r[f'{pre}_lo'])}, {_g(r[f'{pre}_hi'])}]: "
+                  f"{name} {_g(r[pre])} [{_g(r[f'{pre}_low'])}, {_g(r[f'{pre}_high'])}]: "
                   f"{'meet' if meet else 'apart'}")
     n = n_in + n_out
     if n == 0:
@@ -363,7 +363,7 @@ def claims_table(crit: pd.DataFrame, table1: pd.DataFrame,
     ----------
     crit : DataFrame
         ``b_crit_vs_noise.csv``: per task, optimizer and target, ``b_crit``,
-        ``b_crit_lo``, ``b_crit_hi``, the noise scales at the target (``b_simple``,
+        ``b_crit_low``, ``b_crit_high``, the noise scales at the target (``b_simple``,
         ``b_noise``) and averaged up to it (``b_simple_avg``, ``b_noise_avg``).
     table1 : DataFrame
         ``table1.csv``: per task and optimizer, the start/averaged B_crit with

@@ -83,7 +83,7 @@ def task_figures(task: str, curves: dict, crit: pd.DataFrame, os_table: pd.DataF
             t = tab[tab["step"] == step]
             for i, (m, name) in enumerate((("eps_opt", "ε_opt"), ("dl_opt", "ΔL_opt"))):
                 ax = axes[i, j]
-                err = [np.clip(t[m] - t[f"{m}_lo"], 0, None), np.clip(t[f"{m}_hi"] - t[m], 0,
+                err = [np.clip(t[m] - t[f"{m}_low"], 0, None), np.clip(t[f"{m}_high"] - t[m], 0,
                                                                        None)]
                 ax.errorbar(t["batch_size"], t[m], yerr=err, fmt="o", color="k",
                             label="measured")

@@ -47,7 +47,7 @@ For one task and optimizer (`fit_targets`):
    explain); for the growth, [lo_hard/hi_loose, hi_hard/lo_loose] of the two per-target
    intervals (joint level ≥ 1 − 2 × 5 % = 90 %); for k, the regression interval of
    `empirical_batch.fit_power_law` (keeps the scatter, ignores the shared runs). The
-   reported interval (``*_lo``/``*_hi``) is the hull of the methods; each one's ends are
+   reported interval (``*_low``/``*_high``) is the hull of the methods; each one's ends are
    listed too.
 """
 
@@ -267,7 +267,7 @@ def common_target_fits(table1: pd.DataFrame, subs: dict) -> pd.DataFrame:
     grows as the loss falls, so comparing them at their own hardest targets mixes the
     optimizer with the loss. The common target is `empirical_batch.fit.common_target`
     of the task's hardest targets; columns ``target_common``, ``b_crit_common``,
-    ``b_crit_common_lo``/``_hi``, ``b_crit_common_status``, ``n_batch_sizes_common``.
+    ``b_crit_common_low``/``_high``, ``b_crit_common_status``, ``n_batch_sizes_common``.
     ``subs`` maps (task, optimizer) to that optimizer's sweep.
     """
     if table1.empty or "target_averaged" not in table1:
@@ -281,9 +281,9 @@ def common_target_fits(table1: pd.DataFrame, subs: dict) -> pd.DataFrame:
                                out.loc[rows, "target_averaged"].to_numpy(float))
         for i in rows:
             f = b_crit_curve(subs[(task, out.at[i, "optimizer"])], [common]).frame.iloc[0]
-            out.loc[i, ["target_common", "b_crit_common", "b_crit_common_lo",
-                        "b_crit_common_hi", "n_batch_sizes_common"]] = [
-                common, f["b_crit"], f["b_crit_lo"], f["b_crit_hi"], f["n_batch_sizes"]]
+            out.loc[i, ["target_common", "b_crit_common", "b_crit_common_low",
+                        "b_crit_common_high", "n_batch_sizes_common"]] = [
+                common, f["b_crit"], f["b_crit_low"], f["b_crit_high"], f["n_batch_sizes"]]
             out.loc[i, "b_crit_common_status"] = f["status"]
     return out
 
@@ -301,9 +301,9 @@ def table1_row(task: str, opt: str, curve, scales: pd.DataFrame, frame: pd.DataF
     bn0, bn0_step = start_value(scales, B_NOISE)
     row.update({
         "target_start": first["target"], "b_crit_start": first["b_crit"],
-        "b_crit_start_lo": first["b_crit_lo"], "b_crit_start_hi": first["b_crit_hi"],
+        "b_crit_start_low": first["b_crit_low"], "b_crit_start_high": first["b_crit_high"],
         "target_averaged": last["target"], "b_crit_averaged": last["b_crit"],
-        "b_crit_averaged_lo": last["b_crit_lo"], "b_crit_averaged_hi": last["b_crit_hi"],
+        "b_crit_averaged_low": last["b_crit_low"], "b_crit_averaged_high": last["b_crit_high"],
         "b_crit_averaged_status": last["status"],
         "n_batch_sizes_averaged": last["n_batch_sizes"],
         "b_simple_start": bs0, "b_simple_start_step": bs0_step,
@@ -321,30 +321,31 @@ def table1_row(task: str, opt: str, curve, scales: pd.DataFrame, frame: pd.DataF
                                                  curve=ref_curve),
         "b_crit_growth": last["b_crit"] / first["b_crit"],
         # the two per-target intervals combined: joint level >= 1 - 2 (1 - level)
-        "b_crit_growth_lo_pertarget": ratio(last["b_crit_lo"], first["b_crit_hi"]),
-        "b_crit_growth_hi_pertarget": (last["b_crit_hi"] / first["b_crit_lo"]
-                                       if first["b_crit_lo"] > 0 else np.inf),
+        "b_crit_growth_low_pertarget": ratio(last["b_crit_low"], first["b_crit_high"]),
+        "b_crit_growth_high_pertarget": (last["b_crit_high"] / first["b_crit_low"]
+                                       if first["b_crit_low"] > 0 else np.inf),
     })
     if len(ok) >= 2:
         g = growth_and_exponent(frame, ok["target"].to_numpy(float),
                                 ok["b_crit"].to_numpy(float), n_boot=n_boot_growth)
-        row.update({"b_crit_growth_lo_boot": g.growth_lo, "b_crit_growth_hi_boot": g.growth_hi,
+        row.update({"b_crit_growth_low_boot": g.growth_low,
+                    "b_crit_growth_high_boot": g.growth_high,
                     "b_crit_loss_exponent": g.exponent,
-                    "b_crit_loss_exponent_lo_boot": g.exponent_lo,
-                    "b_crit_loss_exponent_hi_boot": g.exponent_hi,
+                    "b_crit_loss_exponent_low_boot": g.exponent_low,
+                    "b_crit_loss_exponent_high_boot": g.exponent_high,
                     "n_boot_growth": g.n_boot, "n_boot_growth_valid": g.n_valid})
     if len(ok) >= 3:
         pl = fit_power_law(ok["target"].to_numpy(float), ok["b_crit"].to_numpy(float))
         lo, hi = pl.interval
-        row["b_crit_loss_exponent_lo_ols"], row["b_crit_loss_exponent_hi_ols"] = lo, hi
+        row["b_crit_loss_exponent_low_ols"], row["b_crit_loss_exponent_high_ols"] = lo, hi
     # the reported intervals: the hull of the methods (each misses what another catches)
     for name, parts in (("b_crit_growth", ("pertarget", "boot")),
                         ("b_crit_loss_exponent", ("boot", "ols"))):
-        los = [float(row.get(f"{name}_lo_{p}", np.nan)) for p in parts]
-        his = [float(row.get(f"{name}_hi_{p}", np.nan)) for p in parts]
+        los = [float(row.get(f"{name}_low_{p}", np.nan)) for p in parts]
+        his = [float(row.get(f"{name}_high_{p}", np.nan)) for p in parts]
         los, his = [v for v in los if not np.isnan(v)], [v for v in his if not np.isnan(v)]
-        row[f"{name}_lo"] = min(los) if los else np.nan
-        row[f"{name}_hi"] = max(his) if his else np.nan
+        row[f"{name}_low"] = min(los) if los else np.nan
+        row[f"{name}_high"] = max(his) if his else np.nan
     return row
 
 
@@ -422,16 +423,16 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
     progress per example $\propto 1/(B + \mathcal B)$ (eq. 2.7 at small steps), that is
     $(B + \mathcal B)/(kB + \mathcal B) \ge 1/2$, i.e. $kB \le 2B + \mathcal B$: the
     bracket estimates $\mathcal B + 2B_{ref}$, not $\mathcal B$ itself. So each row gets
-    $B_{crit}$ at the checkpoint's loss (``b_crit``, ``b_crit_lo``/``_hi``,
+    $B_{crit}$ at the checkpoint's loss (``b_crit``, ``b_crit_low``/``_high``,
     ``b_crit_status``; `b_crit_curve`; the loss moved clear of every configuration's best
     loss and of the reference configuration's logged losses, like the targets,
     `empirical_batch.fit.targets.clear_of`: ``b_crit_target``),
-    and $B_{crit} + 2B_{ref}$ with its interval (``b_crit_plus_2b``, ``_lo``/``_hi``) and
+    and $B_{crit} + 2B_{ref}$ with its interval (``b_crit_plus_2b``, ``_low``/``_high``) and
     $B_{noise} + 2B_{ref}$ (``b_noise_plus_2b``); ``subs`` maps (task, optimizer) to the
     sweep. $2B + \mathcal B$ assumes every branch at its best rate; the keep-up point of
     the rule the branches follow (`keep_up_point`, `KEEP_UP_RULE`: SGD's $k\eta$ gives
     $\tfrac32 B + \tfrac12\mathcal B$ at $\eta = \epsilon_{opt}(B)$) with $B_{crit}$
-    (``keep_up``, ``_lo``/``_hi``) and with the local $B_{noise}$ (``keep_up_noise``) is
+    (``keep_up``, ``_low``/``_high``) and with the local $B_{noise}$ (``keep_up_noise``) is
     what claim (f) compares the bracket with; ``b_local_low``/``_high`` is the local
     $\mathcal B$ the bracket implies under that rule (`local_noise_from_bracket`).
     """
@@ -453,12 +454,12 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
             [best_losses(frame)[2].to_numpy(float), ref.to_numpy(float)]))
         f = b_crit_curve(sub, [target]).frame.iloc[0]
         fits.append({"b_crit_target": target, "b_crit": f["b_crit"],
-                     "b_crit_lo": f["b_crit_lo"], "b_crit_hi": f["b_crit_hi"],
+                     "b_crit_low": f["b_crit_low"], "b_crit_high": f["b_crit_high"],
                      "b_crit_status": f["status"]})
     out = pd.concat([out.reset_index(drop=True), pd.DataFrame(fits)], axis=1)
     base = out["base_batch"].astype(float)
     two_b = 2.0 * base
-    for col in ("b_crit", "b_crit_lo", "b_crit_hi"):
+    for col in ("b_crit", "b_crit_low", "b_crit_high"):
         out[col.replace("b_crit", "b_crit_plus_2b")] = out[col].astype(float) + two_b
     out["b_noise_plus_2b"] = out["b_noise"].astype(float) + two_b
     # the keep-up point of the rule the branches follow (keep_up_point), with B_crit and
@@ -466,7 +467,7 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
     # bracket implies (local_noise_from_bracket)
     rules = out["optimizer"].map(KEEP_UP_RULE).fillna("best")
     out["keep_up_rule"] = rules
-    for col in ("b_crit", "b_crit_lo", "b_crit_hi", "b_noise"):
+    for col in ("b_crit", "b_crit_low", "b_crit_high", "b_noise"):
         if col not in out:
             continue
         vals = [float(keep_up_point(b, v, rule=r)) for b, v, r in

@@ -61,7 +61,7 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
         "reach (K = max(5, half of them)); rule in `empirical_batch/fit/targets.py`.\n")
     parts.append(md_table(crit, {
         "task": "task", "optimizer": "opt", "target": "target loss", "b_crit": "B_crit",
-        "b_crit_lo": "lo", "b_crit_hi": "hi", "n_batch_sizes": "n_B",
+        "b_crit_low": "lo", "b_crit_high": "hi", "n_batch_sizes": "n_B",
         "b_simple_avg": "B_simple avg", "b_noise_avg": "B_noise avg",
         "b_crit_over_b_simple_avg": "B_crit/B_simple avg",
         "b_crit_over_b_noise_avg": "B_crit/B_noise avg",
@@ -79,14 +79,14 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
                  "the optimizers are compared.\n")
     parts.append(md_table(t1, {
         "task": "task", "optimizer": "opt", "b_crit_start": "B_crit start",
-        "b_crit_averaged": "B_crit averaged", "b_crit_averaged_lo": "lo",
-        "b_crit_averaged_hi": "hi", "n_batch_sizes_averaged": "n_B",
+        "b_crit_averaged": "B_crit averaged", "b_crit_averaged_low": "lo",
+        "b_crit_averaged_high": "hi", "n_batch_sizes_averaged": "n_B",
         "b_simple_start": "B_simple start", "b_simple_start_step": "at step",
         "b_simple_averaged": "B_simple averaged (progress)",
         "b_simple_averaged_steps": "(steps)", "b_noise_start": "B_noise start",
         "b_noise_start_step": "at step", "b_noise_averaged": "B_noise averaged (progress)",
         "b_noise_averaged_steps": "(steps)", "target_common": "common target",
-        "b_crit_common": "B_crit there", "b_crit_common_lo": "lo", "b_crit_common_hi": "hi"}))
+        "b_crit_common": "B_crit there", "b_crit_common_low": "lo", "b_crit_common_high": "hi"}))
     parts.append("\n## Growth of B_crit and B_crit ∝ L^k, with intervals\n")
     parts.append("Growth = B_crit(hardest)/B_crit(loosest target); k: B_crit ∝ L^k over the "
                  "fitted targets. lo/hi: the hull of the methods listed after them — a seed "
@@ -97,14 +97,14 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
                  "averaged) are in claim (b).\n")
     parts.append(md_table(t1, {
         "task": "task", "optimizer": "opt", "b_crit_growth": "growth",
-        "b_crit_growth_lo": "lo", "b_crit_growth_hi": "hi",
-        "b_crit_growth_lo_pertarget": "lo (per-target)",
-        "b_crit_growth_hi_pertarget": "hi (per-target)",
-        "b_crit_growth_lo_boot": "lo (boot)", "b_crit_growth_hi_boot": "hi (boot)",
-        "b_crit_loss_exponent": "k", "b_crit_loss_exponent_lo": "lo",
-        "b_crit_loss_exponent_hi": "hi", "b_crit_loss_exponent_lo_boot": "lo (boot)",
-        "b_crit_loss_exponent_hi_boot": "hi (boot)", "b_crit_loss_exponent_lo_ols": "lo (OLS)",
-        "b_crit_loss_exponent_hi_ols": "hi (OLS)", "n_boot_growth_valid": "draws"}))
+        "b_crit_growth_low": "lo", "b_crit_growth_high": "hi",
+        "b_crit_growth_low_pertarget": "lo (per-target)",
+        "b_crit_growth_high_pertarget": "hi (per-target)",
+        "b_crit_growth_low_boot": "lo (boot)", "b_crit_growth_high_boot": "hi (boot)",
+        "b_crit_loss_exponent": "k", "b_crit_loss_exponent_low": "lo",
+        "b_crit_loss_exponent_high": "hi", "b_crit_loss_exponent_low_boot": "lo (boot)",
+        "b_crit_loss_exponent_high_boot": "hi (boot)", "b_crit_loss_exponent_low_ols": "lo (OLS)",
+        "b_crit_loss_exponent_high_ols": "hi (OLS)", "n_boot_growth_valid": "draws"}))
     if branched is not None and len(branched):
         parts.append("\n## The critical batch measured directly (branched training)\n")
         parts.append("At checkpoints of each reference run, branches at k·B with the rate "
@@ -127,8 +127,8 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
             "learning_rate": "η", "b_branched_low": "branched low",
             "b_branched_high": "branched high", "branched_status": "status",
             "diverged_from": "diverged from",
-            "keep_up_rule": "rule", "keep_up": "keep-up (B_crit)", "keep_up_lo": "lo",
-            "keep_up_hi": "hi", "b_crit_status": "fit status",
+            "keep_up_rule": "rule", "keep_up": "keep-up (B_crit)", "keep_up_low": "lo",
+            "keep_up_high": "hi", "b_crit_status": "fit status",
             "keep_up_noise": "keep-up (B_noise)", "b_local_low": "bracket's B low",
             "b_local_high": "high", "b_crit": "B_crit (sweep)",
             "b_simple": "B_simple", "b_noise": "B_noise"}))
@@ -136,15 +136,15 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
         parts.append("\n## One-step experiment: fitted constants per checkpoint\n")
         parts.append(md_table(os_sum, {
             "task": "task", "step": "step", "loss": "loss", "b_noise_fit": "B_noise fit",
-            "b_noise_fit_lo": "lo", "b_noise_fit_hi": "hi", "b_noise_hvp": "B_noise HVP",
+            "b_noise_fit_low": "lo", "b_noise_fit_high": "hi", "b_noise_hvp": "B_noise HVP",
             "eps_max_fit": "ε_max fit", "eps_max_hvp": "ε_max HVP", "g2_fit": "|G|² fit",
             "g2_hvp": "|G|² HVP"}))
         parts.append("\n## One-step experiment: measured vs predicted per batch size\n")
         parts.append(md_table(os_table, {
             "task": "task", "step": "step", "batch_size": "B", "eps_opt": "ε_opt meas.",
-            "eps_opt_lo": "lo", "eps_opt_hi": "hi", "eps_opt_pred_fit": "pred. (fit)",
-            "eps_opt_pred_hvp": "pred. (HVP)", "dl_opt": "ΔL_opt meas.", "dl_opt_lo": "lo",
-            "dl_opt_hi": "hi", "dl_opt_pred_fit": "pred. (fit)",
+            "eps_opt_low": "lo", "eps_opt_high": "hi", "eps_opt_pred_fit": "pred. (fit)",
+            "eps_opt_pred_hvp": "pred. (HVP)", "dl_opt": "ΔL_opt meas.", "dl_opt_low": "lo",
+            "dl_opt_high": "hi", "dl_opt_pred_fit": "pred. (fit)",
             "dl_opt_pred_hvp": "pred. (HVP)"}))
     return "\n".join(parts)
 

@@ -44,17 +44,17 @@ N_BOOT = 200
 class GrowthFit:
     """Growth of B_crit between the loosest and the hardest target, and B_crit ∝ L^k.
 
-    ``*_lo``/``*_hi`` are percentile intervals of the seed bootstrap at ``level``;
+    ``*_low``/``*_high`` are percentile intervals of the seed bootstrap at ``level``;
     ``n_valid`` of ``n_boot`` draws had every target fitted. With a single seed at some
     batch size there is nothing to resample: ``n_boot`` is 0 and the intervals NaN.
     """
 
     growth: float
-    growth_lo: float
-    growth_hi: float
+    growth_low: float
+    growth_high: float
     exponent: float
-    exponent_lo: float
-    exponent_hi: float
+    exponent_low: float
+    exponent_high: float
     level: float
     n_boot: int
     n_valid: int
@@ -171,6 +171,6 @@ def growth_and_exponent(frame: pd.DataFrame, targets, b_crit, *, n_boot: int = N
         k_lo, k_hi = np.quantile(ks, q)
         k_lo, k_hi = min(k_lo, point_k), max(k_hi, point_k)
     return GrowthFit(
-        growth=float(point_g), growth_lo=float(g_lo), growth_hi=float(g_hi), exponent=point_k,
-        exponent_lo=float(k_lo), exponent_hi=float(k_hi),
+        growth=float(point_g), growth_low=float(g_lo), growth_high=float(g_hi), exponent=point_k,
+        exponent_low=float(k_lo), exponent_high=float(k_hi),
         level=level, n_boot=int(n_boot), n_valid=len(gs))
