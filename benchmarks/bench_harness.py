@@ -38,7 +38,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -122,20 +122,101 @@ def graph_op_seconds(dev: torch.device, n: int = 3000) -> float:
     return best
 
 
-def count_ops(fn) -> int:
-    """aten operations ``fn()`` dispatches (each a kernel launch on CUDA)."""
+#: non-view aten ops that launch no kernel and move no data (allocations, aliases that
+#: their schemas do not mark as views)
+NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like",
+                       "aten::new_empty", "aten::new_empty_strided", "aten::_unsafe_view",
+                       "aten::lift_fresh"})
+
+
+def touched_bytes(t: torch.Tensor) -> int:
+    """Bytes of the elements of ``t`` that a kernel reads or writes: its element size
+    times the product of its sizes over the dimensions of non-zero stride (an expanded
+    dimension, stride 0, is one element in memory); 0 for an empty tensor."""
+    if t.numel() == 0:
+        return 0
+    n = 1
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        if stride != 0:
+            n *= size
+    return n * t.element_size()
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What a piece of code dispatches: ``ops`` non-view aten operations (each a kernel
+    launch on CUDA), ``views`` view operations (schema returns an alias of an input,
+    ``Tensor(a)``; no kernel, no data moved) and ``bytes``, the sum over the non-view
+    operations of `touched_bytes` of every tensor argument and every output (an
+    in-place operation's ``self`` counted once read and once written). Floats so that
+    counts can be interpolated."""
+
+    ops: float = 0
+    views: float = 0
+    bytes: float = 0
+
+    def __add__(self, other: Traffic) -> Traffic:
+        return Traffic(self.ops + other.ops, self.views + other.views,
+                       self.bytes + other.bytes)
+
+    def __sub__(self, other: Traffic) -> Traffic:
+        return self + other * -1
+
+    def __mul__(self, k: float) -> Traffic:
+        return Traffic(self.ops * k, self.views * k, self.bytes * k)
+
+    __rmul__ = __mul__
+
+
+def _tensors(tree) -> list:
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def count_traffic(fn) -> Traffic:
+    """The `Traffic` of ``fn()``, counted with a dispatch mode (below autograd and vmap:
+    the operations and tensors the device runs)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    class Count(TorchDispatchMode):
-        n = 0
+    acc = {"ops": 0, "views": 0, "bytes": 0}
 
+    class Count(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            Count.n += 1
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            if func.is_view:
+                acc["views"] += 1
+            elif func.name() not in NO_KERNEL:
+                acc["ops"] += 1
+                acc["bytes"] += sum(touched_bytes(t) for t in
+                                    _tensors((args, kwargs or {})) + _tensors(out))
+            return out
 
     with Count():
         fn()
-    return Count.n
+    return Traffic(**acc)
+
+
+def count_ops(fn) -> int:
+    """Non-view aten operations ``fn()`` dispatches (each a kernel launch on CUDA)."""
+    return int(count_traffic(fn).ops)
+
+
+def copy_bandwidth(dev: torch.device, mib: int = 1024) -> float:
+    """The device's memory bandwidth (bytes/s): a copy of ``mib`` MiB between two
+    buffers moves 2 × ``mib`` MiB (read and write); best of several."""
+    n = mib * 2**20 // 4
+    src = torch.ones(n, device=dev)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    sync_device(dev)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        sync_device(dev)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n * 4 / best
 
 
 def step_flops(task, batch_size: int) -> tuple[float, float]:

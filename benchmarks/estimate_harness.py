@@ -26,11 +26,36 @@ operations it dispatches (each a kernel launch on CUDA) and its matmul FLOPs:
 - **CPU**: the fits, tables and figures, from the analysis and report stages' recorded
   wall times of committed results (``wall_s`` of ``--manifest``), per task.
 
+**Memory traffic.** The dispatch mode (`bench_harness.count_traffic`) also sums, per
+non-view operation, the bytes of every tensor it reads and writes (numel × element
+size, an expanded dimension once); views (schemas returning an alias ``Tensor(a)``:
+view, expand, permute, transpose, slice, select, as_strided, t, unsqueeze, detach, ...)
+and allocations launch no kernel and are counted neither as operations nor as bytes.
+A group's step bytes are counted at batch sizes 4 and 8 with the group's own members
+and extrapolated linearly in the batch size; the measurements' at 16, 32 and 64
+examples and extrapolated by the quadratic through them (n HVPs of a mean over n
+examples); the one-step experiment's per batch at 32 and 64 examples, its float64
+HVPs at 8 / (the task's element size) times those bytes. Each group's run (each
+measurement) is priced
+
+    t = max(ops × t_op (eager and graph-replayed), bytes / bandwidth, FLOPs / peak)
+
+and the parts' times are the sums of these. The max is taken per group run, not per
+operation: the launches are issued by the CPU while the device runs the kernels
+queued before them, so a step takes at least the longest of the three, and the
+counts hold FLOPs per step, not per operation (a per-operation max, which would
+charge each kernel its own bound, is higher: this price is a lower bound in that
+respect, an upper one in that load and update do not overlap). The columns sweep,
+train, measure and total keep the price without traffic (launches + FLOPs / peak);
+``w/ traffic s`` is the price above. The bandwidth is ``--bandwidth-tbs`` (default
+3.35 TB/s, an H100 SXM's HBM3, assumed), measured by a copy on the device with
+``--device cuda`` (`bench_harness.copy_bandwidth`).
+
     python benchmarks/estimate_harness.py --op-us 24 --graph-op-us 3 --peak-tflops 50
     python benchmarks/estimate_harness.py --device cuda          # this device's own rates
 
 The rates default to those measured on ``--device`` (`bench_harness.op_seconds`,
-`graph_op_seconds`, `matmul_rate`).
+`graph_op_seconds`, `matmul_rate`, and on CUDA `copy_bandwidth`).
 """
 
 from __future__ import annotations
@@ -40,14 +65,22 @@ import contextlib
 import json
 import math
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
-from bench_harness import count_ops, graph_op_seconds, matmul_rate, op_seconds, step_flops
+from bench_harness import (
+    Traffic,
+    copy_bandwidth,
+    count_traffic,
+    graph_op_seconds,
+    matmul_rate,
+    op_seconds,
+    step_flops,
+)
 
 from empirical_batch.harness import scales
 from empirical_batch.harness.branched import BRANCH_GROUP_EXAMPLES, BRANCH_SEED
@@ -59,27 +92,78 @@ from empirical_batch.harness.one_step import one_step_at
 from empirical_batch.harness.trainer import Member, group_members, log_steps
 
 ROOT = Path(__file__).resolve().parents[1]
+#: an H100 SXM's HBM3 bandwidth (bytes/s), the default where none is measured
+H100_BANDWIDTH = 3.35e12
 
 
 def group_step_ops(task, members) -> tuple[int, int, int]:
-    """aten ops of one step of a group outside the graph (`GroupStep.load`), inside it
-    (`GroupStep.update`) and of one evaluation of every member."""
+    """aten ops (non-view) of one step of a group outside the graph (`GroupStep.load`),
+    inside it (`GroupStep.update`) and of one evaluation of every member."""
+    load, update, ev = group_step_traffic(task, members)
+    return int(load.ops), int(update.ops), int(ev.ops)
+
+
+def group_step_traffic(task, members) -> tuple[Traffic, Traffic, Traffic]:
+    """`Traffic` of one step of a group outside the graph, inside it, and of one
+    evaluation of every member."""
     step = GroupStep(task, members)
     step.load(0)
     step.update()  # one-time work not counted
-    return (count_ops(lambda: step.load(1)), count_ops(step.update),
-            count_ops(lambda: step.evaluate(False)))
+    return (count_traffic(lambda: step.load(1)), count_traffic(step.update),
+            count_traffic(lambda: step.evaluate(False)))
+
+
+def step_bytes(task, members, batch_size: int, cache: dict) -> tuple[float, float]:
+    """Bytes of one step (load and update) of a group of ``members`` (their optimizers
+    and seeds) at ``batch_size``, and of one evaluation of the group: counted at batch
+    sizes 4 and 8 and extrapolated linearly, ``b(B) = b(4) + (B - 4)(b(8) - b(4))/4``
+    (parameters and optimizer states are moved once a step; activations once per
+    example). ``cache`` holds the counts per optimizer list."""
+    key = tuple(m.optimizer for m in members)
+    if key not in cache:
+        at = [group_step_traffic(task, [Member(m.optimizer, b, m.learning_rate, m.seed)
+                                        for m in members]) for b in (4, 8)]
+        cache[key] = (at[0][0].bytes + at[0][1].bytes, at[1][0].bytes + at[1][1].bytes,
+                      at[0][2].bytes)
+    b4, b8, ev = cache[key]
+    return b4 + (batch_size - 4) * (b8 - b4) / 4, ev
+
+
+@dataclass
+class Cost:
+    """A part's price: ``launch`` seconds (eager and graph-replayed operations), matmul
+    ``flops``, ``bytes`` moved, ``summed`` (launch + FLOPs / peak, the price without
+    traffic) and ``bound`` (Σ over its groups of max(launch, bytes / bandwidth,
+    FLOPs / peak))."""
+
+    launch: float = 0.0
+    flops: float = 0.0
+    bytes: float = 0.0
+    summed: float = 0.0
+    bound: float = 0.0
+
+    def add(self, price: Pricing, launch: float, flops: float, nbytes: float) -> None:
+        """One group's (or one measurement's) operations, FLOPs and bytes."""
+        self.launch += launch
+        self.flops += flops
+        self.bytes += nbytes
+        self.summed += launch + flops / price.peak
+        self.bound += price.bound(launch, nbytes, flops)
 
 
 class Pricing:
-    """Seconds of eager operations, graph-replayed operations and matmul FLOPs."""
+    """Seconds of eager operations, graph-replayed operations, matmul FLOPs and bytes."""
 
-    def __init__(self, t_op: float, t_graph: float | None, peak: float):
-        self.t_op, self.t_graph, self.peak = t_op, t_graph, peak
+    def __init__(self, t_op: float, t_graph: float | None, peak: float,
+                 bandwidth: float = 3.35e12):
+        if not (t_op > 0 and peak > 0 and bandwidth > 0 and (t_graph is None or t_graph > 0)):
+            raise ValueError(f"rates must be > 0, got t_op={t_op}, t_graph={t_graph}, "
+                             f"peak={peak}, bandwidth={bandwidth}")
+        self.t_op, self.t_graph, self.peak, self.bandwidth = t_op, t_graph, peak, bandwidth
 
     def group(self, ops: tuple[int, int, int], steps: int, evals: int, groups: int) -> float:
-        """``steps`` steps and ``evals`` evaluations of groups with these op counts, and
-        ``groups`` captures (none without graphs)."""
+        """Launch seconds of ``steps`` steps and ``evals`` evaluations of groups with
+        these op counts, and ``groups`` captures (none without graphs)."""
         out, inside, ev = ops
         if self.t_graph is None:
             return steps * (out + inside) * self.t_op + evals * ev * self.t_op
@@ -87,33 +171,40 @@ class Pricing:
         return (steps * (out * self.t_op + inside * self.t_graph) + evals * ev * self.t_op
                 + capture)
 
+    def bound(self, launch: float, nbytes: float, flops: float) -> float:
+        """max(launch seconds, bytes / bandwidth, FLOPs / peak)."""
+        return max(launch, nbytes / self.bandwidth, flops / self.peak)
 
-def sweep_part(plan, task, price: Pricing) -> tuple[float, float]:
-    """(seconds, matmul FLOPs) of the task's sweep."""
+
+def sweep_part(plan, task, price: Pricing) -> Cost:
+    """The task's sweep, per vmap group."""
     budget = plan.sweep.budget
     groups = group_members(plan.sweep.members())
-    secs = flops = 0.0
+    cost, cache = Cost(), {}
     ops = group_step_ops(task, [Member(m.optimizer, 4, m.learning_rate, m.seed)
                                 for m in groups[len(groups) // 2]])
     for g in groups:
         steps = budget.steps(g[0].batch_size)
-        secs += price.group(ops, steps, len(log_steps(steps, budget.n_log)), 1)
+        evals = len(log_steps(steps, budget.n_log))
         train, ev = step_flops(task, g[0].batch_size)
-        flops += len(g) * (steps * train + len(log_steps(steps, budget.n_log)) * ev)
-    return secs, flops
+        b_step, b_ev = step_bytes(task, g, g[0].batch_size, cache)
+        cost.add(price, price.group(ops, steps, evals, 1),
+                 len(g) * (steps * train + evals * ev), steps * b_step + evals * b_ev)
+    return cost
 
 
-def training_part(plan, task, price: Pricing) -> tuple[float, float]:
-    """(seconds, matmul FLOPs) of the reference runs and the branches."""
-    secs = flops = 0.0
+def training_part(plan, task, price: Pricing) -> Cost:
+    """The reference runs (groups of one) and the branches (per factor, in groups)."""
+    cost, cache = Cost(), {}
     s1, ev = step_flops(task, 1)
     b = plan.noise.batch_size
     steps = plan.sweep.budget.steps(b)
     evals = len(log_steps(steps, plan.sweep.budget.n_log))
     for opt in plan.sweep.optimizers:
         one = [Member(opt, 4, 1e-3, 0)]
-        secs += price.group(group_step_ops(task, one), steps, evals, 1)
-        flops += steps * b * s1 + evals * ev
+        b_step, b_ev = step_bytes(task, one, b, cache)
+        cost.add(price, price.group(group_step_ops(task, one), steps, evals, 1),
+                 steps * b * s1 + evals * ev, steps * b_step + evals * b_ev)
         spec = plan.branched
         if spec is None:
             continue
@@ -125,9 +216,11 @@ def training_part(plan, task, price: Pricing) -> tuple[float, float]:
             members = [Member(opt, 4, 1e-3, BRANCH_SEED + spec.seeds[i % len(spec.seeds)])
                        for i in range(min(runs, size))]
             n_steps = spec.steps_at_base // k
-            secs += price.group(group_step_ops(task, members), chunks * n_steps, 0, chunks)
-            flops += runs * n_steps * k * b * s1
-    return secs, flops
+            b_step, _ = step_bytes(task, members, k * b, cache)
+            cost.add(price, price.group(group_step_ops(task, members), chunks * n_steps, 0,
+                                        chunks),
+                     runs * n_steps * k * b * s1, chunks * n_steps * b_step)
+    return cost
 
 
 @contextlib.contextmanager
@@ -142,10 +235,19 @@ def _as_on(budget: int, n_hvp: int):
         scales.HVP_CHUNK, scales.saved_bytes_budget = old
 
 
-def measurement_part(plan, task, price: Pricing, budget: int) -> tuple[float, float]:
-    """(seconds, matmul FLOPs) of the noise-scale measurements and the one-step experiment
-    with the chunks of a device whose `saved_bytes_budget` is ``budget`` (see the module
-    notes for the extrapolation)."""
+def quadratic_through(points: dict[int, float]):
+    """The quadratic ``a + c n + d n²`` through three points ``{n: value}``."""
+    import numpy as np
+
+    ns = sorted(points)
+    a, c, d = np.linalg.solve([[1.0, n, n * n] for n in ns], [points[n] for n in ns])
+    return lambda n: float(a + c * n + d * n * n)
+
+
+def measurement_part(plan, task, price: Pricing, budget: int) -> Cost:
+    """The noise-scale measurements and the one-step experiment with the chunks of a
+    device whose `saved_bytes_budget` is ``budget`` (see the module notes for the
+    extrapolation)."""
     model = task.init_model(0)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     s1, _ = step_flops(task, 1)
@@ -159,32 +261,44 @@ def measurement_part(plan, task, price: Pricing, budget: int) -> tuple[float, fl
         model.to(task.dtype)
         return out
 
+    one = plan.one_step
+
+    def one_step(nb: int, ne: int) -> Traffic:
+        spec = replace(one, n_batches=nb, n_examples=ne, n_boot=2)
+        return count_traffic(lambda: one_step_at(task, state, spec, learning_rate=1e-2))
+
     with _as_on(budget, 16):
-        m32 = count_ops(lambda: measure_scales(task, model, 32))
-        m64 = count_ops(lambda: measure_scales(task, model, 64))
-        per_chunk = (m64 - m32) / 2  # 2 more chunks of 16
+        m = {n: count_traffic(lambda n=n: measure_scales(task, model, n)) for n in (16, 32, 64)}
+        per_chunk = (m[64].ops - m[32].ops) / 2  # 2 more chunks of 16
+        hess = quadratic_through({n: t.bytes for n, t in m.items()})
 
         def measure_ops(n: int, dtype) -> float:
-            return m32 + (hvp_chunks(n, dtype) - 2) * per_chunk
+            return m[32].ops + (hvp_chunks(n, dtype) - 2) * per_chunk
 
-        one = plan.one_step
-        small = [replace(one, n_batches=nb, n_examples=32, n_boot=2) for nb in (4, 8)]
-        o4, o8 = (count_ops(lambda s=s: one_step_at(task, state, s, learning_rate=1e-2))
-                  for s in small)
+        if one is not None:
+            o4, o8, o4_64 = one_step(4, 32), one_step(8, 32), one_step(4, 64)
+    cost = Cost()
     n = plan.noise.n_examples
     checkpoints = plan.noise.n_checkpoints * len(plan.sweep.optimizers)
-    ops = checkpoints * measure_ops(n, task.dtype)
-    flops = checkpoints * (n * s1 + 3 * n * n * s1)
+    cost.add(price, checkpoints * measure_ops(n, task.dtype) * price.t_op,
+             checkpoints * (n * s1 + 3 * n * n * s1), checkpoints * hess(n))
     if one is not None:
-        per_checkpoint = (o8 + (one.n_batches - 8) * (o8 - o4) / 4
-                          + measure_ops(one.n_examples, torch.float64) - m32)
-        ops += one.n_checkpoints * per_checkpoint
         ne = one.n_examples
-        flops += one.n_checkpoints * (
-            ne * s1 + 3 * ne * ne * s1
-            + sum(one.n_batches * bb * s1 + one.n_batches * one.n_eps * ne * s1 / 3
-                  for bb in one.batch_sizes))
-    return ops * price.t_op + flops / price.peak, flops
+        ops = (o8.ops + (one.n_batches - 8) * (o8.ops - o4.ops) / 4
+               + measure_ops(ne, torch.float64) - m[32].ops)
+        # float64 HVPs: the float parts' bytes times 8 / the task's element size
+        wide = 8 / torch.empty((), dtype=task.dtype).element_size()
+        per_batch = (o8.bytes - o4.bytes) / 4  # at 32 examples
+        per_example = (o4_64.bytes - o4.bytes - wide * (hess(64) - hess(32))) / (4 * 32)
+        fixed = o4.bytes - 4 * per_batch - wide * hess(32)
+        nbytes = (fixed + wide * hess(ne)
+                  + one.n_batches * (per_batch + (ne - 32) * per_example))
+        flops = (ne * s1 + 3 * ne * ne * s1
+                 + sum(one.n_batches * bb * s1 + one.n_batches * one.n_eps * ne * s1 / 3
+                       for bb in one.batch_sizes))
+        cost.add(price, one.n_checkpoints * ops * price.t_op, one.n_checkpoints * flops,
+                 one.n_checkpoints * nbytes)
+    return cost
 
 
 def cpu_seconds(manifests: list[Path]) -> tuple[float, int]:
@@ -206,17 +320,56 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def print_table(cfg, dev, price: Pricing, budget: int, cpu_per_task: float) -> None:
+    """One row per task: the parts priced as launches + FLOPs (the columns without
+    traffic), the TFLOP, the TB moved, their seconds at the bandwidth, and the total
+    with traffic (Σ over groups of the max, see the module notes)."""
+    head = (f"{'task':16s} {'sweep s':>8s} {'train s':>8s} {'measure s':>9s} {'CPU s':>6s} "
+            f"{'total s':>8s} {'TFLOP':>8s} {'TB':>7s} {'traffic s':>9s} {'w/ traffic s':>12s}")
+    print(head)
+    print("-" * len(head))
+    tot = [0.0] * 8
+    for plan in cfg.plans:
+        task = plan.make_task().to(dev)
+        parts = (sweep_part(plan, task, price), training_part(plan, task, price),
+                 measurement_part(plan, task, price, budget))
+        nbytes = sum(c.bytes for c in parts)
+        row = [*(c.summed for c in parts), cpu_per_task, sum(c.flops for c in parts) / 1e12,
+               nbytes / 1e12, nbytes / price.bandwidth,
+               sum(c.bound for c in parts) + cpu_per_task]
+        tot = [a + b for a, b in zip(tot, row, strict=True)]
+        print(f"{plan.task:16s} {row[0]:8.1f} {row[1]:8.1f} {row[2]:9.1f} {row[3]:6.1f} "
+              f"{sum(row[:4]):8.1f} {row[4]:8.2f} {row[5]:7.1f} {row[6]:9.1f} {row[7]:12.1f}")
+    print(f"{'all':16s} {tot[0]:8.1f} {tot[1]:8.1f} {tot[2]:9.1f} {tot[3]:6.1f} "
+          f"{sum(tot[:4]):8.1f} {tot[4]:8.2f} {tot[5]:7.1f} {tot[6]:9.1f} {tot[7]:12.1f}")
+    print("sweep: the sweeps' group steps; train: reference runs and branches (group steps); "
+          "measure: noise scales along the reference runs and the one-step experiment; "
+          "CPU: fits, tables and figures; these and total s: launches + FLOPs / peak. "
+          "TB: bytes moved by non-view ops; traffic s: TB / bandwidth; w/ traffic s: "
+          "per group max(launches, bytes / bandwidth, FLOPs / peak), summed, + CPU")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default="full", choices=("tiny", "cpu", "full"))
     p.add_argument("--tasks", nargs="+", default=None)
     p.add_argument("--device", default="cpu", help="where ops are counted and rates measured")
-    p.add_argument("--op-us", type=float, default=None, help="microseconds per eager op")
-    p.add_argument("--graph-op-us", type=float, default=None,
+    p.add_argument("--op-us", type=_positive, default=None, help="microseconds per eager op")
+    p.add_argument("--graph-op-us", type=_positive, default=None,
                    help="microseconds per graph-replayed op (default: measured on CUDA; "
                         "elsewhere no graphs)")
     p.add_argument("--no-graphs", action="store_true", help="price every step eagerly")
-    p.add_argument("--peak-tflops", type=float, default=None, help="matmul TFLOP/s")
+    p.add_argument("--peak-tflops", type=_positive, default=None, help="matmul TFLOP/s")
+    p.add_argument("--bandwidth-tbs", type=_positive, default=None,
+                   help="memory bandwidth, TB/s (default: measured by a copy on CUDA, "
+                        f"else {H100_BANDWIDTH / 1e12:g}: an H100 SXM's HBM3, assumed)")
     p.add_argument("--device-memory-gib", type=float, default=80.0,
                    help="the CUDA device's memory, which sets the measurements' chunks "
                         "(default 80: an H100; 0: the CPU's bound)")
@@ -224,13 +377,17 @@ def main(argv=None) -> int:
                    default=[ROOT / "data/harness-full/manifest.report.json"],
                    help="manifests whose wall_s give the CPU seconds per task")
     args = p.parse_args(argv)
+    if not (args.device_memory_gib >= 0 and math.isfinite(args.device_memory_gib)):
+        p.error(f"--device-memory-gib must be >= 0, got {args.device_memory_gib}")
     dev = resolve_device(args.device)
     torch.set_num_threads(1)
     t_op = 1e-6 * args.op_us if args.op_us else op_seconds(dev)
     t_graph = (None if args.no_graphs else 1e-6 * args.graph_op_us if args.graph_op_us
                else graph_op_seconds(dev) if dev.type == "cuda" else None)
     peak = 1e12 * args.peak_tflops if args.peak_tflops else matmul_rate(dev)[0]
-    price = Pricing(t_op, t_graph, peak)
+    bandwidth = (1e12 * args.bandwidth_tbs if args.bandwidth_tbs
+                 else copy_bandwidth(dev) if dev.type == "cuda" else H100_BANDWIDTH)
+    price = Pricing(t_op, t_graph, peak, bandwidth)
     budget = (max(scales.SAVED_BYTES, int(args.device_memory_gib * 2**30
                                           * scales.CUDA_MEMORY_FRACTION))
               if args.device_memory_gib > 0 else scales.SAVED_BYTES)
@@ -238,29 +395,11 @@ def main(argv=None) -> int:
     cfg = get_config(args.config, args.tasks)
     graphs = "no graphs" if t_graph is None else f"{t_graph * 1e6:.1f} us per graph-replayed op"
     print(f"config {cfg.name} at scale 1: {t_op * 1e6:.1f} us per eager op, {graphs}, "
-          f"{peak / 1e12:.2f} TFLOP/s matmul, chunks for {budget / 1e9:.2f} GB; "
-          f"CPU {cpu_per_task:.1f} s per task "
+          f"{peak / 1e12:.2f} TFLOP/s matmul, {bandwidth / 1e12:.2f} TB/s memory, "
+          f"chunks for {budget / 1e9:.2f} GB; CPU {cpu_per_task:.1f} s per task "
           f"(fits, tables, figures: {n_fitted} tasks of "
           f"{', '.join(_shown(m) for m in args.manifest)})")
-    head = (f"{'task':16s} {'sweep s':>8s} {'train s':>8s} {'measure s':>9s} {'CPU s':>6s} "
-            f"{'total s':>8s} {'TFLOP':>8s}")
-    print(head)
-    print("-" * len(head))
-    tot = [0.0] * 5
-    for plan in cfg.plans:
-        task = plan.make_task().to(dev)
-        sw, f1 = sweep_part(plan, task, price)
-        tr, f2 = training_part(plan, task, price)
-        me, f3 = measurement_part(plan, task, price, budget)
-        row = [sw + f1 / peak, tr + f2 / peak, me, cpu_per_task, (f1 + f2 + f3) / 1e12]
-        tot = [a + b for a, b in zip(tot, row, strict=True)]
-        print(f"{plan.task:16s} {row[0]:8.1f} {row[1]:8.1f} {row[2]:9.1f} {row[3]:6.1f} "
-              f"{sum(row[:4]):8.1f} {row[4]:8.2f}")
-    print(f"{'all':16s} {tot[0]:8.1f} {tot[1]:8.1f} {tot[2]:9.1f} {tot[3]:6.1f} "
-          f"{sum(tot[:4]):8.1f} {tot[4]:8.2f}")
-    print("sweep: the sweeps' group steps; train: reference runs and branches (group steps); "
-          "measure: noise scales along the reference runs and the one-step experiment; "
-          "CPU: fits, tables and figures")
+    print_table(cfg, dev, price, budget, cpu_per_task)
     return 0
 
 

@@ -36,3 +36,55 @@ def test_bench_harness_tiny_runs_with_its_estimate(capsys):
     parts = [float(v) for v in est[1:5]]
     assert all(v >= 0 for v in parts) and float(est[5]) == pytest.approx(sum(parts), abs=0.2)
     assert "20.0 us per eager op, no graphs" in out
+
+
+def test_traffic_counts_the_bytes_of_known_ops_and_leaves_out_views():
+    torch = pytest.importorskip("torch")
+    a, w = torch.randn(8, 16), torch.randn(16, 4, dtype=torch.float64)
+    mm = bench_harness.count_traffic(lambda: a @ w.float())  # _to_copy, then mm
+    assert mm.ops == 2 and mm.views == 0
+    assert mm.bytes == (16 * 4 * 8 + 16 * 4 * 4) + (8 * 16 + 16 * 4 + 8 * 4) * 4
+    add = bench_harness.count_traffic(lambda: a + a)
+    assert (add.ops, add.bytes) == (1, 3 * 8 * 16 * 4)
+    inplace = bench_harness.count_traffic(lambda: a.add_(1.0))  # self read and written
+    assert (inplace.ops, inplace.bytes) == (1, 2 * 8 * 16 * 4)
+    views = bench_harness.count_traffic(
+        lambda: a.t().unsqueeze(0).squeeze(0).transpose(0, 1)[2:].view(-1).detach())
+    assert views.ops == 0 and views.bytes == 0 and views.views == 7
+    bias = torch.randn(16)
+    expanded = bench_harness.count_traffic(lambda: a + bias.expand(8, 16))
+    assert expanded.views == 1 and expanded.bytes == (8 * 16 * 2 + 16) * 4
+    assert bench_harness.count_ops(lambda: a.t().contiguous()) == 1  # the copy, not the view
+
+
+def test_traffic_sees_the_device_ops_under_vmap():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(5, 3, 4)
+    t = bench_harness.count_traffic(lambda: torch.vmap(lambda v: v.exp())(x))
+    assert t.ops == 1 and t.bytes == 2 * 5 * 3 * 4 * 4
+
+
+def test_pricing_takes_the_largest_of_launches_traffic_and_flops():
+    price = estimate_harness.Pricing(t_op=1.0, t_graph=None, peak=10.0, bandwidth=100.0)
+    assert price.bound(2.0, 100.0, 10.0) == 2.0
+    assert price.bound(2.0, 500.0, 10.0) == 5.0
+    assert price.bound(2.0, 100.0, 70.0) == 7.0
+    cost = estimate_harness.Cost()
+    cost.add(price, 2.0, 10.0, 500.0)
+    cost.add(price, 3.0, 0.0, 0.0)
+    assert (cost.summed, cost.bound, cost.bytes, cost.flops) == (2.0 + 1.0 + 3.0, 8.0, 500.0,
+                                                                   10.0)
+    with pytest.raises(ValueError, match="bandwidth"):
+        estimate_harness.Pricing(t_op=1.0, t_graph=None, peak=1.0, bandwidth=0.0)
+
+
+def test_quadratic_through_three_points():
+    q = estimate_harness.quadratic_through({16: 1 + 2 * 16 + 3 * 256, 32: 1 + 64 + 3 * 1024,
+                                            64: 1 + 128 + 3 * 4096})
+    assert q(100) == pytest.approx(1 + 200 + 30000)
+
+
+def test_estimate_refuses_a_bandwidth_of_zero(capsys):
+    with pytest.raises(SystemExit):
+        estimate_harness.main(["--config", "tiny", "--bandwidth-tbs", "0"])
+    assert "--bandwidth-tbs" in capsys.readouterr().err
