@@ -73,6 +73,8 @@ _EXPORTS: dict[str, str] = {
     "TransferResult": "transfer",
     "TransferredValue": "transfer",
     "RegimeWarning": "transfer",
+    # the result protocol: any result's JSON read back
+    "read_result": "result",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

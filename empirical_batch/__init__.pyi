@@ -31,6 +31,7 @@ from .fit import fit_tradeoff as fit_tradeoff
 from .fit import steps_to_target as steps_to_target
 from .planning import Hardware as Hardware
 from .planning import plan as plan
+from .result import read_result as read_result
 from .simulate import NoisyQuadratic as NoisyQuadratic
 from .simulate import monte_carlo_sgd as monte_carlo_sgd
 from .simulate import simulate_sweep as simulate_sweep

@@ -142,7 +142,34 @@ class BranchedCriticalBatch(Result):
             "tolerance": self.tolerance,
             "seeds": list(self.seeds),
             "factors": self.to_frame().to_dict(orient="records"),
+            "losses": self.losses.tolist(),
+            "diverged": list(self.diverged),
         }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> BranchedCriticalBatch:
+        """The result of `to_dict` (its ``factors`` rows, ``losses`` and the flat
+        ``b_crit_low``/``b_crit_high``/``level``)."""
+        from ._revive import array, number
+        from .errors import DataError
+
+        try:
+            rows = d["factors"]
+            return cls(
+                batch_size=int(d["batch_size"]), examples=int(d["examples"]),
+                factors=tuple(int(r["factor"]) for r in rows),
+                learning_rates=tuple(number(r["learning_rate"]) for r in rows),
+                seeds=tuple(int(v) for v in d["seeds"]), losses=array(d["losses"]),
+                mean_difference=tuple(number(r["difference"]) for r in rows),
+                p_value=tuple(number(r["p_value"]) for r in rows),
+                keeps_up=tuple(bool(r["keeps_up"]) for r in rows),
+                tolerance=number(d["tolerance"]),
+                b_crit_interval=Interval(number(d["b_crit_low"]), number(d["b_crit_high"]),
+                                         number(d["level"])),
+                diverged=tuple(bool(v) for v in d.get("diverged", ())))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"BranchedCriticalBatch.from_dict: not its to_dict() "
+                            f"({type(exc).__name__}: {exc})") from None
 
     def __repr__(self) -> str:
         return (

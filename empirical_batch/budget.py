@@ -158,6 +158,7 @@ class FixedBudgetFit(Result):
             "n_boot": self.n_boot,
             "b_opt_status": self.b_opt_status, "lr_opt_status": self.lr_opt_status,
             "optima": self.optima.to_dict(orient="records"),
+            "band": self.band.to_dict(orient="records"),
         }
 
 

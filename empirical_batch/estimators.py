@@ -323,6 +323,13 @@ class GNSEstimate(Result):
         ci = self.b_simple_interval
         return {**out, "b_simple_low": ci.low, "b_simple_high": ci.high, "level": ci.level}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GNSEstimate:
+        """The estimate of `to_dict` (the interval from its flat ends)."""
+        ends = {"low": "b_simple_low", "high": "b_simple_high", "level": "level"}
+        ci = {k: d.get(v) for k, v in ends.items()} if isinstance(d, Mapping) else None
+        return super().from_dict({**d, "b_simple_interval": ci} if ci else d)
+
 
 def estimator_of(source: Any, name: str = "source") -> GNSEstimator:
     """The `GNSEstimator` of a noise-scale collector (its ``estimator``) or the estimator

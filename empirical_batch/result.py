@@ -8,7 +8,11 @@ dataclass deriving from `Result`: a short ``repr`` (at most 300 characters),
 ``.high`` and ``.level``.
 
 `json_safe` and `dumps` turn results into strict JSON (no ``NaN`` or ``Infinity``
-tokens); the command line's ``--json`` output and the schedule exports use them.
+tokens); the command line's ``--json`` output and the schedule exports use them. A
+result's JSON carries its class under ``"result"`` (`RESULT_KEY`), so `read_result` gives
+the object back: ``read_result(fit.to_json()) == fit``; ``Cls.from_dict(d)`` is the
+inverse of ``to_dict``. ``result.interval(name, level)`` is the interval of a quantity at
+any level where the result stores its bootstrap draws.
 """
 
 from __future__ import annotations
@@ -17,22 +21,33 @@ import dataclasses
 import json
 import math
 import numbers
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
 from ._validate import as_scalar
-from .errors import UsageError
+from .errors import DataError, InputError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["REPR_LIMIT", "Interval", "Result", "TableResult", "dumps", "json_safe",
-           "unwrap_table"]
+__all__ = ["REPR_LIMIT", "RESULT_KEY", "Interval", "Result", "TableResult", "dumps",
+           "json_safe", "read_result", "table_dict", "unwrap_table"]
 
 REPR_LIMIT = 300
 """Most characters a result's ``repr`` may have."""
+
+RESULT_KEY = "result"
+"""The key of a result's JSON that names its class (``"module:Class"``)."""
+
+_CLASSES: dict[str, type[Result]] = {}
+
+
+def _tag(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +105,93 @@ class Result:
 
     Subclasses may override `to_dict` and `to_frame`; the defaults are the dataclass
     fields (intervals as ``{"low", "high", "level"}``) and a one-row table of the
-    scalar fields (an interval ``x_interval`` as columns ``x_low``, ``x_high``)."""
+    scalar fields (an interval ``x_interval`` as columns ``x_low``, ``x_high``).
+
+    ``from_dict`` (a classmethod) reads ``to_dict()`` back, each field by its annotation
+    (a table field ``frame`` from ``columns`` and ``rows``, as `TableResult` writes it);
+    a subclass whose dict cannot give it back (it holds a callable) names why in
+    ``cannot_read_back``. A subclass that stores bootstrap draws (``draws``: quantity
+    name -> 1-D array) answers `interval` at any level."""
+
+    #: why the class cannot be read back from its dict or JSON (None: it can)
+    cannot_read_back: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _CLASSES[_tag(cls)] = cls
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """The result whose `to_dict` (or parsed `to_json`) is ``d``: the inverse of
+        ``to_dict``. Keys that are no field (derived values) are ignored."""
+        from ._revive import revive
+
+        if cls.cannot_read_back is not None:
+            raise UsageError(f"{cls.__name__} cannot be read back from its dict or JSON: "
+                             f"{cls.cannot_read_back}")
+        if not isinstance(d, Mapping):
+            raise DataError(f"{cls.__name__}.from_dict needs a dict, got {type(d).__name__}")
+        tag = d.get(RESULT_KEY)
+        if tag is not None and tag != _tag(cls):
+            raise DataError(f"the dict is a {tag!r} result, not a {cls.__name__}")
+        if not dataclasses.is_dataclass(cls):  # pragma: no cover - every result is one
+            raise UsageError(f"{cls.__name__} is not a dataclass: override from_dict")
+        if "frame" not in d and "columns" in d and "rows" in d:  # a table (`table_dict`)
+            d = {**d, "frame": {"columns": d["columns"], "rows": d["rows"]}}
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if not f.init or (f.name not in d and f.name.startswith("_")):
+                continue
+            if f.name not in d:
+                if f.default is not dataclasses.MISSING or \
+                        f.default_factory is not dataclasses.MISSING:
+                    continue
+                raise DataError(f"{cls.__name__}.from_dict: no {f.name!r} in the dict "
+                                f"(keys: {sorted(d)})")
+            try:
+                kwargs[f.name] = revive(d[f.name], str(f.type), _maker)
+            except (TypeError, ValueError, KeyError) as exc:
+                raise DataError(f"{cls.__name__}.from_dict: field {f.name!r}: {exc}") from None
+        return cls(**kwargs)
+
+    def interval(self, name: str, level: float | None = None) -> Interval:
+        """The interval of quantity ``name`` (``"b_crit"`` for ``b_crit_interval``) at
+        confidence ``level`` (default: the level it was computed at), like scipy's
+        ``confidence_interval(confidence_level)``. Another level is the percentile
+        interval of the stored bootstrap draws (``draws``); a result without draws of
+        ``name`` raises `UsageError` naming what it lacks."""
+        stored = getattr(self, f"{name}_interval", None) if isinstance(name, str) else None
+        if not isinstance(stored, Interval):
+            fields: tuple[dataclasses.Field[Any], ...] = (
+                dataclasses.fields(self) if dataclasses.is_dataclass(self) else ())
+            names = sorted(f.name.removesuffix("_interval") for f in fields
+                           if f.name.endswith("_interval"))
+            raise InputError(f"name must name an interval of {type(self).__name__} "
+                             f"({', '.join(map(repr, names)) or 'none'}), got {name!r}")
+        if level is None:
+            return stored
+        from ._validate import check_level
+
+        level = check_level(level)
+        if level == stored.level:
+            return stored
+        draws = (getattr(self, "draws", None) or {}).get(name)
+        if draws is None:
+            raise UsageError(
+                f"{type(self).__name__} stores no bootstrap draws of {name} (none were "
+                f"drawn, the interval is not a percentile one, or the result was read back "
+                f"from JSON): its interval is at level={stored.level:g} only; recompute it "
+                f"with level={level:g}")
+        values = np.asarray(draws, dtype=float)
+        if values.size == 0:
+            return Interval(math.nan, math.nan, level)
+        low, high = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+        return self._opened(name, Interval(float(low), float(high), level))
+
+    def _opened(self, name: str, interval: Interval) -> Interval:
+        """``interval`` as the result reports it (a subclass opens an end the data leave
+        open)."""
+        return interval
 
     def to_dict(self) -> dict[str, Any]:
         if not dataclasses.is_dataclass(self):  # pragma: no cover - every result is one
@@ -116,8 +217,9 @@ class Result:
         return text if len(text) <= REPR_LIMIT else text[: REPR_LIMIT - 4] + "...)"
 
     def to_json(self, **kwargs: Any) -> str:
-        """``to_dict()`` as strict JSON (see `dumps`)."""
-        return dumps(self.to_dict(), **kwargs)
+        """``to_dict()`` as strict JSON (see `dumps`), with the class under
+        ``"result"`` (`RESULT_KEY`): `read_result` reads it back."""
+        return dumps(self, **kwargs)
 
     def to_frame(self) -> Any:
         """A pandas table of the result (one row of its scalar fields by default)."""
@@ -153,14 +255,7 @@ class TableResult(Result):
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
                if f.name != "frame"}
-        out["columns"] = [str(c) for c in self.frame.columns]
-        import pandas as pd
-
-        # missing values (pandas' NA, NaN) as None
-        cells = self.frame.astype(object).where(self.frame.notna(), None)
-        out["rows"] = [[None if v is pd.NA else v for v in row]
-                       for row in cells.to_numpy(dtype=object).tolist()]
-        return out
+        return out | table_dict(self.frame)
 
     def _repr_html_(self) -> str | None:
         html: str | None = self.frame._repr_html_()  # type: ignore[operator]
@@ -173,20 +268,108 @@ def unwrap_table(obj: Any) -> Any:
     return obj.frame if isinstance(obj, TableResult) else obj
 
 
+def table_dict(frame: Any) -> dict[str, Any]:
+    """A pandas table as ``{"columns": [...], "rows": [[...], ...]}`` (missing values,
+    pandas' NA and NaN, as None)."""
+    import pandas as pd
+
+    cells = frame.astype(object).where(frame.notna(), None)
+    return {"columns": [str(c) for c in frame.columns],
+            "rows": [[None if v is pd.NA else v for v in row]
+                     for row in cells.to_numpy(dtype=object).tolist()]}
+
+
+def _class_named(name: str) -> type[Result] | None:
+    """The result class of a field annotation (``"TradeoffFit"``) or a JSON tag
+    (``"module:Class"``), None for any other name."""
+    if ":" in name:
+        found = _CLASSES.get(name)
+        module = name.partition(":")[0]
+        if found is None and (module == "empirical_batch" or
+                              module.startswith("empirical_batch.")):
+            import importlib
+
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                return None
+            found = _CLASSES.get(name)
+        return found
+    matches = [c for tag, c in _CLASSES.items() if tag.rpartition(":")[2] == name]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _maker(name: str) -> Callable[[Any], Any] | None:
+    """How `Result.from_dict` makes a field of type ``name`` from its plain value: an
+    `Interval` from ``{"low", "high", "level"}``, a result from its dict."""
+    if name == "Interval":
+        from ._revive import number
+
+        return lambda v: Interval(number(v.get("low")), number(v.get("high")),
+                                  number(v.get("level")))
+    cls = _class_named(name)
+    return None if cls is None else cls.from_dict
+
+
+def read_result(source: str | os.PathLike[str] | Mapping[str, Any]) -> Result:
+    """The result written by ``to_json``: ``source`` is the JSON text, a path to a file
+    holding it, or the parsed dict. The class is the one named under ``"result"``
+    (`RESULT_KEY`); JSON without it is a `DataError`.
+
+    >>> from empirical_batch import Tradeoff
+    >>> read_result(Tradeoff(s_min=100.0, e_min=6400.0).to_json())
+    Tradeoff(s_min=100.0, e_min=6400.0)
+    """
+    from ._io import loads_json, read_json
+
+    where = "the JSON text"
+    if isinstance(source, Mapping):
+        data: Any = source
+    elif isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+        try:
+            data = loads_json(source, where)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise DataError(f"{where}: not valid JSON ({type(exc).__name__}: {exc})") from None
+    elif isinstance(source, str | os.PathLike):
+        where = str(source)
+        if not Path(source).is_file():
+            raise InputError(f"source must be JSON text or a file holding it; no file "
+                             f"{where!r}")
+        data = read_json(source)
+    else:
+        raise InputError(f"source must be JSON text, a path or a dict, got "
+                         f"{type(source).__name__}")
+    tag = data.get(RESULT_KEY) if isinstance(data, Mapping) else None
+    if not isinstance(tag, str):
+        raise DataError(f"{where}: not a result's JSON (no {RESULT_KEY!r} key naming its "
+                        "class; results write it with to_json)")
+    cls = _class_named(tag)
+    if cls is None:
+        raise DataError(f"{where}: {RESULT_KEY!r} names no result class of the library: "
+                        f"{tag!r}")
+    return cls.from_dict(data)
+
+
 def _plain(value: Any) -> Any:
+    if hasattr(value, "columns") and hasattr(value, "iloc"):  # a pandas table
+        return table_dict(value)
     if isinstance(value, Interval):
         return value.to_dict()
     if isinstance(value, Result):
         return value.to_dict()
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
     return value
 
 
 def json_safe(x: Any) -> Any:
     """JSON-safe: numpy scalars to Python, tuples to lists, intervals and results to
     dicts, ``inf`` to ``"inf"``, NaN to ``None``."""
-    if isinstance(x, Interval | Result):
+    if isinstance(x, Result):
+        return json_safe({RESULT_KEY: _tag(type(x)), **x.to_dict()})
+    if isinstance(x, Interval):
         return json_safe(x.to_dict())
     if isinstance(x, dict):
         return {str(k): json_safe(v) for k, v in x.items()}

@@ -156,6 +156,25 @@ class Rule(Result):
         d.pop("move")
         return d
 
+    @classmethod
+    def from_dict(cls, d: Any) -> Rule:
+        """The registered rule (`RULES`) whose `to_dict` is ``d``: a rule's functions are
+        no JSON, so only the rules of the registry are read back."""
+        from .errors import DataError
+        from .result import RESULT_KEY, json_safe
+
+        name = d.get("name") if isinstance(d, dict) else None
+        rule = RULES.get(name) if isinstance(name, str) else None
+        if rule is None:
+            raise DataError(f"Rule.from_dict: {name!r} is no registered rule (a rule's "
+                            f"lr_factor and move are functions, which JSON does not hold; "
+                            f"registered: {sorted(RULES)})")
+        if json_safe(rule.to_dict()) != json_safe({k: v for k, v in d.items()
+                                                   if k != RESULT_KEY}):
+            raise DataError(f"Rule.from_dict: the dict differs from the registered rule "
+                            f"{name!r}")
+        return rule
+
 
 NEEDS = MappingProxyType({"b_noise": "b_noise (the gradient noise scale)",
                           "tradeoff": "tradeoff (a Tradeoff or TradeoffFit)"})

@@ -250,10 +250,9 @@ class AdaptiveSchedule(Result):
         return 1.0 - self.examples / self.fixed_examples
 
     def to_dict(self) -> dict[str, Any]:
-        """The scalar results (the arrays are in `to_frame`)."""
-        keys = ("r", "steps", "examples", "s_min", "e_min", "gamma", "fixed_batch_size",
-                "fixed_examples", "fixed_steps_same_examples")
-        return {k: getattr(self, k) for k in keys} | {"examples_saved": self.examples_saved}
+        """The fields (the arrays as lists, also the columns of `to_frame`) and
+        ``examples_saved``."""
+        return super().to_dict() | {"examples_saved": self.examples_saved}
 
     def to_frame(self) -> Any:
         """The schedule as a DataFrame with columns ``s, noise_scale, batch_size``."""

@@ -257,6 +257,7 @@ LAYERS: dict[str, int] = {
     "empirical_batch._optional": 0,
     "empirical_batch._frozen": 0,
     "empirical_batch._numeric": 0,
+    "empirical_batch._revive": 0,
     "empirical_batch.params": 0,
     "empirical_batch.units": 0,
     "empirical_batch.provenance": 0,

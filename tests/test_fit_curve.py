@@ -92,7 +92,7 @@ def test_power_law_interval_coverage():
     hits = 0
     for _ in range(400):
         y = 3.0 * x**-0.7 * np.exp(0.2 * rng.standard_normal(x.size))
-        lo, hi = fit_power_law(x, y, level=0.9).interval
+        lo, hi = fit_power_law(x, y, level=0.9).exponent_interval
         hits += lo <= -0.7 <= hi
     assert 0.855 <= hits / 400 <= 0.945
 

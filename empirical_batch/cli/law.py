@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import DataError, InputError
 from .output import command, dumps, level
 
 _EPILOG = """\
@@ -134,7 +134,7 @@ def run_fit(args) -> int:
             warnings.simplefilter("ignore", FitWarning)
             selection = select_law(optima, quantity, level=args.level)
     if args.json:
-        print(dumps({"law": law.to_dict(), "grid": {"layout": grid.layout, "kind": grid.kind,
+        print(dumps({"law": law, "grid": {"layout": grid.layout, "kind": grid.kind,
                      "unit": grid.unit, "rows": len(grid.frame), "cells": grid.n_cells},
                      "cells": optima.to_dict(),
                      "selection": None if selection is None else
@@ -155,7 +155,7 @@ def run_fit(args) -> int:
 
 
 def _load_law(spec: str):
-    from ..laws import PUBLISHED_LAWS, get_law, law_from_dict
+    from ..laws import PUBLISHED_LAWS, get_law
 
     if spec in PUBLISHED_LAWS:
         return get_law(spec)
@@ -163,13 +163,22 @@ def _load_law(spec: str):
     if not path.is_file():
         return get_law(spec)  # NotFoundError listing the names
     from .._io import read_json
+    from ..laws import ScalingLaw
+    from ..result import read_result
 
     data = read_json(path)
     if isinstance(data, dict) and isinstance(data.get("law"), dict):
-        data = data["law"]
+        data = data["law"]  # the law of `law fit --json`
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected `empirical-batch law fit --json` output")
-    return law_from_dict(data)
+    try:
+        law = read_result(data)
+    except DataError as exc:
+        raise DataError(f"{path}: not `empirical-batch law fit --json` output ({exc})") \
+            from None
+    if not isinstance(law, ScalingLaw):
+        raise DataError(f"{path}: holds a {type(law).__name__}, not a scaling law")
+    return law
 
 
 def run_predict(args) -> int:

@@ -2,7 +2,7 @@ r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target (§3).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -11,7 +11,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from .._validate import as_array, check_level
-from ..errors import InputError
+from ..errors import DataError, InputError
 from ..params import removed_keywords
 from ..result import Result
 from .steps import FrameView, as_sweep, check_combine, prepare, steps_table, sweep_unit
@@ -87,10 +87,23 @@ class CriticalBatchCurve(FrameView, Result):
         return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields: the targets, their fits (None where not fitted) and notes, and the
+        table's ``rows`` (records)."""
         return {
             "metric_name": self.metric_name, "higher_is_better": self.higher_is_better,
-            "unit": self.unit, "rows": self.frame.to_dict(orient="records"),
+            "unit": self.unit, "targets": list(self.targets),
+            "fits": [None if f is None else f.to_dict() for f in self.fits],
+            "notes": list(self.notes), "rows": self.frame.to_dict(orient="records"),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CriticalBatchCurve:
+        """The curve of `to_dict` (its table from ``rows``)."""
+        rows = d.get("rows") if isinstance(d, Mapping) else None
+        if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
+            raise DataError("CriticalBatchCurve.from_dict needs 'rows', the table's records")
+        table = {"columns": list(COLUMNS), "rows": [[r.get(c) for c in COLUMNS] for r in rows]}
+        return super().from_dict({**d, "_table": table})
 
 
 @removed_keywords(ci="level")

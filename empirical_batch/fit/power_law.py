@@ -43,11 +43,6 @@ class PowerLaw(Result):
         return self.exponent_interval.level
 
     @property
-    def interval(self) -> tuple[float, float]:
-        """Confidence interval of the exponent, as a pair (see ``exponent_interval``)."""
-        return (self.exponent_interval.low, self.exponent_interval.high)
-
-    @property
     def alpha_from_exponent(self) -> float:
         r"""$\alpha = -1/k$ (Kaplan's $\alpha_B$ when y = B_crit, x = L)."""
         return -1.0 / self.exponent

@@ -12,7 +12,7 @@ import pandas as pd
 
 from .._validate import as_float
 from ..errors import InputError, NotFoundError
-from ..result import Result, unwrap_table
+from ..result import Result, table_dict, unwrap_table
 from ..sweeps import Sweep, load_sweep
 from ..units import UnitMismatch, check_unit
 
@@ -152,7 +152,7 @@ class StepsTable(FrameView, Result):
             "target": self.target, "metric_name": self.metric_name,
             "higher_is_better": self.higher_is_better, "combine": self.combine,
             "config": list(self.config), "best_metric": self.best_metric, "unit": self.unit,
-            "rows": self.frame.to_dict(orient="records"),
+            **table_dict(self.frame),
         }
 
 

@@ -97,6 +97,10 @@ class TradeoffFit(Result):
     unit : str
         What ``batch_sizes``, ``b_crit`` and ``e_min`` count: ``"examples"``,
         ``"sequences"`` or ``"tokens"`` (`empirical_batch.units`); steps are steps.
+    draws : dict of str to ndarray
+        The bootstrap draws of ``s_min`` and ``e_min`` (empty with ``n_boot=0`` and in a
+        fit read back from JSON): ``fit.interval("s_min", 0.9)`` is their interval at
+        another level (`Result.interval`).
     """
 
     s_min: float
@@ -121,6 +125,7 @@ class TradeoffFit(Result):
     status: str = "identified"
     warnings: tuple[str, ...] = ()
     unit: str = "examples"
+    draws: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
     #: the fitted curve's (S_min, E_min): for a bound, the optimum at the searched
     #: range's edge, which draws the curve but is no estimate (not in to_dict)
     _curve: tuple[float, float] = field(default=(math.nan, math.nan), compare=False)
@@ -131,13 +136,19 @@ class TradeoffFit(Result):
         d = self.determined()
         for k in ("s_min", "e_min", "b_crit"):
             object.__setattr__(self, k, d[k])
+        for k in ("s_min", "e_min"):
+            object.__setattr__(self, f"{k}_interval", self._opened(k, getattr(self,
+                                                                              f"{k}_interval")))
+
+    def _opened(self, name: str, ci: Interval) -> Interval:
+        """The quantity the status leaves open keeps only its upper end (none when
+        unidentified)."""
         open_ = {"lower_bound": ("s_min",), "upper_bound": ("e_min",),
                  "unidentified": ("s_min", "e_min")}.get(self.status, ())
-        for k in open_:
-            ci = getattr(self, f"{k}_interval")
-            ci = (Interval(math.nan, math.nan, ci.level) if self.status == "unidentified"
-                  else Interval(0.0, ci.high, ci.level))
-            object.__setattr__(self, f"{k}_interval", ci)
+        if name not in open_:
+            return ci
+        return (Interval(math.nan, math.nan, ci.level) if self.status == "unidentified"
+                else Interval(0.0, ci.high, ci.level))
 
     @property
     def tradeoff(self) -> Tradeoff:
@@ -169,6 +180,7 @@ class TradeoffFit(Result):
         """The fields, with the values the data do not determine as NaN (`determined`)."""
         out = super().to_dict() | self.determined()
         out.pop("_curve", None)
+        out.pop("draws", None)
         return out
 
     def to_frame(self) -> pd.DataFrame:
@@ -455,6 +467,7 @@ def fit_tradeoff(
         status=status,
         warnings=notes,
         unit=unit,
+        draws={} if boot is None else {k: boot[k] for k in ("s_min", "e_min")},
     )
 
 

@@ -355,27 +355,21 @@ def load_prediction(path: Any) -> PredictedBatch:
     """The batch predicted in ``path`` (`BatchPrediction.to_json`, as written by
     ``empirical-batch law predict --out`` or ``--json``). JSON of another kind is a
     `DataError`, a prediction that is not a batch size (a learning rate) an `InputError`."""
-    from .._io import read_json
     from ..errors import DataError
+    from ..result import read_result
 
-    data = read_json(path)
-
-    def end(v: Any) -> float:
-        return math.nan if v is None else float(v)
-
-    if not isinstance(data, dict) or "value_interval" not in data or "law" not in data:
-        what = (f"a JSON {type(data).__name__}" if not isinstance(data, dict) else
-                "no 'value_interval' or 'law'")
-        raise DataError(f"{path}: not `empirical-batch law predict --out` output ({what})")
     try:
-        iv = data["value_interval"] or {}
-        pred = PredictedBatch(value=float(data["value"]), low=end(iv.get("low")),
-                              high=end(iv.get("high")), unit=str(data["unit"]),
-                              law=str(data["law"]), quantity=str(data.get("quantity", "?")),
-                              status_text=str(data.get("status_text", "")), path=str(path))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise DataError(f"{path}: not `empirical-batch law predict --out` output "
-                        f"({type(exc).__name__}: {exc})") from None
+        got = read_result(path)
+    except DataError as exc:
+        raise DataError(f"{path}: not `empirical-batch law predict --out` output ({exc})") \
+            from None
+    if not isinstance(got, BatchPrediction):
+        raise DataError(f"{path}: not `empirical-batch law predict --out` output (a "
+                        f"{type(got).__name__})")
+    iv = got.value_interval
+    pred = PredictedBatch(value=got.value, low=iv.low, high=iv.high, unit=got.unit,
+                          law=got.law, quantity=got.quantity, status_text=got.status_text,
+                          path=str(path))
     if pred.unit not in ("tokens", "sequences", "examples"):
         raise InputError(f"{path}: the prediction is a {pred.unit}, not a batch size")
     if not (math.isfinite(pred.value) and pred.value > 0):

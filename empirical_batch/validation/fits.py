@@ -336,7 +336,7 @@ def table1_row(task: str, opt: str, curve, scales: pd.DataFrame, frame: pd.DataF
                     "n_boot_growth": g.n_boot, "n_boot_growth_valid": g.n_valid})
     if len(ok) >= 3:
         pl = fit_power_law(ok["target"].to_numpy(float), ok["b_crit"].to_numpy(float))
-        lo, hi = pl.interval
+        lo, hi = pl.exponent_interval
         row["b_crit_loss_exponent_low_ols"], row["b_crit_loss_exponent_high_ols"] = lo, hi
     # the reported intervals: the hull of the methods (each misses what another catches)
     for name, parts in (("b_crit_growth", ("pertarget", "boot")),
