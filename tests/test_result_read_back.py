@@ -363,3 +363,23 @@ def test_interval_of_a_bound_keeps_its_open_end():
     got = f.interval("s_min", 0.8)
     assert got.low == 0.0 and got.high == pytest.approx(
         np.percentile(f.draws["s_min"], 90), rel=1e-12)
+
+
+def test_the_fits_of_fit_json_read_back(tmp_path, capsys):
+    """``empirical-batch fit --json`` writes each fit as a result: `read_result` gives the
+    `TradeoffFit` back (its group, a key of the document, aside)."""
+    from empirical_batch import Tradeoff, TradeoffFit
+    from empirical_batch.cli import main
+
+    t = Tradeoff.from_b_crit(100.0, s_min=2000)
+    rows = [{"model": m, "batch_size": x, "steps_to_target": float(t.steps(x)) * k}
+            for m, k in (("small", 1.0), ("big", 3.0)) for x in (16, 32, 64, 128, 256, 512)]
+    path = tmp_path / "steps.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    assert main(["fit", str(path), "--group-by", "model", "--n-boot", "50", "--json",
+                 "--fractional-steps"]) == 0
+    fits = json.loads(capsys.readouterr().out)["fits"]
+    back = [read_result(f) for f in fits]
+    assert all(isinstance(f, TradeoffFit) for f in back) and len(back) == 2
+    assert [f.b_crit for f in back] == pytest.approx([f["b_crit"] for f in fits])
+    assert {f["group"]["model"] for f in fits} == {"small", "big"}

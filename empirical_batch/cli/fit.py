@@ -156,6 +156,7 @@ def _groups(args, frame, cols, label):
 def _fit_steps_tables(args, groups, label, batch, say) -> int:
     from empirical_batch.cli.output import dumps
     from empirical_batch.fit import fit_tradeoff
+    from empirical_batch.result import json_safe
 
     from .fit_steps import unit_of
 
@@ -176,8 +177,7 @@ def _fit_steps_tables(args, groups, label, batch, say) -> int:
         fits.append((key, fit))
     if args.json:
         print(dumps({"source": label, "unit": unit, "fits": [
-            fit.to_dict() | {"status": fit.status}
-            | ({} if key is None else {"group": {args.group_by: key}})
+            json_safe(fit) | ({} if key is None else {"group": {args.group_by: key}})
             for key, fit in fits]}))
     if args.csv:
         import pandas as pd
@@ -281,8 +281,7 @@ def run(args) -> int:
         say()
         say(fit.summary())
         if args.json:
-            print(dumps({"source": label, "unit": unit,
-                         "fits": [fit.to_dict() | {"status": fit.status}]}))
+            print(dumps({"source": label, "unit": unit, "fits": [fit]}))
         if args.csv:
             print(shown.to_csv(index=False), end="")
         if args.out:
@@ -297,8 +296,7 @@ def run(args) -> int:
         if (curve.to_frame()["status"] == "not fitted").all():
             raise InputError("no target was reached by at least 3 batch sizes")
         if args.json:
-            print(dumps({"source": label, "unit": unit, "fits": [
-                None if f is None else f.to_dict() for f in curve.fits]}))
+            print(dumps({"source": label, "unit": unit, "fits": list(curve.fits)}))
         if args.csv:
             print(curve.to_frame().to_csv(index=False), end="")
         if args.out:
