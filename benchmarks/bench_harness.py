@@ -154,18 +154,29 @@ class Traffic:
     ops: float = 0
     views: float = 0
     bytes: float = 0
+    #: of ``bytes``, those of attention-score tensors (`is_scores`), which a fused
+    #: attention kernel keeps out of memory
+    scores: float = 0
 
     def __add__(self, other: Traffic) -> Traffic:
         return Traffic(self.ops + other.ops, self.views + other.views,
-                       self.bytes + other.bytes)
+                       self.bytes + other.bytes, self.scores + other.scores)
 
     def __sub__(self, other: Traffic) -> Traffic:
         return self + other * -1
 
     def __mul__(self, k: float) -> Traffic:
-        return Traffic(self.ops * k, self.views * k, self.bytes * k)
+        return Traffic(self.ops * k, self.views * k, self.bytes * k, self.scores * k)
 
     __rmul__ = __mul__
+
+
+def is_scores(t: torch.Tensor) -> bool:
+    """Whether ``t`` has the shape of attention scores or weights, (..., T, T): at
+    least 3 dimensions (a batched matmul flattens batch and heads into one), the last
+    two equal and > 1. A square weight matrix stacked over vmapped runs has that shape
+    too (``text_lm``'s 64 × 64 output projection) and is counted with them."""
+    return t.dim() >= 3 and t.shape[-1] == t.shape[-2] > 1
 
 
 def _tensors(tree) -> list:
@@ -179,7 +190,7 @@ def count_traffic(fn) -> Traffic:
     the operations and tensors the device runs)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    acc = {"ops": 0, "views": 0, "bytes": 0}
+    acc = {"ops": 0, "views": 0, "bytes": 0, "scores": 0}
 
     class Count(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -187,9 +198,10 @@ def count_traffic(fn) -> Traffic:
             if func.is_view:
                 acc["views"] += 1
             elif func.name() not in NO_KERNEL:
+                tensors = _tensors((args, kwargs or {})) + _tensors(out)
                 acc["ops"] += 1
-                acc["bytes"] += sum(touched_bytes(t) for t in
-                                    _tensors((args, kwargs or {})) + _tensors(out))
+                acc["bytes"] += sum(touched_bytes(t) for t in tensors)
+                acc["scores"] += sum(touched_bytes(t) for t in tensors if is_scores(t))
             return out
 
     with Count():

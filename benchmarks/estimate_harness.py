@@ -113,8 +113,8 @@ def group_step_traffic(task, members) -> tuple[Traffic, Traffic, Traffic]:
             count_traffic(lambda: step.evaluate(False)))
 
 
-def step_bytes(task, members, batch_size: int, cache: dict) -> tuple[float, float]:
-    """Bytes of one step (load and update) of a group of ``members`` (their optimizers
+def step_bytes(task, members, batch_size: int, cache: dict) -> tuple[Traffic, Traffic]:
+    """`Traffic` of one step (load and update) of a group of ``members`` (their optimizers
     and seeds) at ``batch_size``, and of one evaluation of the group: counted at batch
     sizes 4 and 8 and extrapolated linearly, ``b(B) = b(4) + (B - 4)(b(8) - b(4))/4``
     (parameters and optimizer states are moved once a step; activations once per
@@ -123,32 +123,38 @@ def step_bytes(task, members, batch_size: int, cache: dict) -> tuple[float, floa
     if key not in cache:
         at = [group_step_traffic(task, [Member(m.optimizer, b, m.learning_rate, m.seed)
                                         for m in members]) for b in (4, 8)]
-        cache[key] = (at[0][0].bytes + at[0][1].bytes, at[1][0].bytes + at[1][1].bytes,
-                      at[0][2].bytes)
+        cache[key] = (at[0][0] + at[0][1], at[1][0] + at[1][1], at[0][2])
     b4, b8, ev = cache[key]
-    return b4 + (batch_size - 4) * (b8 - b4) / 4, ev
+    return b4 + (b8 - b4) * ((batch_size - 4) / 4), ev
 
 
 @dataclass
 class Cost:
     """A part's price: ``launch`` seconds (eager and graph-replayed operations), matmul
     ``flops``, ``bytes`` moved, ``summed`` (launch + FLOPs / peak, the price without
-    traffic) and ``bound`` (Σ over its groups of max(launch, bytes / bandwidth,
-    FLOPs / peak))."""
+    traffic), ``bound`` (Σ over its groups of max(launch, bytes / bandwidth,
+    FLOPs / peak)), ``scores`` (the bytes of attention scores that a fused attention
+    kernel keeps out of memory) and ``fused`` (``bound`` without those bytes)."""
 
     launch: float = 0.0
     flops: float = 0.0
     bytes: float = 0.0
     summed: float = 0.0
     bound: float = 0.0
+    scores: float = 0.0
+    fused: float = 0.0
 
-    def add(self, price: Pricing, launch: float, flops: float, nbytes: float) -> None:
-        """One group's (or one measurement's) operations, FLOPs and bytes."""
+    def add(self, price: Pricing, launch: float, flops: float, nbytes: float,
+            scores: float = 0.0) -> None:
+        """One group's (or one measurement's) operations, FLOPs, bytes and, of those,
+        the attention scores' that a fused kernel keeps out of memory."""
         self.launch += launch
         self.flops += flops
         self.bytes += nbytes
+        self.scores += scores
         self.summed += launch + flops / price.peak
         self.bound += price.bound(launch, nbytes, flops)
+        self.fused += price.bound(launch, nbytes - scores, flops)
 
 
 class Pricing:
@@ -188,8 +194,9 @@ def sweep_part(plan, task, price: Pricing) -> Cost:
         evals = len(log_steps(steps, budget.n_log))
         train, ev = step_flops(task, g[0].batch_size)
         b_step, b_ev = step_bytes(task, g, g[0].batch_size, cache)
+        moved = b_step * steps + b_ev * evals
         cost.add(price, price.group(ops, steps, evals, 1),
-                 len(g) * (steps * train + evals * ev), steps * b_step + evals * b_ev)
+                 len(g) * (steps * train + evals * ev), moved.bytes, moved.scores)
     return cost
 
 
@@ -203,8 +210,9 @@ def training_part(plan, task, price: Pricing) -> Cost:
     for opt in plan.sweep.optimizers:
         one = [Member(opt, 4, 1e-3, 0)]
         b_step, b_ev = step_bytes(task, one, b, cache)
+        moved = b_step * steps + b_ev * evals
         cost.add(price, price.group(group_step_ops(task, one), steps, evals, 1),
-                 steps * b * s1 + evals * ev, steps * b_step + evals * b_ev)
+                 steps * b * s1 + evals * ev, moved.bytes, moved.scores)
         spec = plan.branched
         if spec is None:
             continue
@@ -219,7 +227,8 @@ def training_part(plan, task, price: Pricing) -> Cost:
             b_step, _ = step_bytes(task, members, k * b, cache)
             cost.add(price, price.group(group_step_ops(task, members), chunks * n_steps, 0,
                                         chunks),
-                     runs * n_steps * k * b * s1, chunks * n_steps * b_step)
+                     runs * n_steps * k * b * s1, chunks * n_steps * b_step.bytes,
+                     chunks * n_steps * b_step.scores)
     return cost
 
 
@@ -329,13 +338,16 @@ def _positive(text: str) -> float:
 
 def print_table(cfg, dev, price: Pricing, budget: int, cpu_per_task: float) -> None:
     """One row per task: the parts priced as launches + FLOPs (the columns without
-    traffic), the TFLOP, the TB moved, their seconds at the bandwidth, and the total
-    with traffic (Σ over groups of the max, see the module notes)."""
+    traffic), the TFLOP, the TB moved, their seconds at the bandwidth, the total with
+    traffic (Σ over groups of the max, see the module notes), the TB of attention
+    scores in the training steps and the total with traffic when a fused attention
+    kernel keeps those out of memory."""
     head = (f"{'task':16s} {'sweep s':>8s} {'train s':>8s} {'measure s':>9s} {'CPU s':>6s} "
-            f"{'total s':>8s} {'TFLOP':>8s} {'TB':>7s} {'traffic s':>9s} {'w/ traffic s':>12s}")
+            f"{'total s':>8s} {'TFLOP':>8s} {'TB':>7s} {'traffic s':>9s} "
+            f"{'w/ traffic s':>12s} {'scores TB':>9s} {'fused s':>8s}")
     print(head)
     print("-" * len(head))
-    tot = [0.0] * 8
+    tot = [0.0] * 10
     for plan in cfg.plans:
         task = plan.make_task().to(dev)
         parts = (sweep_part(plan, task, price), training_part(plan, task, price),
@@ -343,17 +355,26 @@ def print_table(cfg, dev, price: Pricing, budget: int, cpu_per_task: float) -> N
         nbytes = sum(c.bytes for c in parts)
         row = [*(c.summed for c in parts), cpu_per_task, sum(c.flops for c in parts) / 1e12,
                nbytes / 1e12, nbytes / price.bandwidth,
-               sum(c.bound for c in parts) + cpu_per_task]
+               sum(c.bound for c in parts) + cpu_per_task,
+               sum(c.scores for c in parts) / 1e12, sum(c.fused for c in parts) + cpu_per_task]
         tot = [a + b for a, b in zip(tot, row, strict=True)]
-        print(f"{plan.task:16s} {row[0]:8.1f} {row[1]:8.1f} {row[2]:9.1f} {row[3]:6.1f} "
-              f"{sum(row[:4]):8.1f} {row[4]:8.2f} {row[5]:7.1f} {row[6]:9.1f} {row[7]:12.1f}")
-    print(f"{'all':16s} {tot[0]:8.1f} {tot[1]:8.1f} {tot[2]:9.1f} {tot[3]:6.1f} "
-          f"{sum(tot[:4]):8.1f} {tot[4]:8.2f} {tot[5]:7.1f} {tot[6]:9.1f} {tot[7]:12.1f}")
+        print(_row(plan.task, row))
+        print(f"{'':16s} w/ traffic: sweep {parts[0].bound:.1f} s, train {parts[1].bound:.1f} s, "
+              f"measure {parts[2].bound:.1f} s")
+    print(_row("all", tot))
     print("sweep: the sweeps' group steps; train: reference runs and branches (group steps); "
           "measure: noise scales along the reference runs and the one-step experiment; "
           "CPU: fits, tables and figures; these and total s: launches + FLOPs / peak. "
           "TB: bytes moved by non-view ops; traffic s: TB / bandwidth; w/ traffic s: "
-          "per group max(launches, bytes / bandwidth, FLOPs / peak), summed, + CPU")
+          "per group max(launches, bytes / bandwidth, FLOPs / peak), summed, + CPU; "
+          "scores TB: attention scores (..., T, T) moved by the training steps; fused s: "
+          "w/ traffic s without them (a fused attention kernel; HVPs and float64 not fused)")
+
+
+def _row(name: str, row: list[float]) -> str:
+    return (f"{name:16s} {row[0]:8.1f} {row[1]:8.1f} {row[2]:9.1f} {row[3]:6.1f} "
+            f"{sum(row[:4]):8.1f} {row[4]:8.2f} {row[5]:7.1f} {row[6]:9.1f} {row[7]:12.1f} "
+            f"{row[8]:9.1f} {row[9]:8.1f}")
 
 
 def main(argv=None) -> int:

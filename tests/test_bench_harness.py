@@ -88,3 +88,13 @@ def test_estimate_refuses_a_bandwidth_of_zero(capsys):
     with pytest.raises(SystemExit):
         estimate_harness.main(["--config", "tiny", "--bandwidth-tbs", "0"])
     assert "--bandwidth-tbs" in capsys.readouterr().err
+
+
+def test_traffic_names_the_bytes_of_attention_scores():
+    torch = pytest.importorskip("torch")
+    q = torch.randn(2, 3, 5, 4)
+    t = bench_harness.count_traffic(lambda: (q @ q.transpose(-1, -2)).softmax(-1))
+    scores = 2 * 3 * 5 * 5 * 4
+    assert t.scores == 3 * scores  # written by the matmul, read and written by softmax
+    assert t.bytes == t.scores + 2 * q.numel() * 4
+    assert (t * 2).scores == 2 * t.scores and (t - t).bytes == 0
