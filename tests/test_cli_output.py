@@ -3,7 +3,6 @@ printed once on one line, and a reader closing the pipe ends a command quietly."
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from fit_docs import fit_document, fit_entry
 
 from empirical_batch.cli import main
 
@@ -38,11 +38,8 @@ def curve(tmp_path):
 @pytest.fixture()
 def fit_json(tmp_path):
     path = tmp_path / "fit.json"
-    path.write_text(json.dumps({"fits": [
-        {"target": 3.0, "b_crit": 100.0, "s_min": 1000.0, "e_min": 1e5,
-         "status": "identified"},
-        {"target": 2.0, "b_crit": 1000.0, "s_min": 3000.0, "e_min": 3e6,
-         "status": "identified"}]}))
+    path.write_text(fit_document(fit_entry(1000.0, 1e5, target=3.0),
+                                 fit_entry(3000.0, 3e6, target=2.0)))
     return path
 
 

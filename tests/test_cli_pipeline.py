@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from fit_docs import fit_document, fit_entry
 
 from empirical_batch import Hardware, Tradeoff, plan
 from empirical_batch.cli import main
@@ -88,7 +89,7 @@ def test_fit_json_feeds_plan(tmp_path, capsys):
 
 def test_plan_refuses_a_fit_that_is_only_a_bound(tmp_path, capsys):
     path = tmp_path / "fit.json"
-    path.write_text(json.dumps({"fits": [{"status": "lower_bound", "s_min": 1, "e_min": 2}]}))
+    path.write_text(fit_document(fit_entry(1.0, 2.0, status="lower_bound")))
     assert main(["plan", "--fit", str(path)]) == 2
     assert "identified" in capsys.readouterr().err
 

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from fit_docs import fit_document, fit_entry
 
 from empirical_batch.cli import main
 from empirical_batch.schedule import NoiseTrajectory
@@ -82,18 +83,17 @@ def test_transfer_from_a_noise_log(tmp_path, capsys):
 
 def test_fits_of_several_groups_are_not_planned_as_one(tmp_path, capsys):
     path = tmp_path / "fit.json"
-    path.write_text(json.dumps({"fits": [
-        {"status": "identified", "s_min": 10.0, "e_min": 100.0, "group": {"model": "a"}},
-        {"status": "identified", "s_min": 20.0, "e_min": 900.0, "group": {"model": "b"}}]}))
+    path.write_text(fit_document(fit_entry(10.0, 100.0, group={"model": "a"}),
+                                 fit_entry(20.0, 900.0, group={"model": "b"})))
     assert main(["plan", "--fit", str(path)]) == 2
     assert "one fit per group" in capsys.readouterr().err
 
 
 def test_plan_and_schedule_keep_the_fit_s_unit(tmp_path, capsys):
     path = tmp_path / "fit.json"
-    fits = [{"status": "identified", "s_min": 100.0, "e_min": 100.0 * b, "b_crit": b,
-             "target": t, "unit": "tokens"} for t, b in ((3.0, 4096.0), (2.5, 65536.0))]
-    path.write_text(json.dumps({"unit": "tokens", "fits": fits}))
+    fits = [fit_entry(100.0, b_crit=b, target=t, unit="tokens")
+            for t, b in ((3.0, 4096.0), (2.5, 65536.0))]
+    path.write_text(fit_document(*fits, unit="tokens"))
     assert main(["plan", "--fit", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["unit"] == "tokens"
     curve = tmp_path / "curve.csv"

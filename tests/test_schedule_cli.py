@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from fit_docs import fit_document, fit_entry
 
 from empirical_batch.cli import main
 from empirical_batch.schedule import parse_megatron
@@ -53,11 +54,10 @@ def test_from_a_power_law_table_and_levanter(curve, capsys):
 
 
 def test_from_a_fit_json(curve, tmp_path, capsys):
-    fits = {"fits": [{"target": 3.0, "b_crit": 100.0, "status": "identified"},
-                     {"target": 2.0, "b_crit": 1000.0, "status": "identified"},
-                     {"target": 1.5, "b_crit": 5.0, "status": "lower_bound"}]}
     path = tmp_path / "fit.json"
-    path.write_text(json.dumps(fits))
+    path.write_text(fit_document(fit_entry(b_crit=100.0, target=3.0),
+                                 fit_entry(b_crit=1000.0, target=2.0),
+                                 fit_entry(b_crit=5.0, target=1.5, status="lower_bound")))
     out = tmp_path / "s.json"
     assert main(["schedule", "--fit", str(path), "--loss-curve", str(curve), "--batch-size",
                  "64", "--base-batch", "64", "--format", "json", "--out", str(out)]) == 0

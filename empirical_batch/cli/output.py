@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..result import dumps
 
 __all__ = ["add_tokens_per_example", "check_no_overwrite", "command", "dumps", "level",
-           "positive_number"]
+           "positive_number", "read_fits"]
 
 
 # --- the commands' run wrapper: no input overwritten, warnings once, quiet closed pipe ---
@@ -179,3 +179,39 @@ def _print_warnings(prog: str, caught: list[warnings.WarningMessage], shown: lis
         if text in printed:
             continue
         print(f"{prog}: warning: {text}", file=sys.stderr)
+
+
+# --- the fits of `empirical-batch fit --json`, read back ---------------------------------
+
+def read_fits(path: Path) -> tuple[list[Any], str]:
+    """The fits of an ``empirical-batch fit --json`` document (each a `TradeoffFit` read
+    back by `read_result`, None for a target not fitted) and their unit; a document of
+    fits of several groups (``fit --group-by``) is refused."""
+    from .._io import read_json
+    from ..errors import DataError
+    from ..fit import TradeoffFit
+    from ..result import read_result
+
+    data = read_json(path)
+    fits = data.get("fits") if isinstance(data, dict) else None
+    if not isinstance(fits, list):
+        raise DataError(f"{path}: not `empirical-batch fit --json` output (expected an "
+                        "object with a list of fits under 'fits')")
+    groups = [f["group"] for f in fits if isinstance(f, dict) and f.get("group")]
+    if len(groups) > 1:
+        raise InputError(f"{path}: one fit per group ({groups[0]}, {groups[1]}, ...): use "
+                         "one experiment's fits; fit it alone with --where")
+    out: list[Any] = []
+    for i, entry in enumerate(fits):
+        try:
+            fit = None if entry is None else read_result(entry)
+        except DataError as exc:
+            raise DataError(f"{path}: fit {i} is not `empirical-batch fit --json` output "
+                            f"({exc})") from None
+        if fit is not None and not isinstance(fit, TradeoffFit):
+            raise DataError(f"{path}: fit {i} is a {type(fit).__name__}, not a TradeoffFit")
+        out.append(fit)
+    units = {f.unit for f in out if f is not None}
+    if len(units) > 1:
+        raise InputError(f"{path}: fits in several units {sorted(units)}")
+    return out, units.pop() if units else str(data.get("unit", "examples"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import DataError, InputError
+from ..errors import InputError
 from ..planning import Hardware
 from .output import add_tokens_per_example, command
 
@@ -155,25 +155,13 @@ def tradeoff_from_fit_json(path: Path):
 def tradeoff_and_unit_from_fit_json(path: Path):
     """The Tradeoff of the first identified fit in ``empirical-batch fit --json`` output
     and the fit's unit (``"examples"`` for output that names none)."""
-    from .._io import read_json
     from ..tradeoff import Tradeoff
+    from .output import read_fits
 
-    data = read_json(path)
-    fits = data.get("fits", [data]) if isinstance(data, dict) else data
-    groups = [f["group"] for f in fits if isinstance(f, dict) and f.get("group")] \
-        if isinstance(fits, list) else []
-    if len(groups) > 1:
-        raise InputError(f"{path}: one fit per group ({groups[0]}, {groups[1]}, ...): plan one "
-                         "experiment; fit it alone with --where")
-    for f in fits if isinstance(fits, list) else []:
-        if isinstance(f, dict) and f.get("status") == "identified":
-            unit = f.get("unit", data.get("unit", "examples") if isinstance(data, dict)
-                         else "examples")
-            try:
-                return Tradeoff(s_min=float(f["s_min"]), e_min=float(f["e_min"])), str(unit)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise DataError(f"{path}: the identified fit lacks a numeric s_min or e_min "
-                                f"({type(exc).__name__}: {exc})") from None
+    fits, unit = read_fits(path)
+    for f in fits:
+        if f is not None and f.status == "identified":
+            return Tradeoff(s_min=f.s_min, e_min=f.e_min), unit
     raise InputError(f"{path}: no fit with status 'identified' (a bound on B_crit does not "
                      "fix the tradeoff; plan from --s-min/--b-crit instead)")
 

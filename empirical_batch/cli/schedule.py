@@ -18,7 +18,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import DataError, InputError
+from ..errors import InputError
 from .output import add_tokens_per_example, command
 
 _EPILOG = """\
@@ -114,32 +114,17 @@ def _law_from_fit_json(path: Path):
     """The B_crit(L) law interpolated between the fits, and the fits' unit."""
     import numpy as np
 
-    from .._io import read_json
+    from .output import read_fits
 
-    data = read_json(path)
-    fits = data.get("fits", []) if isinstance(data, dict) else None
-    if not isinstance(fits, list) or not all(isinstance(f, dict | None) for f in fits):
-        raise DataError(f"{path}: not `empirical-batch fit --json` output (expected an "
-                        "object with a list of fits under 'fits')")
-    if sum(bool(f and f.get("group")) for f in fits) > 1:
-        raise InputError(f"{path}: one fit per group (`fit --group-by`), not fits of one "
-                         "sweep at several targets")
-    fits = [f for f in fits
-            if f and f.get("status") == "identified" and f.get("target") is not None]
-    try:
-        pts = sorted((float(f["target"]), float(f["b_crit"])) for f in fits)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"{path}: an identified fit lacks a numeric target or b_crit "
-                        f"({type(exc).__name__}: {exc})") from None
+    fits, unit = read_fits(path)
+    pts = sorted((f.target, f.b_crit) for f in fits
+                 if f is not None and f.status == "identified" and f.target is not None)
     if len(pts) < 2:
         raise InputError(f"{path}: needs at least 2 identified fits with targets "
                          "(`empirical-batch fit --target L1 L2 ... --json`)")
-    units = {f.get("unit", data.get("unit", "examples")) for f in fits}
-    if len(units) > 1:
-        raise InputError(f"{path}: fits in several units {sorted(units)}")
     x = np.log([p[0] for p in pts])
     y = np.log([p[1] for p in pts])
-    return (lambda loss: np.exp(np.interp(np.log(loss), x, y))), units.pop()
+    return (lambda loss: np.exp(np.interp(np.log(loss), x, y))), unit
 
 
 def _lower_column(args) -> str | None:
