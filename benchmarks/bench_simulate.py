@@ -7,21 +7,29 @@
 (b) Monte Carlo SGD coordinate-updates per second (torch) on CPU, and CUDA if present.
 (a') Small grids: the plain-SGD dispatch (runs grouped by learning rate, or one
     vectorised search over all runs) against each path forced; answers asserted identical.
-(c) The exact sweep (`simulate_sweep(method="exact")`, 8 batch sizes x 8 learning rates,
-    about 50 logged steps) at 10^4 and 10^5 directions: time and peak memory (tracemalloc)
-    against a plain numpy loop over the (B, lr) pairs and against the per-direction
-    moments of every configuration (the formulation before the sums affine in 1/B; at
-    10^5 directions only with --moments-at-1e5, it needs several GB).
+(c) The exact sweep (`simulate_sweep(method="exact")` end to end, DataFrame included;
+    8 batch sizes x 8 learning rates, 46 logged steps) at 10^4, 10^5 and 10^6 directions,
+    in float64 and float32, against a direct numpy loop on the same P + Q/B form
+    (`affine_loop`, independent of the library), a plain loop over the (B, lr) pairs and,
+    once at 10^4, the per-direction moments of every configuration (the formulation before
+    the sums affine in 1/B; at 10^5 only with --moments-at-1e5, it needs several GB).
+    Process time, median of --rounds interleaved rounds, with a control row (the
+    library's call timed twice); answers asserted equal (1e-12; float32 within its stated
+    bound); peak memory (tracemalloc) of one call.
 
 Run: python benchmarks/bench_simulate.py [--dims 10000] [--mc-steps 200] [--only-sweep]
+     [--rounds 5] [--sweep-dims 10000,100000,1000000]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # process time: no busy-waiting BLAS threads
 
 import numpy as np
 
@@ -160,6 +168,26 @@ def sweep_loop(nq: NoisyQuadratic, lrs, bs, steps) -> np.ndarray:
     return out
 
 
+def affine_loop(nq: NoisyQuadratic, lrs, bs, steps) -> np.ndarray:
+    """Reference: the loss is affine in 1/B, E[L](k) = P(a, k) + Q(a, k)/B, with
+    P = sum_i h_i rho_i^k m_i(0) / 2 and Q = sum_i h_i a^2 c_i (1 - rho_i^k)/(1 - rho_i) / 2;
+    so per (rate, step) one vector rho^k serves every batch size (plain SGD, no
+    preconditioner, every a h_i in (0, 2))."""
+    h, c, m0 = nq.curvature, nq.noise, nq.init
+    out = np.empty((bs.size, lrs.size, steps.size))
+    w0 = 0.5 * h * m0
+    for j, a in enumerate(lrs):
+        x = a * h
+        rho = (1.0 - x) ** 2
+        wq = 0.5 * h * a * a * c / (x * (2.0 - x))
+        total = wq.sum()
+        with np.errstate(under="ignore"):
+            for t, k in enumerate(steps):
+                rk = rho**k
+                out[:, j, t] = rk @ w0 + (total - rk @ wq) / bs
+    return out
+
+
 def sweep_moments(nq: NoisyQuadratic, lrs, bs, steps) -> np.ndarray:
     """The per-direction moments of every configuration, then the loss (the former
     formulation of the exact sweep: memory grows with configurations x directions)."""
@@ -168,41 +196,86 @@ def sweep_moments(nq: NoisyQuadratic, lrs, bs, steps) -> np.ndarray:
         return 0.5 * m @ nq.curvature
 
 
-def _measured(fn):
-    """(result, seconds, peak MB) of one call; peak from tracemalloc (numpy reports its
-    buffers to it)."""
+def _peak_mb(fn) -> float:
+    """Peak traced memory of one call, MB (numpy reports its buffers to tracemalloc)."""
     import gc
     import tracemalloc
 
     gc.collect()
     tracemalloc.start()
-    t0 = time.perf_counter()
-    out = fn()
-    dt = time.perf_counter() - t0
+    fn()
     peak = tracemalloc.get_traced_memory()[1] / 1e6
     tracemalloc.stop()
-    return out, dt, peak
+    return peak
 
 
-def bench_sweep(dims: int, moments: bool) -> dict:
+def bench_sweep(dims: int, rounds: int, plain_rounds: int, moments: bool) -> dict:
+    """Process time, median of ``rounds`` interleaved rounds (the plain loop in the first
+    ``plain_rounds`` only); "control" is the library's call timed a second time."""
     from empirical_batch.simulate import log_steps, simulate_sweep
 
     nq = NoisyQuadratic.zhang(dims)
     lrs, bs = np.geomspace(0.01, 1.9, 8), 2.0 ** np.arange(8)
     steps = log_steps(10_000, 50).astype(float)
-    df, t_sweep, mb_sweep = _measured(
-        lambda: simulate_sweep(nq, bs, lrs, max_steps=10_000, n_points=50).frame)
-    ref, t_loop, mb_loop = _measured(lambda: sweep_loop(nq, lrs, bs, steps))
-    got = df["metric"].to_numpy().reshape(bs.size, lrs.size, steps.size)
-    err = float(np.max(np.abs(got - ref) / ref))
-    row = {"grid": f"{dims} dims x 8 B x 8 lr x {steps.size} steps", "sweep_s": t_sweep,
-           "sweep_mb": mb_sweep, "loop_s": t_loop, "loop_mb": mb_loop, "rel_err": err,
-           "moments_s": np.nan, "moments_mb": np.nan}
+    shape = (bs.size, lrs.size, steps.size)
+
+    def library(dtype="float64"):
+        sim = simulate_sweep(nq, bs, lrs, max_steps=10_000, n_points=50, dtype=dtype)
+        return sim.frame["metric"].to_numpy().reshape(shape)
+
+    calls = {"library": library, "library f32": lambda: library("float32"),
+             "control": library, "affine": lambda: affine_loop(nq, lrs, bs, steps),
+             "plain": lambda: sweep_loop(nq, lrs, bs, steps)}
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    out = {}
+    for r in range(rounds):
+        for name, fn in calls.items():
+            if name == "plain" and r >= plain_rounds:
+                continue
+            t0 = time.process_time()
+            out[name] = fn()
+            times[name].append(time.process_time() - t0)
+    ref = out["affine"]
+    err = {name: float(np.max(np.abs(out[name] - ref) / ref)) for name in out}
+    assert err["library"] <= 1e-12 and err["plain"] <= 1e-12, f"answers differ: {err}"
+    assert np.array_equal(out["library"], out["control"])
+    assert err["library f32"] <= _f32_bound(), f"float32 off by {err['library f32']:.2e}"
+    row = {name: float(np.median(v)) for name, v in times.items()}
+    row.update(grid=f"{dims:.0e} dims", err=err["library"], err32=err["library f32"],
+               mb=_peak_mb(library), mb32=_peak_mb(lambda: library("float32")))
+    row["moments"] = np.nan
     if moments:
-        old, row["moments_s"], row["moments_mb"] = _measured(
-            lambda: sweep_moments(nq, lrs, bs, steps))
+        t0 = time.process_time()
+        old = sweep_moments(nq, lrs, bs, steps)
+        row["moments"] = time.process_time() - t0
         assert np.allclose(old, ref, rtol=1e-12, atol=0), "moments path disagrees"
     return row
+
+
+def _f32_bound() -> float:
+    """The float32 sweep's relative error bound that `simulate_sweep` states."""
+    from empirical_batch.simulate.powers import F32_REL_ERR
+
+    return F32_REL_ERR
+
+
+def print_sweep_table(rounds: int, dims_list, moments_at_1e5: bool) -> None:
+    print("(c) exact sweep, 8 B x 8 lr x 46 logged steps (log_steps(10_000, 50)), Zhang problem:"
+          f"\n    process time (s), median of {rounds} interleaved rounds; library ="
+          " simulate_sweep(method='exact') end to end (DataFrame included); control = the same"
+          "\n    call timed again; affine = a direct numpy loop on P + Q/B; plain = one loop per"
+          " (B, lr) pair (1 round at 1e6); moments = per-direction moments, once")
+    print(f"{'dims':<9} {'library':>8} {'control':>8} {'lib f32':>8} {'affine':>8} "
+          f"{'plain':>8} {'moments':>8} {'lib/affine':>10} {'ctrl/lib':>8} {'rel err':>8} "
+          f"{'f32 err':>8} {'MB':>6} {'MB f32':>6}")
+    for dims in dims_list:
+        r = bench_sweep(dims, rounds, 1 if dims >= 1_000_000 else rounds,
+                        moments=dims <= 10_000 or (moments_at_1e5 and dims <= 100_000))
+        print(f"{r['grid']:<9} {r['library']:8.3f} {r['control']:8.3f} "
+              f"{r['library f32']:8.3f} {r['affine']:8.3f} {r['plain']:8.3f} "
+              f"{r['moments']:8.3f} {r['library'] / r['affine']:10.2f} "
+              f"{r['control'] / r['library']:8.2f} {r['err']:8.1e} {r['err32']:8.1e} "
+              f"{r['mb']:6.1f} {r['mb32']:6.1f}")
 
 
 def main() -> None:
@@ -211,19 +284,15 @@ def main() -> None:
     ap.add_argument("--mc-steps", type=int, default=200)
     ap.add_argument("--skip-mc", action="store_true")
     ap.add_argument("--only-sweep", action="store_true", help="run only table (c)")
+    ap.add_argument("--rounds", type=int, default=5, help="(c): timed rounds per method")
+    ap.add_argument("--sweep-dims", default="10000,100000,1000000",
+                    help="(c): comma-separated directions")
     ap.add_argument("--moments-at-1e5", action="store_true",
                     help="(c): also time the per-direction moments at 10^5 directions")
     args = ap.parse_args()
 
-    print("(c) exact sweep, simulate_sweep(method='exact') vs a plain loop over (B, lr) pairs"
-          "\n    vs the per-direction moments of every configuration (time; peak memory)")
-    print(f"{'grid':<36} {'sweep (s)':>9} {'MB':>7} {'loop (s)':>9} {'MB':>6} "
-          f"{'moments (s)':>11} {'MB':>7} {'loop/sweep':>10} {'max rel err':>11}")
-    for dims in (10_000, 100_000):
-        r = bench_sweep(dims, moments=dims <= 10_000 or args.moments_at_1e5)
-        print(f"{r['grid']:<36} {r['sweep_s']:9.3f} {r['sweep_mb']:7.1f} {r['loop_s']:9.3f} "
-              f"{r['loop_mb']:6.1f} {r['moments_s']:11.3f} {r['moments_mb']:7.1f} "
-              f"{r['loop_s'] / r['sweep_s']:10.1f} {r['rel_err']:11.1e}")
+    print_sweep_table(args.rounds, [int(d) for d in args.sweep_dims.split(",")],
+                      args.moments_at_1e5)
     if args.only_sweep:
         return
     print()

@@ -60,8 +60,8 @@ def add_parser(subparsers, name: str, help_text: str) -> None:
                    help="Monte Carlo replicas (default 4)")
     s.add_argument("--seed", type=int, default=0, help="Monte Carlo random seed (default 0)")
     s.add_argument("--device", default="cpu", help="torch device for Monte Carlo")
-    s.add_argument("--dtype", choices=["float32", "float64"], default="float32",
-                   help="Monte Carlo precision (default float32)")
+    s.add_argument("--dtype", choices=["float32", "float64"], default=None,
+                   help="precision (default: float64 for exact, float32 for Monte Carlo)")
     s.add_argument("--dataset-size", type=int, default=None,
                    help="Monte Carlo: finite table of per-example noises")
     s.add_argument("--target-fraction", dest="target", type=float, default=0.1,

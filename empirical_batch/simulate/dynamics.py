@@ -16,6 +16,7 @@ import numpy as np
 
 from .._validate import as_array, check_positive, scalar_or_array
 from ..errors import InputError
+from .powers import DTYPES, table_parts
 from .problem import QuadraticProblem
 
 CHUNK = 1 << 19
@@ -200,7 +201,8 @@ def second_moment(problem: QuadraticProblem, lr, batch_size, steps) -> np.ndarra
     )
 
 
-def plain_loss_parts(problem: QuadraticProblem, a: float, k: np.ndarray, *, rows: int = 0):
+def plain_loss_parts(problem: QuadraticProblem, a: float, k: np.ndarray, *, rows: int = 0,
+                     dtype: str = "float64", method: str = "auto", cache: dict | None = None):
     r"""The two sums of plain SGD's expected loss at one rate, affine in $1/B$.
 
     With $x_i = a\hat h_i$, $\rho_i = (1 - x_i)^2$ and
@@ -213,13 +215,20 @@ def plain_loss_parts(problem: QuadraticProblem, a: float, k: np.ndarray, *, rows
 
     so one pass over the directions per (rate, step) serves every batch size, and the
     per-direction factors of one rate are shared by all its steps. ``k`` is 1-D (positive
-    steps), handled ``rows`` at a time (default: ``CHUNK`` elements); returns ``P, Q`` of
-    its shape. The terms are those of `plain_moment` up to rounding (powers below the
-    smallest normal double count as 0)."""
+    steps); returns ``P, Q`` of its shape. ``method="exp"``: one ``exp`` and one
+    ``expm1`` per direction and step, ``rows`` steps at a time (default: ``CHUNK``
+    elements); ``"table"``: the powers composed from a table of squarings
+    (`empirical_batch.simulate.powers`), a few multiplications per direction and step;
+    ``"auto"`` takes the table from ``TABLE_MIN_STEPS`` steps on, and always for
+    ``dtype="float32"`` (only the table has it; ``cache`` keeps its buffers for the
+    next rate). The two agree to about $10^{-13}$
+    relative; the terms are those of `plain_moment` up to rounding (powers below the
+    smallest normal float count as 0)."""
     h = problem.curvature
     x = a * problem.update_curvature
+    r1 = 1.0 - x
     with np.errstate(divide="ignore"):
-        logrho = 2.0 * np.log(np.abs(1.0 - x))  # 0 where rho = 1
+        logrho = 2.0 * np.log(np.abs(r1))  # 0 where rho = 1
     one_minus = x * (2.0 - x)  # 1 - rho without cancellation
     noise = a * a * problem.update_noise
     flat = one_minus == 0  # rho = 1: g(k) = k
@@ -227,6 +236,11 @@ def plain_loss_parts(problem: QuadraticProblem, a: float, k: np.ndarray, *, rows
         w = np.where(noise == 0, 0.0, 0.5 * h * noise / np.where(flat, 1.0, one_minus))
     w_flat = float(np.where(flat & (noise != 0), 0.5 * h * noise, 0.0).sum())
     w_init = 0.5 * h * problem.init
+    if method == "table" or (method == "auto" and (k.size >= TABLE_MIN_STEPS
+                                                     or dtype != "float64")):
+        p, q = table_parts(logrho, r1, w, w_init, k, dtype=dtype, elements=8 * CHUNK,
+                           cache=cache)
+        return p, q + k * w_flat
     p, q = np.empty(k.size), np.empty(k.size)
     rows = rows or max(1, CHUNK // problem.dims)
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
@@ -241,10 +255,15 @@ def plain_loss_parts(problem: QuadraticProblem, a: float, k: np.ndarray, *, rows
     return p, q
 
 
+TABLE_MIN_STEPS = 4
+"""From this many steps of one rate, `plain_loss_parts` builds the table of squarings:
+its sort and levels cost about as much as three steps of exponentials."""
+
 _LOG_TINY = float(np.log(np.finfo(float).tiny))
 
 
-def _plain_expected_loss(problem: QuadraticProblem, a, b, k) -> np.ndarray:
+def _plain_expected_loss(problem: QuadraticProblem, a, b, k,
+                         dtype: str = "float64") -> np.ndarray:
     """Plain SGD's expected loss on broadcast (a, b, k) from `plain_loss_parts`: the
     sums over directions once per distinct (rate, step) pair, in chunks of bounded
     memory; each batch size then costs one multiply-add."""
@@ -258,23 +277,33 @@ def _plain_expected_loss(problem: QuadraticProblem, a, b, k) -> np.ndarray:
     later = np.flatnonzero(pairs[:, 1] > 0)
     rates, starts = np.unique(pairs[later, 0], return_index=True)
     ends = [*starts[1:], later.size][: rates.size]
+    cache: dict = {}  # the table's buffers, shared by the rates
     for rate, lo, hi in zip(rates, starts, ends, strict=True):
         idx = later[lo:hi]
-        p[idx], q[idx] = plain_loss_parts(problem, float(rate), pairs[idx, 1])
+        p[idx], q[idx] = plain_loss_parts(problem, float(rate), pairs[idx, 1], dtype=dtype,
+                                          cache=cache)
     inverse = inverse.ravel()
     with np.errstate(over="ignore", invalid="ignore"):
         noise = np.where(inv_b == 0, 0.0, q[inverse] * inv_b)  # B_eff = inf: no noise
         return (p[inverse] + noise).reshape(shape)
 
 
-def expected_loss(problem: QuadraticProblem, lr, batch_size, steps):
+def expected_loss(problem: QuadraticProblem, lr, batch_size, steps, dtype: str = "float64"):
     """Exact expected loss: see `NoisyQuadratic.expected_loss`. Memory is bounded by
-    ``CHUNK`` elements of scratch plus the result, whatever the grid."""
+    ``CHUNK`` elements of scratch plus the result, whatever the grid. ``dtype="float32"``
+    (plain SGD only) keeps the powers of `empirical_batch.simulate.powers` in single
+    precision."""
     h = problem.curvature
+    if dtype not in DTYPES:
+        raise InputError(f"dtype must be one of {', '.join(map(repr, DTYPES))}, got {dtype!r}")
     if problem.is_plain:
         a, b = lr_and_batch(lr, batch_size)
-        loss = _plain_expected_loss(problem, a, noise_batch(problem, b), check_steps(steps))
+        loss = _plain_expected_loss(problem, a, noise_batch(problem, b), check_steps(steps),
+                                    dtype)
         return scalar_or_array(loss)
+    if dtype != "float64":
+        raise InputError(f"dtype={dtype!r} is for plain SGD; with momentum or EMA the exact "
+                         "loss is computed in float64 (pass dtype='float64')")
     idx = loss_index(problem)
 
     def fn(a, b, k):  # one loss per configuration: the moments never pile up
