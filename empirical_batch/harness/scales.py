@@ -115,15 +115,20 @@ def hessian_scales(model, loss_fn, inputs, targets, population_size: float | Non
     replacement and the examples without (the finite-population correction).
     Hessian-vector products run `hvp_chunk` at a time (memory n × chunk
     activations) and per-example gradients `grad_chunk` at a time; the result does not
-    depend on either beyond round-off.
+    depend on either beyond round-off. Attention (`torch.nn.functional.
+    scaled_dot_product_attention`) runs its math backend here: the fused kernels have no
+    double backward.
     """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     from empirical_batch.measure import hessian_noise_scale
 
     per = saved_bytes_per_example(model, loss_fn, inputs, targets) if len(inputs) > 1 else 1
-    r = hessian_noise_scale(
-        model, loss_fn, inputs, targets,
-        chunk_size=hvp_chunk(model, loss_fn, inputs, targets, per_example=per),
-        grad_chunk_size=grad_chunk(model, loss_fn, inputs, targets, per_example=per))
+    with sdpa_kernel(SDPBackend.MATH):
+        r = hessian_noise_scale(
+            model, loss_fn, inputs, targets,
+            chunk_size=hvp_chunk(model, loss_fn, inputs, targets, per_example=per),
+            grad_chunk_size=grad_chunk(model, loss_fn, inputs, targets, per_example=per))
     pop = r.unbiased(population_size)
     return {**r.to_dict(), "b_noise_pop": pop.b_noise, "b_simple_pop": pop.b_simple}
 

@@ -13,13 +13,13 @@ batch of B holds B × ``context`` predicted characters.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .base import Task, TaskConfigError, fraction, positive_int
 
@@ -75,6 +75,24 @@ class SequenceOptions:
     grammar_seed: int = 0
 
 
+def causal_attention(q, k, v):
+    r"""Causal self-attention of (..., T, d) queries, keys and values:
+
+    $$\operatorname{softmax}\!\left(\frac{q k^T}{\sqrt{d}} + M\right) v,
+    \qquad M_{ij} = -\infty \text{ for } j > i, \; 0 \text{ otherwise},$$
+
+    as `torch.nn.functional.scaled_dot_product_attention` with ``is_causal=True``. On
+    CUDA it runs the fused kernels (no (T, T) scores in memory) where they apply; on the
+    CPU it runs the math backend, the same products, mask and softmax written out
+    (composite operations: the CPU's fused kernel has no vmap batching rule and no
+    double backward). Double backward (Hessian-vector products) needs the math backend
+    on every device: `empirical_batch.harness.scales.hessian_scales` selects it."""
+    if q.device.type == "cpu":
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 class CausalBlock(nn.Module):
     """Pre-LayerNorm transformer block: causal multi-head self-attention, then a GELU MLP."""
 
@@ -93,10 +111,7 @@ class CausalBlock(nn.Module):
         h, hd = self.heads, d // self.heads
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q, k, v = (z.reshape(b, t, h, hd).transpose(1, 2) for z in (q, k, v))
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-        att = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        x = x + self.proj(causal_attention(q, k, v).transpose(1, 2).reshape(b, t, d))
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
