@@ -171,12 +171,13 @@ class Traffic:
     __rmul__ = __mul__
 
 
-def is_scores(t: torch.Tensor) -> bool:
-    """Whether ``t`` has the shape of attention scores or weights, (..., T, T): at
-    least 3 dimensions (a batched matmul flattens batch and heads into one), the last
-    two equal and > 1. A square weight matrix stacked over vmapped runs has that shape
-    too (``text_lm``'s 64 × 64 output projection) and is counted with them."""
-    return t.dim() >= 3 and t.shape[-1] == t.shape[-2] > 1
+def is_scores(t: torch.Tensor, context: int) -> bool:
+    """Whether ``t`` has the shape of attention scores or weights over ``context``
+    positions, (..., T, T) with T = ``context``: at least 3 dimensions (a batched matmul
+    flattens batch and heads into one). A T × T weight matrix stacked over vmapped runs
+    has that shape too (``text_lm``'s 64 × 64 output projection) and is counted with
+    them."""
+    return t.dim() >= 3 and t.shape[-1] == t.shape[-2] == context
 
 
 def _tensors(tree) -> list:
@@ -185,9 +186,10 @@ def _tensors(tree) -> list:
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
-def count_traffic(fn) -> Traffic:
+def count_traffic(fn, context: int | None = None) -> Traffic:
     """The `Traffic` of ``fn()``, counted with a dispatch mode (below autograd and vmap:
-    the operations and tensors the device runs)."""
+    the operations and tensors the device runs); ``scores`` counts the tensors
+    `is_scores` over ``context`` positions (none without it)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     acc = {"ops": 0, "views": 0, "bytes": 0, "scores": 0}
@@ -201,7 +203,9 @@ def count_traffic(fn) -> Traffic:
                 tensors = _tensors((args, kwargs or {})) + _tensors(out)
                 acc["ops"] += 1
                 acc["bytes"] += sum(touched_bytes(t) for t in tensors)
-                acc["scores"] += sum(touched_bytes(t) for t in tensors if is_scores(t))
+                if context is not None:
+                    acc["scores"] += sum(touched_bytes(t) for t in tensors
+                                         if is_scores(t, context))
             return out
 
     with Count():

@@ -109,8 +109,9 @@ def group_step_traffic(task, members) -> tuple[Traffic, Traffic, Traffic]:
     step = GroupStep(task, members)
     step.load(0)
     step.update()  # one-time work not counted
-    return (count_traffic(lambda: step.load(1)), count_traffic(step.update),
-            count_traffic(lambda: step.evaluate(False)))
+    context = getattr(task.options, "context", None) if task.language_model else None
+    return (count_traffic(lambda: step.load(1), context), count_traffic(step.update, context),
+            count_traffic(lambda: step.evaluate(False), context))
 
 
 def step_bytes(task, members, batch_size: int, cache: dict) -> tuple[Traffic, Traffic]:

@@ -93,7 +93,9 @@ def test_estimate_refuses_a_bandwidth_of_zero(capsys):
 def test_traffic_names_the_bytes_of_attention_scores():
     torch = pytest.importorskip("torch")
     q = torch.randn(2, 3, 5, 4)
-    t = bench_harness.count_traffic(lambda: (q @ q.transpose(-1, -2)).softmax(-1))
+    t = bench_harness.count_traffic(lambda: (q @ q.transpose(-1, -2)).softmax(-1), 5)
+    assert bench_harness.count_traffic(lambda: q + 1).scores == 0
+    assert bench_harness.count_traffic(lambda: q @ q.transpose(-1, -2), 4).scores == 0
     scores = 2 * 3 * 5 * 5 * 4
     assert t.scores == 3 * scores  # written by the matmul, read and written by softmax
     assert t.bytes == t.scores + 2 * q.numel() * 4
