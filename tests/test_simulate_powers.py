@@ -106,3 +106,13 @@ def test_float32_sweep_and_dtype_errors():
         simulate_sweep(nq, **kw, method="monte_carlo", dtype="float16")
     with pytest.raises(InputError, match="dtype='float32' is for plain SGD"):
         simulate_sweep(NoisyQuadratic.zhang(20, momentum=0.9), **kw, dtype="float32")
+
+
+def test_table_with_more_steps_than_a_group():
+    """Past ``STEP_GROUP`` steps the table is built per group: the same sums."""
+    nq = NoisyQuadratic.zhang(3000)
+    ks = np.arange(1.0, 2.5 * powers.STEP_GROUP)
+    got = dynamics.plain_loss_parts(nq, 0.9, ks, method="table")
+    ref = dynamics.plain_loss_parts(nq, 0.9, ks, method="exp")
+    for g, r in zip(got, ref, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-12)

@@ -180,11 +180,12 @@ def table_parts(logrho, r1, w, w_init, steps, *, dtype: str = "float64",
     ``steps`` (1-D, integers $\ge 1$), for one rate.
 
     ``logrho`` ($= 2\log|r_i|$), ``r1`` ($= r_i$), ``w`` and ``w_init`` are per direction
-    in any order; they are handled in blocks of about ``elements`` table entries (the
-    block's directions times twice the levels). ``dtype="float32"`` keeps the table in
-    single precision (the sums in double). ``cache`` (a dict) keeps the buffers for the
-    next call of the same size: fresh pages cost more than a small table's products.
-    Returns two float64 arrays of the shape of ``steps``.
+    in any order; they are handled in blocks of about ``elements`` entries of the table and
+    the steps' powers (the block's directions times twice the levels and steps), the steps
+    ``STEP_GROUP`` at a time. ``dtype="float32"`` keeps the powers in single precision
+    (the table built and the sums taken in double). ``cache`` (a dict) keeps the buffers
+    for the next call of the same size: fresh pages cost more than a small table's
+    products. Returns two float64 arrays of the shape of ``steps``.
     """
     p, q = np.zeros(steps.size), np.zeros(steps.size)
     if steps.size == 0:
@@ -196,6 +197,22 @@ def table_parts(logrho, r1, w, w_init, steps, *, dtype: str = "float64",
     w, w0 = w[order].astype(dtype), w_init[order].astype(dtype)
     by_step = np.argsort(steps, kind="stable")
     ks = [int(k) for k in steps[by_step]]
+    ps, qs = np.zeros(len(ks)), np.zeros(len(ks))
+    for g in range(0, len(ks), STEP_GROUP):
+        group = slice(g, g + STEP_GROUP)
+        _sorted_parts(s, r1, w, w0, ks[group], dtype, elements, cache, ps[group], qs[group])
+    p[by_step], q[by_step] = ps, qs
+    return p, q
+
+
+STEP_GROUP = 256
+"""Steps handled together (one table, their powers kept for the later ones): memory per
+block stays near ``elements`` whatever the number of steps."""
+
+
+def _sorted_parts(s, r1, w, w0, ks: list[int], dtype: str, elements: int,
+                  cache: dict | None, out_p, out_q) -> None:
+    """`table_parts` on directions sorted by ``s`` and ascending steps ``ks``."""
     plan = _plan(ks)
     levels = ks[-1].bit_length()
     rows = min(s.size, ROWS, max(1024, elements // (2 * (levels + len(ks)))))
@@ -207,10 +224,7 @@ def table_parts(logrho, r1, w, w_init, steps, *, dtype: str = "float64",
             cache.clear()
             cache[key] = work
     log_tiny = float(np.log(np.finfo(dtype).tiny))
-    ps, qs = np.zeros(len(ks)), np.zeros(len(ks))
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         for lo in range(0, s.size, rows):
             sl = slice(lo, lo + rows)
-            _block_parts(s[sl], r1[sl], w[sl], w0[sl], ks, plan, work, log_tiny, ps, qs)
-    p[by_step], q[by_step] = ps, qs
-    return p, q
+            _block_parts(s[sl], r1[sl], w[sl], w0[sl], ks, plan, work, log_tiny, out_p, out_q)
