@@ -85,7 +85,7 @@ def main() -> None:
     for name, sec in rows:
         print(f"{name:<{width}}  {sec:7.2f}")
     print(f"B_crit (true 256; one noisy sweep): {curve['b_crit'].iloc[0]:.1f} "
-          f"[{curve['b_crit_lo'].iloc[0]:.1f}, {curve['b_crit_hi'].iloc[0]:.1f}] at the first "
+          f"[{curve['b_crit_low'].iloc[0]:.1f}, {curve['b_crit_high'].iloc[0]:.1f}] at the first "
           f"target; range over targets {curve['b_crit'].min():.1f}–{curve['b_crit'].max():.1f}")
     print(f"curve under 5 s: {'yes' if t_curve < 5 else 'NO'}")
 
