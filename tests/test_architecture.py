@@ -9,6 +9,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -240,6 +241,46 @@ def test_no_module_over_600_lines():
     long = {str(p.relative_to(PACKAGE.parent)): n for p in SOURCES
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"split these modules (> {MAX_LINES} lines): {long}"
+
+
+# function sizes: in these subpackages no function (def line through its last line,
+# docstring included) is longer than MAX_FUNCTION_LINES; a long one is split in stages
+MAX_FUNCTION_LINES = 80
+SHORT_FUNCTIONS = ("fit",)
+
+
+def long_functions(package: Path = PACKAGE,
+                   subpackages: tuple[str, ...] = SHORT_FUNCTIONS) -> dict[str, int]:
+    """The functions (methods and nested ones included) of ``subpackages`` longer than
+    `MAX_FUNCTION_LINES`: "path::name" -> lines."""
+    found = {}
+    for sub in subpackages:
+        for path in sorted((package / sub).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > MAX_FUNCTION_LINES:
+                        found[f"{path.relative_to(package.parent)}::{node.name}"] = n
+    return found
+
+
+def test_no_function_over_80_lines_in_fit():
+    long = long_functions()
+    assert not long, f"split these functions (> {MAX_FUNCTION_LINES} lines): {long}"
+
+
+def test_the_function_length_check_finds_a_long_function(tmp_path):
+    fit = tmp_path / "empirical_batch" / "fit"
+    fit.mkdir(parents=True)
+    body = "\n".join(f"x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (fit / "stage.py").write_text(
+        "def long():\n" + textwrap.indent(body, "    ")
+        + "\n\n\ndef short():\n    return 1\n\n\nclass C:\n    def method(self):\n"
+        + textwrap.indent(body, "        ") + "\n")
+    assert long_functions(tmp_path / "empirical_batch") == {
+        "empirical_batch/fit/stage.py::long": MAX_FUNCTION_LINES + 1,
+        "empirical_batch/fit/stage.py::method": MAX_FUNCTION_LINES + 1,
+    }
 
 
 # ------------------------------------------------------------ import layers

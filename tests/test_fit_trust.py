@@ -283,17 +283,17 @@ def test_fit_power_law_checks_its_level(level):
 
 # --- bootstrap memory is bounded ------------------------------------------------------
 def test_bootstrap_is_processed_in_chunks(monkeypatch):
-    from empirical_batch.fit import tradeoff_fit
+    from empirical_batch.fit import tradeoff_intervals
 
     sizes = []
-    real = tradeoff_fit.fit_many
+    real = tradeoff_intervals.fit_many
 
     def spy(Y, *a, **k):
         sizes.append(Y.shape[0])
         return real(Y, *a, **k)
 
-    monkeypatch.setattr(tradeoff_fit, "BOOT_CHUNK", 300)
-    monkeypatch.setattr(tradeoff_fit, "fit_many", spy)
+    monkeypatch.setattr(tradeoff_intervals, "BOOT_CHUNK", 300)
+    monkeypatch.setattr(tradeoff_intervals, "fit_many", spy)
     fit = _fit(FRAME, n_boot=1000, seed=0)
     assert sizes == [300, 300, 300, 100]
     assert fit.b_crit_interval[0] < fit.b_crit < fit.b_crit_interval[1]

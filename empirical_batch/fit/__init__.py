@@ -21,6 +21,33 @@ the objective is profiled over a log-spaced grid of $B_{crit}$ (spacing
 < 1 %) with one matrix product for *all* bootstrap draws at once, then refined
 by parabolic interpolation (bootstrap draws) or a bounded scalar minimisation
 (point estimate). No optimizer runs per bootstrap draw.
+
+The constraints are those of ``fit_tradeoff(..., bounded=True)``. Off by default: with
+scatter the constraint binds in most fits (a noisy large-batch point lies below the
+asymptote) and biases $B_{crit}$ upwards (+3.5 % to +7.5 % at 15 % log-noise, see
+``benchmarks/coverage_fit.py``); without it the log-space least-squares fit is unbiased.
+
+The interval on B_crit
+----------------------
+``fit_tradeoff(..., interval=...)`` forms ``b_crit_interval`` from the draws.
+``"profile"`` (default): the profile-likelihood set $\{B : F(B) \le c\}$ with
+$F(B) = [\mathrm{RSS}(B) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/(n-2)]$
+and the critical value $c$ calibrated as the ``level`` quantile of the same
+statistic over the bootstrap draws (evaluated at the point estimate) — a
+bootstrap-calibrated likelihood-ratio interval, nearly pivotal, so it keeps
+close to nominal coverage with few seeds or batch sizes, where plain
+percentile intervals under-cover. The ends are found by root-finding on the
+continuous profile, so the interval always contains the estimate. An end is 0
+or ``inf`` when the set reaches the edge of the searched range
+($B_{crit}$ not bounded by the data; see ``status``); the other, finite end of
+such a one-sided set is then the ``"f"`` set's (it depends on the data only, so a
+reported bound does not move with ``seed``; ``benchmarks/bound_stability.py``),
+except with ``bounded=True``.
+``"f"``: the same set with $c$ the F(1, n − 2) quantile (exact for
+Gaussian log-errors, no bootstrap needed). ``"percentile"``: quantiles of the
+bootstrap $B_{crit}$ (under-covers with few points: 0.80–0.85 at nominal
+0.90 in ``benchmarks/coverage_fit.py``, against 0.87–0.90 for ``"profile"``;
+widened to contain the estimate where it does not).
 """
 
 from .b_crit_law import KAPLAN_2020, BCritLaw, fit_b_crit_law

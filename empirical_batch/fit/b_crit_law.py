@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -57,6 +57,9 @@ from .._numeric import exp_or_inf
 from .._validate import as_array, as_float, check_level, check_positive
 from ..errors import InputError
 from ..result import Interval, Result
+
+if TYPE_CHECKING:
+    from .curve import CriticalBatchCurve
 
 __all__ = ["KAPLAN_2020", "BCritLaw", "fit_b_crit_law"]
 
@@ -192,24 +195,41 @@ def fit_b_crit_law(loss: Any, b_crit: ArrayLike | None = None, *, lo: ArrayLike 
         if b_crit is not None or lo is not None or hi is not None:
             raise InputError("with a CriticalBatchCurve give no b_crit, lo or hi: they come "
                              "from the curve")
-        curve = loss
-        if curve.higher_is_better:
-            raise InputError("the curve's metric is higher-is-better; B_crit(L) needs "
-                             "targets that are losses")
-        bounds = sorted(set(statuses) - {"identified", "unknown"})
-        if bounds:
-            raise InputError(f"rows with status {bounds} bound B_crit on one side and have no "
-                             "value of it (b_crit is NaN there): fit identified rows only")
-        frame = curve.frame[curve.frame["status"].isin(statuses)]
-        levels = {f.level for f in curve.fits if f is not None}
-        input_level = levels.pop() if len(levels) == 1 else input_level
-        loss, b_crit = frame["target"].to_numpy(float), frame["b_crit"].to_numpy(float)
-        lo, hi = frame["b_crit_low"].to_numpy(float), frame["b_crit_high"].to_numpy(float)
-        if len(loss) < 3:
-            raise InputError(f"B_crit(L) needs at least 3 targets with status in {statuses}, "
-                             f"the curve has {len(loss)}")
+        loss, b_crit, lo, hi, input_level = _curve_points(loss, statuses, input_level)
     lvl = check_level(level)
     in_lvl = check_level(input_level)
+    L, B, lo_a, hi_a = _check_points(loss, b_crit, lo, hi)
+    x, y = np.log(L), np.log(B)
+    beta, cov, tau2 = _random_effects(x, y, _input_variances(lo_a, hi_a, in_lvl, len(L)))
+    return _law(L, B, lo_a, hi_a, beta, cov, tau2, lvl)
+
+
+def _curve_points(curve: CriticalBatchCurve, statuses: Sequence[str], input_level: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Losses, B_crit, the ends of their intervals and the intervals' level, read from the
+    rows of ``curve`` whose status is in ``statuses``."""
+    if curve.higher_is_better:
+        raise InputError("the curve's metric is higher-is-better; B_crit(L) needs "
+                         "targets that are losses")
+    bounds = sorted(set(statuses) - {"identified", "unknown"})
+    if bounds:
+        raise InputError(f"rows with status {bounds} bound B_crit on one side and have no "
+                         "value of it (b_crit is NaN there): fit identified rows only")
+    frame = curve.frame[curve.frame["status"].isin(statuses)]
+    levels = {f.level for f in curve.fits if f is not None}
+    input_level = levels.pop() if len(levels) == 1 else input_level
+    loss, b_crit = frame["target"].to_numpy(float), frame["b_crit"].to_numpy(float)
+    lo, hi = frame["b_crit_low"].to_numpy(float), frame["b_crit_high"].to_numpy(float)
+    if len(loss) < 3:
+        raise InputError(f"B_crit(L) needs at least 3 targets with status in {statuses}, "
+                         f"the curve has {len(loss)}")
+    return loss, b_crit, lo, hi, input_level
+
+
+def _check_points(loss: Any, b_crit: ArrayLike | None, lo: ArrayLike | None,
+                  hi: ArrayLike | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The losses, B_crit and (when given) the ends of their intervals, checked."""
     L = check_positive(as_array(loss, "loss", ndim=1), "loss")
     B = check_positive(as_array(b_crit, "b_crit", ndim=1), "b_crit")
     if L.shape != B.shape:
@@ -222,7 +242,6 @@ def fit_b_crit_law(loss: Any, b_crit: ArrayLike | None = None, *, lo: ArrayLike 
         raise InputError("loss must take at least two distinct values")
     if (lo is None) != (hi is None):
         raise InputError("give both lo and hi (the interval of each B_crit) or neither")
-    x, y = np.log(L), np.log(B)
     lo_a: np.ndarray | None = None
     hi_a: np.ndarray | None = None
     if lo is not None:
@@ -233,30 +252,57 @@ def fit_b_crit_law(loss: Any, b_crit: ArrayLike | None = None, *, lo: ArrayLike 
         if not (np.all(lo_a <= B) and np.all(B <= hi_a) and np.all(np.isfinite(hi_a))):
             raise InputError("each interval must be finite and contain its B_crit "
                              "(lo <= b_crit <= hi); fit only identified B_crit")
-        z = stats.norm.ppf((1 + in_lvl) / 2)
-        s2 = ((np.log(hi_a) - np.log(lo_a)) / (2 * z)) ** 2
-    else:
-        s2 = np.zeros(n)
+    return L, B, lo_a, hi_a
+
+
+def _input_variances(lo: np.ndarray | None, hi: np.ndarray | None, level: float,
+                     n: int) -> np.ndarray | None:
+    r"""$s_i^2$, the variance of each $\log B_{crit,i}$ read off its interval,
+    $s_i = (\log hi_i - \log lo_i) / (2 z)$ with $z$ the normal quantile of ``level``
+    (floored at $10^{-12}$: a zero-width interval is a nearly exact point); ``None``
+    without intervals."""
+    if lo is None or hi is None:
+        return None
+    z = stats.norm.ppf((1 + level) / 2)
+    s2: np.ndarray = np.maximum(((np.log(hi) - np.log(lo)) / (2 * z)) ** 2, 1e-12)
+    return s2
+
+
+def _random_effects(x: np.ndarray, y: np.ndarray,
+                    s2: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""The weighted fit of $y$ on $(1, x)$ with $\operatorname{Var} y_i = s_i^2 + \tau^2$:
+    coefficients, their covariance and $\tau^2$, chosen by Paule–Mandel (the weighted
+    RSS equals $n - 2$; 0 when the points scatter less than their errors). Without
+    input variances (``s2`` None) ordinary least squares, $\tau^2$ the residual
+    variance (`fit_power_law`)."""
+    n = len(x)
     dof = n - 2
-    if lo_a is None or hi_a is None:
+    if s2 is None:
         # ordinary least squares: Var y_i = tau^2, the residual variance (fit_power_law)
         beta, cov, rss = _wls(x, y, np.ones(n))
         tau2 = rss / dof
-        cov = cov * tau2
-    else:
-        s2 = np.maximum(s2, 1e-12)  # a zero-width interval: a (nearly) exact point
+        return beta, cov * tau2, tau2
 
-        def excess(tau2: float) -> float:
-            return _wls(x, y, s2 + tau2)[2] - dof
+    def excess(tau2: float) -> float:
+        return _wls(x, y, s2 + tau2)[2] - dof
 
-        tau2 = 0.0
-        if excess(0.0) > 0:  # more scatter than the intervals allow: Paule-Mandel
-            top = float(np.var(y)) + float(s2.max())
-            while excess(top) > 0:
-                top *= 4
-            tau2 = float(optimize.brentq(excess, 0.0, top, xtol=1e-14, rtol=1e-12))
-        beta, cov, _ = _wls(x, y, s2 + tau2)
-    t = stats.t.ppf((1 + lvl) / 2, dof)
+    tau2 = 0.0
+    if excess(0.0) > 0:  # more scatter than the intervals allow: Paule-Mandel
+        top = float(np.var(y)) + float(s2.max())
+        while excess(top) > 0:
+            top *= 4
+        tau2 = float(optimize.brentq(excess, 0.0, top, xtol=1e-14, rtol=1e-12))
+    beta, cov, _ = _wls(x, y, s2 + tau2)
+    return beta, cov, tau2
+
+
+def _law(L: np.ndarray, B: np.ndarray, lo_a: np.ndarray | None, hi_a: np.ndarray | None,
+         beta: np.ndarray, cov: np.ndarray, tau2: float, lvl: float) -> BCritLaw:
+    r"""The fitted line as a `BCritLaw`: the Student-t interval of the slope $k$, mapped
+    to $\alpha_B = -1/k$ as the status allows (module docstring), and $B_*$."""
+    n = len(L)
+    x = np.log(L)
+    t = stats.t.ppf((1 + lvl) / 2, n - 2)
     la, k = float(beta[0]), float(beta[1])
     se_a, se_k = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
     k_ci = (k - t * se_k, k + t * se_k)

@@ -14,7 +14,15 @@ from .._validate import as_array, check_level
 from ..errors import DataError, InputError
 from ..params import removed_keywords
 from ..result import Result
-from .steps import FrameView, as_sweep, check_combine, prepare, steps_table, sweep_unit
+from .steps import (
+    FrameView,
+    StepsTable,
+    as_sweep,
+    check_combine,
+    prepare,
+    steps_table,
+    sweep_unit,
+)
 from .tradeoff_fit import NotEnoughBatchSizes, TargetAtStart, TradeoffFit, fit_tradeoff
 
 __all__ = ["CriticalBatchCurve", "critical_batch_curve"]
@@ -166,32 +174,11 @@ def critical_batch_curve(
     fits: list[TradeoffFit | None] = []
     notes: list[str] = []
     for t in it:
-        table = steps_table(p, float(t), combine)
-        try:
-            fit = fit_tradeoff(replace(table, unit=unit), level=lvl, n_boot=n_boot, seed=rng,
-                               combine=combine, interval=interval, bounded=bounded)
-        except (NotEnoughBatchSizes, TargetAtStart) as exc:
-            if errors == "raise":
-                raise type(exc)(f"target {t:g}: {exc}") from None
-            rows.append({"target": float(t), "s_min": np.nan, "e_min": np.nan,
-                         "b_crit": np.nan, "b_crit_bound": np.nan, "b_crit_low": np.nan,
-                         "b_crit_high": np.nan,
-                         "n_batch_sizes": int(table.reached.sum()), "log_rmse": np.nan,
-                         "extrapolation": False, "status": "not fitted", "note": str(exc)})
-            fits.append(None)
-            notes.append(str(exc))
-            continue
-        parts = [f"unreached: {list(fit.unreached_batch_sizes)}"] \
-            if fit.unreached_batch_sizes else []
-        if fit.status not in ("identified", "unknown"):  # why b_crit is NaN
-            parts.insert(0, fit.b_crit_text())
-        note = "; ".join(parts)
-        rows.append({
-            "target": float(t), **fit.determined(),
-            "b_crit_low": fit.b_crit_interval.low, "b_crit_high": fit.b_crit_interval.high,
-            "n_batch_sizes": fit.n_batch_sizes, "log_rmse": fit.log_rmse,
-            "extrapolation": fit.extrapolation, "status": fit.status, "note": note,
-        })
+        table = replace(steps_table(p, float(t), combine), unit=unit)
+        row, fit, note = _target_row(table, float(t), errors, level=lvl, n_boot=n_boot,
+                                     seed=rng, combine=combine, interval=interval,
+                                     bounded=bounded)
+        rows.append(row)
         fits.append(fit)
         notes.append(note)
     return CriticalBatchCurve(
@@ -199,6 +186,34 @@ def critical_batch_curve(
         metric_name=sweep.metric_name, higher_is_better=sweep.higher_is_better,
         _table=pd.DataFrame(rows, columns=list(COLUMNS)), unit=unit,
     )
+
+
+def _target_row(table: StepsTable, t: float, errors: str,
+                **options: Any) -> tuple[dict[str, Any], TradeoffFit | None, str]:
+    """One target of `critical_batch_curve`: its row of the table, its fit (``None`` for a
+    reported failure) and its note. ``options`` go to `fit_tradeoff`."""
+    try:
+        fit = fit_tradeoff(table, **options)
+    except (NotEnoughBatchSizes, TargetAtStart) as exc:
+        if errors == "raise":
+            raise type(exc)(f"target {t:g}: {exc}") from None
+        return ({"target": t, "s_min": np.nan, "e_min": np.nan,
+                 "b_crit": np.nan, "b_crit_bound": np.nan, "b_crit_low": np.nan,
+                 "b_crit_high": np.nan,
+                 "n_batch_sizes": int(table.reached.sum()), "log_rmse": np.nan,
+                 "extrapolation": False, "status": "not fitted", "note": str(exc)},
+                None, str(exc))
+    parts = [f"unreached: {list(fit.unreached_batch_sizes)}"] \
+        if fit.unreached_batch_sizes else []
+    if fit.status not in ("identified", "unknown"):  # why b_crit is NaN
+        parts.insert(0, fit.b_crit_text())
+    note = "; ".join(parts)
+    return ({
+        "target": t, **fit.determined(),
+        "b_crit_low": fit.b_crit_interval.low, "b_crit_high": fit.b_crit_interval.high,
+        "n_batch_sizes": fit.n_batch_sizes, "log_rmse": fit.log_rmse,
+        "extrapolation": fit.extrapolation, "status": fit.status, "note": note,
+    }, fit, note)
 
 
 COLUMNS = ("target", "s_min", "e_min", "b_crit", "b_crit_low", "b_crit_high", "n_batch_sizes",

@@ -231,14 +231,14 @@ def _fit_surge(b: np.ndarray, lr: np.ndarray, refined: np.ndarray, ci: float, n_
 
 
 def _edge_status(rss: np.ndarray, grid: np.ndarray, dof: int, ci: float,
-                 b_ci: tuple[float, float],
-                 family: str) -> tuple[str, tuple[float, float]]:
+                 b_ci: tuple[float, float], family: str,
+                 stacklevel: int = 3) -> tuple[str, tuple[float, float]]:
     r"""Whether the data bound $B_*$: the profile set $\{B_* : F \le F_{1,dof}(ci)\}$,
     $F = [\mathrm{RSS}(B_*) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/dof]$, on the
     searched grid. A set that reaches the top of the grid (1000 times the largest batch
     size: the rates still rise like a power of B there) leaves only a lower bound, its
     lowest point; one that reaches the bottom only an upper bound. These ends depend on
-    the data only."""
+    the data only. A bound is also a `FitWarning`, issued ``stacklevel`` frames up."""
     rss = np.asarray(rss, dtype=float)
     rss_min = float(rss.min())
     if dof < 1:
@@ -255,7 +255,8 @@ def _edge_status(rss: np.ndarray, grid: np.ndarray, dof: int, ci: float,
                            "like a power of B at the largest batch sizes",
             "upper_bound": f"only an upper bound (B* < {hi:.4g})",
             "unidentified": "not identified by the data"}[status]
-    warnings.warn(f"learning-rate law ({family}): B* is {what}", FitWarning, stacklevel=3)
+    warnings.warn(f"learning-rate law ({family}): B* is {what}", FitWarning,
+                  stacklevel=stacklevel)
     return status, (0.0 if bottom else lo, math.inf if top else hi)
 
 
@@ -362,8 +363,27 @@ def fit_lr_scaling(
         raise InputError(f"family must be one of {FAMILIES}, got {family!r}")
     if family in ("sgd", "surge") and alpha is not None:
         raise InputError(f"alpha applies to family='power' only, not {family!r}")
+    b, lr, refined, tradeoff_fit = _best_rates(unwrap_table(source), target, combine, ci,
+                                               n_boot, seed)
+    if family == "auto":
+        return _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit)
+    if family == "surge":
+        if len(b) < 3:
+            raise InputError(f"fitting the surge law needs at least 3 batch sizes with a best "
+                             f"learning rate, got {len(b)}")
+        return _fit_surge(b, lr, refined, ci, n_boot, np.random.default_rng(seed),
+                          tradeoff_fit)
+    return _fit_power(b, lr, refined, 1.0 if family == "sgd" else alpha, family, ci, n_boot,
+                      seed, tradeoff_fit)
+
+
+def _best_rates(source: Any, target: float | None, combine: str, ci: float, n_boot: int,
+                seed: int | np.random.Generator | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, TradeoffFit | None]:
+    """The first stage of `fit_lr_scaling`: batch sizes, their best learning rates,
+    whether each was refined by a parabola, and (from a sweep reached at 3 batch sizes or
+    more) the `TradeoffFit` at ``target``."""
     tradeoff_fit = None
-    source = unwrap_table(source)
     if isinstance(source, Sweep) or (
         isinstance(source, pd.DataFrame) and "metric" in source.columns
     ):
@@ -390,16 +410,15 @@ def fit_lr_scaling(
         refined = np.zeros(len(b), dtype=bool)
     else:
         raise InputError(f"source must be a Sweep or DataFrame, got {type(source).__name__}")
-    if family == "auto":
-        return _select(b, lr, refined, ci, n_boot, seed, tradeoff_fit)
-    if family == "surge":
-        if len(b) < 3:
-            raise InputError(f"fitting the surge law needs at least 3 batch sizes with a best "
-                             f"learning rate, got {len(b)}")
-        return _fit_surge(b, lr, refined, ci, n_boot, np.random.default_rng(seed),
-                          tradeoff_fit)
-    if family == "sgd":
-        alpha = 1.0
+    return b, lr, refined, tradeoff_fit
+
+
+def _fit_power(b: np.ndarray, lr: np.ndarray, refined: np.ndarray, alpha: float | None,
+               family: str, ci: float, n_boot: int, seed: int | np.random.Generator | None,
+               tradeoff_fit: TradeoffFit | None) -> LRScalingFit:
+    r"""The power law $\epsilon_*/(1 + B_*/B)^\alpha$ (``alpha`` fitted when ``None``;
+    1 for ``"sgd"``): the point fit on the grid of $\log B_*$ refined by a bounded
+    scalar minimisation, a residual bootstrap (`_power_draws`), the status of $B_*$."""
     n_par = 2 if alpha is None else 1
     if len(b) < n_par + 2:
         raise InputError(
@@ -426,23 +445,10 @@ def fit_lr_scaling(
     eps_star, a_fit = exp_or_inf(float(icpt[0, 0])), float(al[0, 0])
     fitted = icpt[0, 0] - a_fit * np.logaddexp(0.0, lbs - log_b)
     resid = y - fitted
-    rng = np.random.default_rng(seed)
-    n = len(b)
-    q = _tails(ci, n - n_par - 1)
-    draws = None
-    if n_boot > 0:
-        scale = math.sqrt(n / (n - n_par - 1))
-        Y = fitted[None, :] + scale * (resid - resid.mean())[rng.integers(0, n, (n_boot, n))]
-        rss_b, ic_b, al_b = _lr_profile(Y, log_b, grid, alpha)
-        kk = np.argmin(rss_b, axis=1)
-        r = np.arange(n_boot)
-        with np.errstate(over="ignore"):  # beyond the float range: inf (see ``note``)
-            draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]), al_b[r, kk]])
-        e_ci, b_ci, a_ci = ((float(np.quantile(draws[:, j], q[0])),
-                             float(np.quantile(draws[:, j], q[1]))) for j in range(3))
-    else:
-        e_ci = b_ci = a_ci = (math.nan, math.nan)
-    status, b_ci = _edge_status(rss[0], grid, n - n_par - 1, ci, b_ci, family)
+    draws, (e_ci, b_ci, a_ci) = _power_draws(fitted, resid, log_b, grid, alpha, n_par, ci,
+                                             n_boot, np.random.default_rng(seed))
+    status, b_ci = _edge_status(rss[0], grid, len(b) - n_par - 1, ci, b_ci, family,
+                                stacklevel=4)
     return LRScalingFit(
         eps_star=eps_star, b_star=exp_or_inf(lbs), alpha=a_fit, status=status,
         eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
@@ -453,6 +459,30 @@ def fit_lr_scaling(
         tradeoff_fit=tradeoff_fit, _draws=draws, family="sgd" if family == "sgd" else "power",
         note=_overflow_note(float(icpt[0, 0]), lbs),
     )
+
+
+def _power_draws(fitted: np.ndarray, resid: np.ndarray, log_b: np.ndarray,
+                 grid: np.ndarray, alpha: float | None, n_par: int, ci: float, n_boot: int,
+                 rng: np.random.Generator
+                 ) -> tuple[np.ndarray | None, tuple[tuple[float, float], ...]]:
+    r"""The residual bootstrap of the power law: centred log-residuals resampled and
+    scaled by $\sqrt{n/(n - p - 1)}$, each draw fitted on the grid; the draws of
+    $(\epsilon_*, B_*, \alpha)$ (``None`` with ``n_boot=0``) and their expanded
+    percentile intervals (`_tails`; NaN without draws)."""
+    n = len(fitted)
+    q = _tails(ci, n - n_par - 1)
+    if n_boot <= 0:
+        nan2 = (math.nan, math.nan)
+        return None, (nan2, nan2, nan2)
+    scale = math.sqrt(n / (n - n_par - 1))
+    Y = fitted[None, :] + scale * (resid - resid.mean())[rng.integers(0, n, (n_boot, n))]
+    rss_b, ic_b, al_b = _lr_profile(Y, log_b, grid, alpha)
+    kk = np.argmin(rss_b, axis=1)
+    r = np.arange(n_boot)
+    with np.errstate(over="ignore"):  # beyond the float range: inf (see ``note``)
+        draws = np.column_stack([np.exp(ic_b[r, kk]), np.exp(grid[kk]), al_b[r, kk]])
+    return draws, tuple((float(np.quantile(draws[:, j], q[0])),
+                         float(np.quantile(draws[:, j], q[1]))) for j in range(3))
 
 
 def _overflow_note(log_eps_star: float, log_b_star: float) -> str:

@@ -403,6 +403,15 @@ def steps_to_target(
     0         8.0  31.622777  252.982213     True
     """
     sweep = as_sweep(sweep)
+    target, limit = _check_target(target, combine, max_stable_lr)
+    table = steps_table(prepare(sweep, config, limit), target, combine)
+    return replace(table, unit=sweep_unit(sweep, unit))
+
+
+def _check_target(target: float, combine: str,
+                  max_stable_lr: float | None) -> tuple[float, float]:
+    """The options of `steps_to_target` checked: the target (finite) and the limit on
+    the learning rate (NaN when none is given)."""
     target = as_float(target, "target")
     if not math.isfinite(target):
         raise InputError(f"target must be a finite number, got {target!r}")
@@ -412,8 +421,7 @@ def steps_to_target(
         limit = as_float(max_stable_lr, "max_stable_lr")
         if not limit > 0:
             raise InputError(f"max_stable_lr must be > 0, got {max_stable_lr!r}")
-    table = steps_table(prepare(sweep, config, limit), target, combine)
-    return replace(table, unit=sweep_unit(sweep, unit))
+    return target, limit
 
 
 def sweep_unit(sweep: Sweep, unit: str | None) -> str:

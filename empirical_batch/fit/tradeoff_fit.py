@@ -1,7 +1,9 @@
 r"""Fitting the steps/examples hyperbola with bootstrap intervals (§2.3, §3).
 
 How the fit works: see `empirical_batch.fit`; the profile over
-$B_{crit}$ is in `empirical_batch.fit.profile`."""
+$B_{crit}$ is in `empirical_batch.fit.profile`. `fit_tradeoff` runs in stages:
+`read_points` (the table read and checked), then `point_fit`, `fit_intervals` and
+`b_crit_status` (`empirical_batch.fit.tradeoff_intervals`), then `_assemble`."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from .._validate import as_float, check_level, check_positive
 from ..errors import EmpiricalBatchWarning, FitError, InputError
@@ -21,16 +22,16 @@ from ..params import removed_keywords
 from ..result import Interval, Result, unwrap_table
 from ..tradeoff import Tradeoff
 from ..units import UnitMismatch, check_unit
-from .profile import (
-    active_bound,
-    fit_many,
-    fit_point,
-    fit_status,
-    profile_grid,
-    profile_interval,
-    rss_at,
+from .profile import active_bound
+from .steps import StepsTable, check_combine, seed_groups
+from .tradeoff_intervals import (
+    Intervals,
+    PointFit,
+    SeedPoints,
+    b_crit_status,
+    fit_intervals,
+    point_fit,
 )
-from .steps import StepsTable, check_combine, combine_seeds, seed_groups
 
 __all__ = ["FitWarning", "NotEnoughBatchSizes", "TradeoffFit", "fit_tradeoff"]
 
@@ -247,29 +248,21 @@ class TradeoffFit(Result):
 
 
 @removed_keywords(ci="level")
-def fit_tradeoff(
-    table: StepsTable | pd.DataFrame,
-    *,
-    level: float | None = None,
-    n_boot: int = 1000,
-    seed: int | np.random.Generator | None = 0,
-    combine: str | None = None,
-    bootstrap: str = "auto",
-    interval: str = "profile",
-    bounded: bool = False,
-    unit: str | None = None,
-) -> TradeoffFit:
+def fit_tradeoff(table: StepsTable | pd.DataFrame, *, level: float | None = None,
+                 n_boot: int = 1000, seed: int | np.random.Generator | None = 0,
+                 combine: str | None = None, bootstrap: str = "auto",
+                 interval: str = "profile", bounded: bool = False,
+                 unit: str | None = None) -> TradeoffFit:
     r"""Fit $S(B) = S_{min}(1 + B_{crit}/B)$ (eq. 2.11) in log space, with a bootstrap.
 
     Parameters
     ----------
     table : StepsTable or pandas.DataFrame
-        The result of `steps_to_target` (whose ``seed_steps`` give the seeds,
-        and whose target, combine rule and learning-rate grid edges are used), or a
-        DataFrame with columns ``batch_size`` and ``steps`` (or ``examples``, then
-        ``steps = examples / batch_size``): one row per batch size or one row per
-        seed (repeated batch sizes). Rows with
-        ``reached == False`` are not fitted and are listed in
+        The result of `steps_to_target` (whose ``seed_steps`` give the seeds, and whose
+        target, combine rule and learning-rate grid edges are used), or a DataFrame with
+        columns ``batch_size`` and ``steps`` (or ``examples``, then ``steps = examples /
+        batch_size``): one row per batch size or one row per seed (repeated batch sizes).
+        Rows with ``reached == False`` are not fitted and are listed in
         ``unreached_batch_sizes``.
     level : float
         Level of the intervals (default 0.95).
@@ -285,33 +278,15 @@ def fit_tradeoff(
         (scaled by $\sqrt{n/(n-2)}$ for the two fitted parameters);
         ``"auto"`` picks seeds when available.
     interval : {"profile", "f", "percentile"}
-        How ``b_crit_interval`` is formed from the draws. ``"profile"`` (default): the
-        profile-likelihood set $\{B : F(B) \le c\}$ with
-        $F(B) = [\mathrm{RSS}(B) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/(n-2)]$
-        and the critical value $c$ calibrated as the ``level`` quantile of the same
-        statistic over the bootstrap draws (evaluated at the point estimate) — a
-        bootstrap-calibrated likelihood-ratio interval, nearly pivotal, so it keeps
-        close to nominal coverage with few seeds or batch sizes, where plain
-        percentile intervals under-cover. The ends are found by root-finding on the
-        continuous profile, so the interval always contains the estimate. An end is 0
-        or ``inf`` when the set reaches the edge of the searched range
-        ($B_{crit}$ not bounded by the data; see ``status``); the other, finite end of
-        such a one-sided set is then the ``"f"`` set's (it depends on the data only, so a
-        reported bound does not move with ``seed``; ``benchmarks/bound_stability.py``),
-        except with ``bounded=True``.
-        ``"f"``: the same set with $c$ the F(1, n − 2) quantile (exact for
-        Gaussian log-errors, no bootstrap needed). ``"percentile"``: quantiles of the
-        bootstrap $B_{crit}$ (under-covers with few points: 0.80–0.85 at nominal
-        0.90 in ``benchmarks/coverage_fit.py``, against 0.87–0.90 for ``"profile"``;
-        widened to contain the estimate where it does not).
+        How ``b_crit_interval`` is formed (`empirical_batch.fit`, "The interval on
+        B_crit"): ``"profile"`` (default) the profile-likelihood set $\{B : F(B) \le c\}$
+        with $c$ calibrated on the bootstrap draws; ``"f"`` the same set with $c$ the
+        F(1, n − 2) quantile (no draws needed); ``"percentile"`` the draws' quantiles.
     bounded : bool
-        Constrain $S_{min} \le \min_i S_i$ and $E_{min} \le \min_i E_i$.
-        Off by default: with scatter the constraint binds in most fits (a noisy
-        large-batch point lies below the asymptote) and biases $B_{crit}$
-        upwards (+3.5 % to +7.5 % at 15 % log-noise, see ``benchmarks/coverage_fit.py``);
-        without it the log-space least-squares fit is unbiased. ``bound`` in the
-        result reports whether the constraint was active.
-        ``s_min_interval`` and ``e_min_interval`` are always percentile intervals.
+        Constrain $S_{min} \le \min_i S_i$ and $E_{min} \le \min_i E_i$ (off by default:
+        it biases $B_{crit}$ upwards, `empirical_batch.fit`); ``bound`` in the result
+        reports whether the constraint was active. ``s_min_interval`` and
+        ``e_min_interval`` are always percentile intervals.
     unit : {"examples", "sequences", "tokens"}, optional
         What ``batch_size`` counts (carried into the result's ``unit``); default the
         StepsTable's unit, else ``"examples"``. A unit that contradicts the
@@ -344,6 +319,22 @@ def fit_tradeoff(
     >>> round(fit.b_crit, 6), round(fit.s_min, 6)
     (64.0, 1000.0)
     """
+    pts = read_points(table, level, n_boot, combine, bootstrap, interval, unit)
+    pt = point_fit(pts.batch_sizes, pts.groups, pts.combine, bounded)
+    ivl = fit_intervals(pts, pt, interval, bounded, np.random.default_rng(seed))
+    b_ci, status = b_crit_status(pt, ivl.b_crit, interval, pts.level, bounded)
+    notes = _warnings(pts, pt, interval)
+    for w in notes:
+        warnings.warn(w, FitWarning, stacklevel=2)
+    return _assemble(pts, pt, ivl, b_ci, status, notes)
+
+
+def read_points(table: StepsTable | pd.DataFrame, level: float | None, n_boot: int,
+                combine: str | None, bootstrap: str, interval: str,
+                unit: str | None) -> SeedPoints:
+    """The first stage of `fit_tradeoff`: options checked, the rows that reached the
+    target grouped by batch size (seeds), their steps checked; raises `TargetAtStart`,
+    `NotEnoughBatchSizes` or `InputError` (in that order of the checks)."""
     stepstable = table if isinstance(table, StepsTable) else None
     unit = _unit(stepstable, unit)
     frame = _check_table(table)
@@ -356,19 +347,9 @@ def fit_tradeoff(
         unreached = tuple(sorted(set(frame.loc[~mask, "batch_size"].astype(float))))
         frame = frame.loc[mask]
     b, groups = seed_groups(frame)
-    for bi, g in zip(b, groups, strict=True):
-        if np.all(np.isfinite(g)) and np.all(g >= 0) and np.any(g == 0):
-            raise TargetAtStart(
-                f"steps at batch_size={bi:g} are {g.tolist()}: the target is met at the "
-                "first logged point (step 0), so it is not below that run's starting "
-                "metric; choose a target every batch size has to train for")
-        if not np.all(np.isfinite(g)) or np.any(g <= 0):
-            raise InputError(
-                f"steps at batch_size={bi:g} must be finite and > 0, got {g.tolist()}; "
-                "mark batch sizes that never reached the target with reached=False"
-            )
-    target = stepstable.target if stepstable is not None else None
+    _check_steps(b, groups)
     if len(b) < 3:
+        target = stepstable.target if stepstable is not None else None
         best = stepstable.best_metric if stepstable is not None else None
         raise NotEnoughBatchSizes(
             f"only {len(b)} batch size(s) reached the target"
@@ -386,88 +367,58 @@ def fit_tradeoff(
             "bootstrap='seeds' needs at least 2 seeds at every batch size; batch sizes "
             f"{b[sizes < 2].tolist()} have one"
         )
-    rng = np.random.default_rng(seed)
-    log_b = np.log(b)
-    y = np.log([float(combine_seeds(g, combine)) for g in groups])
-    grid = profile_grid(log_b)
-    lc, lsm, prof = fit_point(y, log_b, grid, bounded)
-    fitted = lsm + np.logaddexp(0.0, lc - log_b)
-    resid = y - fitted
-    n = len(b)
-    rss_min = float(np.sum(resid**2))
+    return SeedPoints(batch_sizes=b, groups=groups, combine=combine, bootstrap=bootstrap,
+                      level=ci, n_boot=n_boot, unit=unit, unreached=unreached,
+                      stepstable=stepstable)
 
-    nan2 = (math.nan, math.nan)
-    b_ci = s_ci = e_ci = nan2
-    boot = None
-    if n_boot > 0:
-        boot = _bootstrap(groups, combine, bootstrap, y, fitted, resid, log_b, lc, n_boot,
-                          rng, bounded)
-        q = [(1 - ci) / 2, (1 + ci) / 2]
-        s_ci = _pair(np.quantile(boot["s_min"], q))
-        e_ci = _pair(np.quantile(boot["e_min"], q))
-        if interval == "percentile":
-            lo, hi = np.quantile(boot["b_crit"], q)
-            b_ci = (min(float(lo), math.exp(lc)), max(float(hi), math.exp(lc)))
-    # the profile-set intervals: "f" needs no draws, "profile" calibrates on them
-    if interval == "f" or (interval == "profile" and boot is not None):
-        if rss_min <= 1e-24 * n:
-            b_ci = (math.exp(lc), math.exp(lc))  # exact data: no scatter to calibrate on
-        else:
-            if interval == "f":
-                crit = float(stats.f.ppf(ci, 1, n - 2))
-            else:
-                assert boot is not None
-                stat = boot["stat"]  # inf where a draw fits exactly: no interpolation there
-                crit = float(np.quantile(stat, ci, method="linear" if np.isfinite(stat).all()
-                                         else "higher"))
-            b_ci = profile_interval(y, log_b, grid, prof, lc, rss_min, n - 2, crit, bounded)
 
-    # an estimate at the end of the searched range is only a bound, whatever the draws say
-    edge = 1e-9 * float(grid[1] - grid[0])
-    if lc >= grid[-1] - edge and not math.isnan(b_ci[0]):
-        b_ci = (b_ci[0], math.inf)
-    if lc <= grid[0] + edge and not math.isnan(b_ci[1]):
-        b_ci = (0.0, b_ci[1])
-    status = fit_status(b_ci)
-    if interval == "profile" and status in ("lower_bound", "upper_bound") \
-            and rss_min > 1e-24 * n and not bounded:
-        # a one-sided set: its finite end from the F(1, n-2) calibration, which depends on
-        # the data only (the bootstrap-calibrated end moves with the random stream); not
-        # with bounded=True, where the F calibration under-covers (coverage_fit.py)
-        f_ci = profile_interval(y, log_b, grid, prof, lc, rss_min, n - 2,
-                                float(stats.f.ppf(ci, 1, n - 2)), bounded)
-        b_ci = (f_ci[0], math.inf) if status == "lower_bound" else (0.0, f_ci[1])
-        status = fit_status(b_ci)
-    s_min = math.exp(lsm)
-    b_crit = math.exp(lc)
-    notes = _warnings(b, y, b_crit, stepstable, n_boot, ci, interval)
-    for w in notes:
-        warnings.warn(w, FitWarning, stacklevel=2)
+def _check_steps(b: np.ndarray, groups: Sequence[np.ndarray]) -> None:
+    """Raise unless every batch size's steps are finite and > 0 (`TargetAtStart` where
+    some are 0: the target was met at step 0)."""
+    for bi, g in zip(b, groups, strict=True):
+        if np.all(np.isfinite(g)) and np.all(g >= 0) and np.any(g == 0):
+            raise TargetAtStart(
+                f"steps at batch_size={bi:g} are {g.tolist()}: the target is met at the "
+                "first logged point (step 0), so it is not below that run's starting "
+                "metric; choose a target every batch size has to train for")
+        if not np.all(np.isfinite(g)) or np.any(g <= 0):
+            raise InputError(
+                f"steps at batch_size={bi:g} must be finite and > 0, got {g.tolist()}; "
+                "mark batch sizes that never reached the target with reached=False"
+            )
+
+
+def _assemble(pts: SeedPoints, pt: PointFit, ivl: Intervals, b_ci: tuple[float, float],
+              status: str, notes: tuple[str, ...]) -> TradeoffFit:
+    """The last stage of `fit_tradeoff`: the stages' results as a `TradeoffFit`."""
+    b, ci, target = pts.batch_sizes, pts.level, pts.target
+    s_min = math.exp(pt.lsm)
+    b_crit = math.exp(pt.lc)
     return TradeoffFit(
         _curve=(s_min, s_min * b_crit),
         s_min=s_min,
         e_min=s_min * b_crit,
         b_crit=b_crit,
         b_crit_interval=Interval(*b_ci, ci),
-        s_min_interval=Interval(*s_ci, ci),
-        e_min_interval=Interval(*e_ci, ci),
-        bootstrap=bootstrap,
-        n_boot=int(n_boot),
+        s_min_interval=Interval(*ivl.s_min, ci),
+        e_min_interval=Interval(*ivl.e_min, ci),
+        bootstrap=pts.bootstrap,
+        n_boot=int(pts.n_boot),
         batch_sizes=tuple(b.tolist()),
-        steps=tuple(np.exp(y).tolist()),
-        log_residuals=tuple(resid.tolist()),
-        log_rmse=float(np.sqrt(np.mean(resid**2))),
-        n_batch_sizes=n,
+        steps=tuple(np.exp(pt.y).tolist()),
+        log_residuals=tuple(pt.resid.tolist()),
+        log_rmse=float(np.sqrt(np.mean(pt.resid**2))),
+        n_batch_sizes=pt.n,
         n_below=int(np.sum(b < b_crit)),
         n_above=int(np.sum(b > b_crit)),
         extrapolation=bool(b_crit < b.min() or b_crit > b.max()),
-        bound=active_bound(y, log_b, lc, lsm),
-        unreached_batch_sizes=unreached,
+        bound=active_bound(pt.y, pt.log_b, pt.lc, pt.lsm),
+        unreached_batch_sizes=pts.unreached,
         target=None if target is None else float(target),
         status=status,
         warnings=notes,
-        unit=unit,
-        draws={} if boot is None else {k: boot[k] for k in ("s_min", "e_min")},
+        unit=pts.unit,
+        draws={} if ivl.draws is None else {k: ivl.draws[k] for k in ("s_min", "e_min")},
     )
 
 
@@ -480,10 +431,6 @@ def _unit(stepstable: StepsTable | None, unit: str | None) -> str:
             raise UnitMismatch(f"unit={unit!r} but the steps table's batch_size is in "
                                f"{stepstable.unit}")
     return unit
-
-
-def _pair(v: Sequence[float] | np.ndarray) -> tuple[float, float]:
-    return float(v[0]), float(v[1])
 
 
 def _check_table(table: object) -> pd.DataFrame:
@@ -517,47 +464,10 @@ def _check_options(ci: float, n_boot: int, bootstrap: str,
     return ci, int(n_boot)
 
 
-BOOT_CHUNK = 20_000
-"""Bootstrap draws fitted at once: memory stays bounded whatever ``n_boot`` is."""
-
-
-def _bootstrap(groups: Sequence[np.ndarray], combine: str, bootstrap: str, y: np.ndarray,
-               fitted: np.ndarray, resid: np.ndarray, log_b: np.ndarray, lc: float,
-               n_boot: int, rng: np.random.Generator,
-               bounded: bool) -> dict[str, np.ndarray]:
-    """Draws of (B_crit, S_min, E_min) and of the profile statistic at the estimate.
-
-    ``"seeds"``: seeds resampled within each batch size and recentred on the fitted
-    curve (x -> x * S_hat(B) / combine(x)), so that the bootstrap world's truth is the
-    fit. ``"residuals"``: the point fit's centred log-residuals resampled, scaled by
-    sqrt(n / (n - 2)). Processed in chunks of `BOOT_CHUNK` draws."""
-    n = len(y)
-    out: dict[str, list[np.ndarray]] = {"b_crit": [], "s_min": [], "e_min": [], "stat": []}
-    for start in range(0, n_boot, BOOT_CHUNK):
-        d = min(BOOT_CHUNK, n_boot - start)
-        if bootstrap == "seeds":
-            Y = np.empty((d, n))
-            for j, g in enumerate(groups):
-                idx = rng.integers(0, len(g), size=(d, len(g)))
-                Y[:, j] = np.log(combine_seeds(g[idx], combine, axis=1)) - resid[j]
-        else:
-            centred = resid - resid.mean()
-            scale = math.sqrt(n / (n - 2)) if n > 2 else 1.0
-            Y = fitted[None, :] + scale * centred[rng.integers(0, n, size=(d, n))]
-        lcs = fit_many(Y, log_b, bounded)
-        rss_d, lsms = rss_at(Y, log_b, lcs, bounded)
-        rss_true, _ = rss_at(Y, log_b, np.full(d, lc), bounded)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            stat = (rss_true - rss_d) / (rss_d / (n - 2))
-        out["stat"].append(np.where(np.isfinite(stat), np.maximum(stat, 0.0), np.inf))
-        out["b_crit"].append(np.exp(lcs))
-        out["s_min"].append(np.exp(lsms))
-        out["e_min"].append(np.exp(lsms + lcs))
-    return {k: np.concatenate(v) for k, v in out.items()}
-
-
-def _warnings(b: np.ndarray, y: np.ndarray, b_crit: float, stepstable: StepsTable | None,
-              n_boot: int, ci: float, interval: str) -> tuple[str, ...]:
+def _warnings(pts: SeedPoints, pt: PointFit, interval: str) -> tuple[str, ...]:
+    """The conditions that weaken the fit (the result's ``warnings``)."""
+    b, y, b_crit = pts.batch_sizes, pt.y, math.exp(pt.lc)
+    stepstable, n_boot, ci = pts.stepstable, pts.n_boot, pts.level
     notes = []
     if stepstable is not None:
         edge = stepstable.reached & stepstable.lr_at_grid_edge
