@@ -1,8 +1,10 @@
 """Benchmark: B_crit curve for 20 targets with 1,000 bootstrap draws on a 10^6-row sweep.
 
-Run: ``python benchmarks/bench_fit.py [--rows 1000000] [--targets 20] [--n-boot 1000]``.
-Prints one table: time to build, load/validate, and fit the curve (target: < 5 s for
-the curve on a 2-core CPU).
+Run: ``python benchmarks/bench_fit.py [--rows 1000000] [--targets 20] [--n-boot 1000]
+[--rounds 3]``. Prints one table: time to build, load/validate, and fit the curve
+(target: < 5 s for the curve on a 2-core CPU), each stage the median of ``--rounds``
+rounds, and beside it a control: the same stage timed a second time in each round, so
+that the difference between the two columns shows the machine's noise.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import argparse
 import os
 import platform
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
 
-from empirical_batch.fit import critical_batch_curve
+from empirical_batch.fit import FitWarning, critical_batch_curve
 from empirical_batch.sweeps import load_sweep
 from empirical_batch.tradeoff import Tradeoff
 
@@ -63,27 +66,38 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--targets", type=int, default=20)
     p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds; each times every stage twice (the second is the control)")
     args = p.parse_args()
-    rows = []
-    t0 = time.perf_counter()
-    df = make_sweep(args.rows)
-    rows.append(("build synthetic sweep", time.perf_counter() - t0))
-    t0 = time.perf_counter()
-    sweep = load_sweep(df)
-    rows.append(("load_sweep (validate)", time.perf_counter() - t0))
+    warnings.filterwarnings("once", category=FitWarning)  # the same warning every round
     targets = np.linspace(2.0, -1.0, args.targets)
-    t0 = time.perf_counter()
-    curve = critical_batch_curve(sweep, targets, n_boot=args.n_boot, seed=0)
-    t_curve = time.perf_counter() - t0
-    rows.append((f"critical_batch_curve ({args.targets} targets × {args.n_boot} draws)",
-                 t_curve))
+    stages = {
+        "build synthetic sweep": lambda: make_sweep(args.rows),
+        "load_sweep (validate)": lambda: load_sweep(df),
+        f"critical_batch_curve ({args.targets} targets × {args.n_boot} draws)":
+            lambda: critical_batch_curve(sweep, targets, n_boot=args.n_boot, seed=0),
+    }
+    df = make_sweep(args.rows)
+    sweep = load_sweep(df)
+    times: dict[str, list[list[float]]] = {name: [[], []] for name in stages}
+    for _ in range(args.rounds):
+        for name, fn in stages.items():
+            for k in range(2):  # the stage, then its control
+                t0 = time.perf_counter()
+                out = fn()
+                times[name][k].append(time.perf_counter() - t0)
+            if name.startswith("critical_batch_curve"):
+                curve = out
+    rows = [(name, float(np.median(a)), float(np.median(b))) for name, (a, b) in times.items()]
+    t_curve = rows[-1][1]
     print(f"sweep: {len(df):,} rows, {df['run'].nunique()} runs, "
           f"{df['batch_size'].nunique()} batch sizes; CPU: {_cpu_name()}, "
           f"{os.cpu_count()} cores visible")
     width = max(len(r[0]) for r in rows)
-    print(f"{'stage':<{width}}  seconds")
-    for name, sec in rows:
-        print(f"{name:<{width}}  {sec:7.2f}")
+    print(f"median of {args.rounds} rounds; control = the same stage timed again in each round")
+    print(f"{'stage':<{width}}  seconds  control  ctrl/first")
+    for name, sec, ctrl in rows:
+        print(f"{name:<{width}}  {sec:7.2f}  {ctrl:7.2f}  {ctrl / sec:10.2f}")
     print(f"B_crit (true 256; one noisy sweep): {curve['b_crit'].iloc[0]:.1f} "
           f"[{curve['b_crit_low'].iloc[0]:.1f}, {curve['b_crit_high'].iloc[0]:.1f}] at the first "
           f"target; range over targets {curve['b_crit'].min():.1f}–{curve['b_crit'].max():.1f}")

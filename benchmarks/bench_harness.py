@@ -17,7 +17,9 @@ reaches: the sweep's matmul FLOPs (forward and backward of every training step a
 logged evaluations, counted once per batch size with ``torch.utils.flop_counter``)
 divided by the wall time and by the device's measured dense matmul rate (float32,
 best of several square products, printed in the header). The first group of each mode
-is preceded by a short untimed warm-up.
+is preceded by a short untimed warm-up. A ``control`` column times the first mode a
+second time in each round (``--no-control`` leaves it out): its difference from that
+mode's column is the machine's noise, against which the modes' differences are read.
 
     python benchmarks/bench_harness.py --config tiny --scale 0.05          # seconds
     python benchmarks/bench_harness.py --config cpu --scale 0.05           # CPU table
@@ -290,6 +292,8 @@ def main(argv=None) -> int:
                    help="default: auto, batched and plain, and graphed on CUDA")
     p.add_argument("--repeat", type=int, default=1,
                    help="time each mode this many times (interleaved) and keep the best")
+    p.add_argument("--no-control", action="store_true",
+                   help="leave out the control (the first mode timed a second time)")
     p.add_argument("--estimate", action="store_true",
                    help="also estimate the preset at scale 1 from op counts and FLOPs")
     p.add_argument("--estimate-only", action="store_true",
@@ -322,12 +326,13 @@ def main(argv=None) -> int:
     if args.estimate_only:
         return estimate(args, peak, t_op, t_graph)
     modes = [m for m in MODES if m in args.modes]
+    control = [] if args.no_control else ["control"]  # modes[0], timed again
     head = f"{'task':16s} {'runs':>5s} {'run-steps':>10s} {'vm-steps':>9s} " + " ".join(
-        f"{m + ' s':>10s}" for m in modes)
+        f"{m + ' s':>10s}" for m in modes + control)
     head += f" {'run-steps/s':>12s} {'vs plain':>8s} {'GFLOP':>8s} {'roofline':>9s}"
     print(head)
     print("-" * len(head))
-    totals = dict.fromkeys(modes, 0.0)
+    totals = dict.fromkeys(modes + control, 0.0)
     tot_flops = 0.0
     for plan in cfg.plans:
         task = plan.make_task().to(dev)
@@ -337,35 +342,38 @@ def main(argv=None) -> int:
         vm_steps = sum(budget.steps(g[0].batch_size) for g in group_members(members))
         flops = sweep_flops(task, members, budget)
         warm = members[:2]
-        seconds = dict.fromkeys(modes, float("inf"))
+        seconds = dict.fromkeys(modes + control, float("inf"))
+        timed = modes + control
         for rep in range(args.repeat):  # modes interleaved, order rotated, best of all
-            for mode in modes[rep % len(modes):] + modes[:rep % len(modes)]:
-                kw = MODE_KW[mode]
+            for mode in timed[rep % len(timed):] + timed[:rep % len(timed)]:
+                kw = MODE_KW[modes[0] if mode == "control" else mode]
                 train_grid(task, warm, StepBudget(4, 2, 2, 2), **kw)
                 sync_device(dev)
                 t0 = time.perf_counter()
                 train_grid(task, members, budget, **kw)
                 sync_device(dev)
                 seconds[mode] = min(seconds[mode], time.perf_counter() - t0)
-        for mode in modes:
+        for mode in modes + control:
             totals[mode] += seconds[mode]
         tot_flops += flops
         first = modes[0]
         rel = f"{seconds['plain'] / seconds[first]:8.2f}" if "plain" in seconds else f"{'':8s}"
         print(f"{plan.task:16s} {len(members):5d} {run_steps:10d} {vm_steps:9d} "
-              + " ".join(f"{seconds[m]:10.2f}" for m in modes)
+              + " ".join(f"{seconds[m]:10.2f}" for m in modes + control)
               + f" {run_steps / seconds[first]:12.0f} {rel} {flops / 1e9:8.2f} "
               f"{100 * flops / seconds[first] / peak:8.2f}%")
     first = modes[0]
     rel = f"{totals['plain'] / totals[first]:8.2f}" if "plain" in totals else f"{'':8s}"
-    print(f"{'all':16s} {'':5s} {'':10s} {'':9s} " + " ".join(f"{totals[m]:10.2f}" for m in modes)
+    print(f"{'all':16s} {'':5s} {'':10s} {'':9s} "
+          + " ".join(f"{totals[m]:10.2f}" for m in modes + control)
           + f" {'':12s} {rel} {tot_flops / 1e9:8.2f} "
           f"{100 * tot_flops / totals[first] / peak:8.2f}%")
     if "graphed" in totals and "batched" in totals:
         print(f"CUDA graphs: batched s / graphed s = {totals['batched'] / totals['graphed']:.2f} "
               "(all tasks)")
     print(f"run-steps/s, vs plain (plain s / {first} s) and roofline (matmul FLOP/s as a share "
-          f"of the rate above) are for the {first} mode")
+          f"of the rate above) are for the {first} mode"
+          + ("" if args.no_control else f"; control = the {first} mode timed again"))
     if args.estimate:
         return estimate(args, peak, t_op, t_graph)
     return 0

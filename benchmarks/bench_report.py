@@ -10,6 +10,9 @@ bootstrap of B_crit's growth (`empirical_batch.validation.uncertainty`, 200 refi
 per task and optimizer, the largest part of a cold run) in two ways on the same
 draws: each draw revalidated by ``load_sweep`` and split again (``resample_seeds``),
 and split once (``SeedPool``), with the check that both give the same intervals.
+Each of these is also timed a second time (the control rows: the cold run with the
+cache emptied again, the ``SeedPool`` bootstrap again), so that a reader can tell a
+difference between rows from the machine's noise.
 
     python benchmarks/bench_report.py                              # data/harness, cpu preset
     python benchmarks/bench_report.py --folder data/harness-full   # the full preset's two tasks
@@ -39,7 +42,7 @@ def _config(folder: str):
     return get_config("cpu")
 
 
-def _bootstrap_both_ways(config, out: Path, n_boot: int) -> tuple[float, float]:
+def _bootstrap_both_ways(config, out: Path, n_boot: int) -> tuple[float, float, float]:
     import numpy as np
 
     from empirical_batch.fit.targets import choose_targets
@@ -48,7 +51,7 @@ def _bootstrap_both_ways(config, out: Path, n_boot: int) -> tuple[float, float]:
     from empirical_batch.validation.curves import b_crit_points, select
     from empirical_batch.validation.uncertainty import SeedPool, resample_seeds
 
-    slow = fast = 0.0
+    slow = fast = again = 0.0
     for plan in config.plans:
         sweep = load_sweeps(sweep_files(out, plan.task))
         for opt in plan.sweep.optimizers:
@@ -65,9 +68,13 @@ def _bootstrap_both_ways(config, out: Path, n_boot: int) -> tuple[float, float]:
             rng, pool = np.random.default_rng(0), SeedPool(frame)
             b = [b_crit_points(pool.sweep(pool.draw(rng)), targets) for _ in range(n_boot)]
             t2 = time.perf_counter()
+            rng, pool = np.random.default_rng(0), SeedPool(frame)  # the control
+            c = [b_crit_points(pool.sweep(pool.draw(rng)), targets) for _ in range(n_boot)]
+            t3 = time.perf_counter()
             np.testing.assert_array_equal(np.array(a), np.array(b))  # the same refits
-            slow, fast = slow + t1 - t0, fast + t2 - t1
-    return slow, fast
+            np.testing.assert_array_equal(np.array(b), np.array(c))
+            slow, fast, again = slow + t1 - t0, fast + t2 - t1, again + t3 - t2
+    return slow, fast, again
 
 
 def main() -> None:
@@ -85,18 +92,22 @@ def main() -> None:
         out = Path(tmp) / "copy"
         shutil.copytree(ROOT / args.folder, out, ignore=shutil.ignore_patterns("cache"))
         walls = []
-        for _ in range(2):
+        for run in range(3):  # cold, cached, cold again (the control)
+            if run == 2:
+                shutil.rmtree(out / "cache")
             t0 = time.perf_counter()
             run_study(config, out, stage="report", device="cpu", threads=1, progress=False,
                       command="bench_report")
             walls.append(time.perf_counter() - t0)
-        slow, fast = _bootstrap_both_ways(config, out, args.n_boot)
+        slow, fast, again = _bootstrap_both_ways(config, out, args.n_boot)
     print(f"{args.folder}, config {config.name} ({', '.join(config.tasks)}), torch "
           f"{torch.__version__}, 1 thread")
     print(f"{'report stage, empty cache':<44}{walls[0]:9.2f} s")
     print(f"{'report stage again, fits cached':<44}{walls[1]:9.2f} s")
+    print(f"{'control: empty cache again':<44}{walls[2]:9.2f} s")
     print(f"{'growth bootstrap, load_sweep per draw':<44}{slow:9.2f} s")
     print(f"{'growth bootstrap, SeedPool (same refits)':<44}{fast:9.2f} s")
+    print(f"{'control: SeedPool again':<44}{again:9.2f} s")
 
 
 if __name__ == "__main__":
