@@ -2,7 +2,8 @@
 
 For the MLP of ``bench_measure.py`` (256-512-512-10), times one optimizer step of each
 engine without and with its collector, interleaved (A B A B ...), and prints the median
-per-step times and the overhead in % of the plain step:
+per-step times and the overhead in % of the plain step, beside a control (the plain step
+timed a second time in each round, whose difference from the plain step is the noise):
 
 - Accelerate, one process: ``k`` micro-batches under ``accelerator.accumulate``, plain
   against ``AccelerateNoiseScale`` (micro-batch hooks);
@@ -38,6 +39,13 @@ from bench_measure import interleaved, make
 K = 4  # micro-batches per step
 
 
+def _times(fns: dict, reps: int, steps: int) -> tuple[float, float, float]:
+    """Median plain, collector and control step times: the control is the plain step
+    timed a second time in each round (its difference from plain is the noise)."""
+    t = interleaved({**fns, "control": fns["plain"]}, reps, steps, torch.device("cpu"))
+    return t["plain"], t["collector"], t["control"]
+
+
 def _have(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
@@ -67,8 +75,7 @@ def _accelerate_one(batch: int, reps: int, steps: int) -> list[tuple]:
                     opt.step()
                     opt.zero_grad()
         fns[key] = step
-    t = interleaved(fns, reps, steps, torch.device("cpu"))
-    return [("Accelerate, one process", t["plain"], t["collector"])]
+    return [("Accelerate, one process", *_times(fns, reps, steps))]
 
 
 def _worker(rank, port, batch, reps, steps, out):
@@ -119,8 +126,7 @@ def _worker(rank, port, batch, reps, steps, out):
                             opt.step()
                             opt.zero_grad()
                 fns[key] = step
-            t = interleaved(fns, reps, steps, torch.device("cpu"))
-            rows.append(("Accelerate DDP (2 ranks, gloo)", t["plain"], t["collector"]))
+            rows.append(("Accelerate DDP (2 ranks, gloo)", *_times(fns, reps, steps)))
         else:
             notes.append("accelerate not installed")
 
@@ -141,8 +147,7 @@ def _worker(rank, port, batch, reps, steps, out):
                 opt.step()
                 opt.zero_grad()
             fns[key] = step
-        t = interleaved(fns, reps, steps, torch.device("cpu"))
-        rows.append(("FSDP1 (2 ranks, gloo; Ray Train's fsdp)", t["plain"], t["collector"]))
+        rows.append(("FSDP1 (2 ranks, gloo; Ray Train's fsdp)", *_times(fns, reps, steps)))
 
         if _have("deepspeed"):
             import deepspeed
@@ -166,9 +171,8 @@ def _worker(rank, port, batch, reps, steps, out):
                     def step(engine=engine, gns=gns):
                         accumulate(engine, None, gns.step if gns else None, engine=engine)
                     fns[key] = step
-                t = interleaved(fns, reps, steps, torch.device("cpu"))
-                rows.append((f"DeepSpeed ZeRO-{stage} (2 ranks, gloo)", t["plain"],
-                             t["collector"]))
+                rows.append((f"DeepSpeed ZeRO-{stage} (2 ranks, gloo)",
+                             *_times(fns, reps, steps)))
         else:
             notes.append("deepspeed not installed")
         if rank == 0:
@@ -212,11 +216,13 @@ def main(argv=None):
     notes += res["notes"]
     print(f"MLP, {args.batch} examples per step in {K} micro-batches; median of "
           f"{args.reps} x {args.steps} steps")
-    print(f"| {'engine':42s} | plain ms | with collector ms | overhead |")
-    print(f"| {'-' * 42} | --- | --- | --- |")
-    for name, plain, measured in rows:
+    print(f"| {'engine':42s} | plain ms | with collector ms | overhead | control ms | "
+          "control - plain |")
+    print(f"| {'-' * 42} | --- | --- | --- | --- | --- |")
+    for name, plain, measured, control in rows:
         print(f"| {name:42s} | {plain * 1e3:8.2f} | {measured * 1e3:17.2f} | "
-              f"{100 * (measured / plain - 1):+7.1f}% |")
+              f"{100 * (measured / plain - 1):+7.1f}% | {control * 1e3:10.2f} | "
+              f"{100 * (control / plain - 1):+14.1f}% |")
     for note in notes:
         print(f"skipped: {note}")
 
