@@ -154,3 +154,48 @@ def test_bad_arguments():
         steps_to_target(df, 1.0, config="nope")
     with pytest.raises(TypeError, match="sweep"):
         steps_to_target([1, 2], 1.0)
+
+
+def test_the_combined_steps_are_the_seeds_one_truth():
+    """A table's ``steps``/``examples`` are its seeds combined by its rule; a frame whose
+    steps and seeds disagree is refused, by the table and by the fit (which reads the
+    seeds), instead of one of them being silently ignored."""
+    from dataclasses import replace
+
+    from empirical_batch import read_result
+    from empirical_batch.errors import InputError
+    from empirical_batch.tradeoff import Tradeoff
+    from tests._synth_fit import synthetic_sweep
+
+    sweep = synthetic_sweep(Tradeoff(s_min=300.0, e_min=6000.0), [4, 8, 16, 32, 64, 128],
+                            n_seeds=3, rng=1)
+    for combine, how in (("mean", np.mean), ("median", np.median), ("min", np.min)):
+        table = steps_to_target(sweep, 1.0, combine=combine)
+        assert table.steps.tolist() == [float(how(s)) for s in table.seed_steps]
+        assert table.examples.tolist() == [float(how(np.asarray(e)))
+                                           for e in table["seed_examples"]]
+    table = steps_to_target(sweep, 1.0)
+    fit = fit_tradeoff(table, n_boot=100, seed=0)
+    steps_only = table.frame.copy()
+    steps_only.loc[0, "steps"] *= 1.5
+    seeds_only = table.frame.copy()
+    seeds_only["seed_steps"] = [tuple(1.5 * v for v in s) if i == 0 else s
+                                for i, s in enumerate(seeds_only["seed_steps"])]
+    for edited in (steps_only, seeds_only):
+        with pytest.raises(InputError, match="seed_steps"):
+            replace(table, frame=edited)
+        with pytest.raises(InputError, match="seed_steps"):
+            fit_tradeoff(edited, n_boot=100, seed=0)
+    both = seeds_only.copy()
+    both.loc[0, "steps"] *= 1.5
+    moved = fit_tradeoff(replace(table, frame=both), n_boot=100, seed=0)
+    assert moved.steps[0] == pytest.approx(1.5 * fit.steps[0], rel=1e-12)
+    assert moved.status == fit.status == "identified"
+    assert moved.b_crit > 1.2 * fit.b_crit
+    assert fit_tradeoff(both, n_boot=100, seed=0).b_crit == moved.b_crit
+    back = read_result(table.to_json())  # the seeds read back as lists: still one truth
+    assert back.steps.tolist() == table.steps.tolist()
+    assert fit_tradeoff(back, n_boot=100, seed=0).b_crit == fit.b_crit
+    table.frame.loc[0, "steps"] *= 1.5  # an edit in place: the fit refuses it too
+    with pytest.raises(InputError, match="seed_steps"):
+        fit_tradeoff(table, n_boot=100, seed=0)

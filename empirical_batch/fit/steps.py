@@ -81,6 +81,11 @@ class StepsTable(FrameView, Result):
         The best value any non-diverged point of the sweep logged.
     unit : str
         The unit of ``batch_size`` and ``examples`` (`empirical_batch.units`).
+
+    The seeds are the one truth: where a row has seeds, its ``steps`` and ``examples``
+    are its ``seed_steps`` and ``seed_examples`` combined by ``combine``; a frame whose
+    columns disagree is refused (`check_seeds`), here and by `fit_tradeoff`, which
+    fits the seeds.
     """
 
     frame: pd.DataFrame
@@ -91,6 +96,9 @@ class StepsTable(FrameView, Result):
     config: tuple[str, ...]
     best_metric: float
     unit: str = "examples"
+
+    def __post_init__(self) -> None:
+        check_seeds(self.frame, self.combine)
 
     @property
     def direction(self) -> str:
@@ -298,6 +306,40 @@ def combine_seeds(values: np.ndarray, how: str, axis: int = -1) -> Any:
     return np.min(values, axis=axis)
 
 
+SEED_COLUMNS = (("steps", "seed_steps"), ("examples", "seed_examples"))
+"""The combined columns of a steps table and the seed columns they are combined from."""
+
+
+def seed_values(cell: object) -> np.ndarray:
+    """The seeds of one cell of ``seed_steps``/``seed_examples`` (empty for none)."""
+    if isinstance(cell, tuple | list | np.ndarray) and len(cell):
+        return np.asarray(cell, dtype=float)
+    return np.empty(0)
+
+
+def check_seeds(frame: pd.DataFrame, combine: str) -> None:
+    """Raise `InputError` unless, in every row with seeds, ``steps`` and ``examples`` are
+    ``seed_steps`` and ``seed_examples`` combined by ``combine`` (to a relative 1e-9):
+    the seeds are the one truth of a steps table, the combined columns follow from them.
+    Columns the frame lacks are not checked."""
+    for col, seed_col in SEED_COLUMNS:
+        if col not in frame.columns or seed_col not in frame.columns:
+            continue
+        values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
+        b = frame["batch_size"].tolist() if "batch_size" in frame.columns else \
+            list(range(len(frame)))
+        bad = [b[i] for i, cell in enumerate(frame[seed_col])
+               if (seeds := seed_values(cell)).size
+               and not np.isclose(values[i], float(combine_seeds(seeds, combine)),
+                                  rtol=1e-9, atol=0.0, equal_nan=True)]
+        if bad:
+            raise InputError(
+                f"the table's {col!r} and {seed_col!r} disagree at batch sizes {bad}: "
+                f"{col} must be the seeds combined by {combine!r} (the fit reads the "
+                f"seeds); edit {seed_col!r} and {col!r} together, or drop the seed "
+                f"columns to fit {col!r} alone")
+
+
 def config_table(p: Prepared, pr: dict[str, np.ndarray], combine: str) -> pd.DataFrame:
     """One row per (batch size, configuration), seeds combined (vectorised)."""
     n_cfg = len(p.cfg_info)
@@ -385,13 +427,13 @@ def steps_to_target(
         ``reached`` (``False`` rows have NaN steps: no configuration reached the
         target), ``n_runs`` (seeds behind the best configuration), ``n_configs``,
         ``n_configs_reached``, ``n_diverged``, ``n_at_first_point``,
-        ``seed_steps``/``seed_examples`` (tuples, used for the bootstrap of
-        `fit_tradeoff`), ``lr_at_grid_edge`` (the best learning rate is the
-        smallest or largest tried at that batch size, and at the largest the next
-        larger rate is not known to diverge: see ``max_stable_lr``) and the config
-        columns. The table also carries the target, the metric's name and direction and the
-        combine rule; ``table["steps"]``, ``table.iloc`` and ``len(table)`` read the
-        frame.
+        ``seed_steps``/``seed_examples`` (tuples: the seeds, which ``steps`` and
+        ``examples`` combine and `fit_tradeoff` fits), ``lr_at_grid_edge`` (the best
+        learning rate is the smallest or largest tried at that batch size, and at the
+        largest the next larger rate is not known to diverge: see ``max_stable_lr``)
+        and the config columns. The table also carries the target, the metric's name
+        and direction and the combine rule; ``table["steps"]``, ``table.iloc`` and
+        ``len(table)`` read the frame.
 
     Examples
     --------
@@ -488,8 +530,8 @@ def best_per_size(p: Prepared, pr: dict[str, np.ndarray], ct: pd.DataFrame, targ
             rows.append({
                 **base,
                 "learning_rate": ct["learning_rate"].iat[c],
-                "steps": st[c],
-                "examples": ct["examples"].iat[c],
+                "steps": float(combine_seeds(s_seeds, combine)),
+                "examples": float(combine_seeds(e_seeds, combine)),
                 "reached": True,
                 "n_runs": int(ct["n_runs"].to_numpy()[c]),
                 "n_at_first_point": n_first,

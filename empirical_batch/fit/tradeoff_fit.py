@@ -23,7 +23,7 @@ from ..result import Interval, Result, unwrap_table
 from ..tradeoff import Tradeoff
 from ..units import UnitMismatch, check_unit
 from .profile import active_bound
-from .steps import StepsTable, check_combine, seed_groups
+from .steps import StepsTable, check_combine, check_seeds, seed_groups
 from .tradeoff_intervals import (
     Intervals,
     PointFit,
@@ -297,7 +297,7 @@ def fit_tradeoff(table: StepsTable | pd.DataFrame, *, level: float | None = None
     NotEnoughBatchSizes
         Fewer than 3 batch sizes reached the target (a ``ValueError``).
     ValueError
-        Non-positive steps, bad options.
+        Non-positive steps, steps that are not their ``seed_steps`` combined, bad options.
 
     Warns
     -----
@@ -332,15 +332,17 @@ def fit_tradeoff(table: StepsTable | pd.DataFrame, *, level: float | None = None
 def read_points(table: StepsTable | pd.DataFrame, level: float | None, n_boot: int,
                 combine: str | None, bootstrap: str, interval: str,
                 unit: str | None) -> SeedPoints:
-    """The first stage of `fit_tradeoff`: options checked, the rows that reached the
+    """The first stage of `fit_tradeoff`: options checked, the steps checked against
+    their seeds (`check_seeds`, with the StepsTable's rule), the rows that reached the
     target grouped by batch size (seeds), their steps checked; raises `TargetAtStart`,
-    `NotEnoughBatchSizes` or `InputError` (in that order of the checks)."""
+    `NotEnoughBatchSizes` or `InputError`."""
     stepstable = table if isinstance(table, StepsTable) else None
     unit = _unit(stepstable, unit)
     frame = _check_table(table)
     ci, n_boot = _check_options(check_level(level), n_boot, bootstrap, interval)
     combine = combine or (stepstable.combine if stepstable is not None else "mean")
     check_combine(combine)
+    check_seeds(frame, stepstable.combine if stepstable is not None else combine)
     unreached: tuple[float, ...] = ()
     if "reached" in frame.columns:
         mask = frame["reached"].astype(bool).to_numpy()
