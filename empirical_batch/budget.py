@@ -37,7 +37,6 @@ Scaling Law in Large Language Model Pretraining" (Step Law). arXiv:2503.04715 (2
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +45,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from ._validate import check_level, positive_float
-from .errors import InputError
+from .errors import InputError, warn
 from .fit.power_law import PowerLaw, fit_power_law
 from .fit.tradeoff_fit import FitWarning
 from .params import removed_keywords
@@ -313,16 +312,16 @@ def _law(optima: pd.DataFrame, budget: str, col: str, ci: float, n_boot: int,
     x = optima[budget].to_numpy()[inside]
     y = optima[col].to_numpy()[inside]
     if inside.sum() < 3 or np.ptp(x) == 0:
-        warnings.warn(
+        warn(
             f"{col}: the near-optimal band reaches the smallest or largest value tried at "
             f"{int((~inside).sum())} of {len(inside)} budgets, leaving {int(inside.sum())} "
-            "inside the grid; the law needs 3 (widen the grid)", FitWarning, stacklevel=3)
+            "inside the grid; the law needs 3 (widen the grid)", FitWarning)
         nan = Interval(math.nan, math.nan, ci)
         return PowerLaw(math.nan, math.nan, nan, nan, math.nan, int(inside.sum())), \
             (math.nan, math.nan), "unidentified"
     if not inside.all():
-        warnings.warn(f"{col}: {int((~inside).sum())} budget(s) with the band at the grid's "
-                      "edge left out of the law", FitWarning, stacklevel=3)
+        warn(f"{col}: {int((~inside).sum())} budget(s) with the band at the grid's "
+                      "edge left out of the law", FitWarning)
     law = fit_power_law(x, y, level=ci)
     interval = _residual_bootstrap(x, y, n_boot, ci, rng) if n_boot else (math.nan, math.nan)
     return law, interval, "identified"

@@ -11,6 +11,10 @@ written against the builtins (``except ValueError``) keeps working.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 __all__ = [
     "DataError",
     "DatasetError",
@@ -78,3 +82,18 @@ class EmpiricalBatchWarning(UserWarning):
 class EmpiricalBatchDeprecationWarning(EmpiricalBatchWarning, DeprecationWarning):
     """A name or behaviour that goes in a later release (also a ``DeprecationWarning``,
     so Python's default filters show it to code under development, not to end users)."""
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category: type[Warning] = EmpiricalBatchWarning) -> None:
+    """Issue ``message`` as ``category``, attributed to the first caller outside the
+    library: the warning names the user's line, not the library function (or wrapper)
+    it passed through, however deep the call (``warnings.warn``'s ``stacklevel`` counted
+    here, as ``skip_file_prefixes`` does from Python 3.12)."""
+    frame, level = sys._getframe(1), 2  # level 2: warn's caller
+    while frame.f_back is not None and os.path.abspath(
+            frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +62,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import check_float_range, loads_json
-from .errors import DataError, EmpiricalBatchWarning, InputError
+from .errors import DataError, EmpiricalBatchWarning, InputError, warn
 from .result import Result
 from .units import check_unit
 
@@ -197,13 +196,13 @@ def choose_quantity(frame: pd.DataFrame, quantity: str | None, label: str = "the
         return quantity, quantity == "b_simple"
     if "b_noise" in frame.columns and np.isfinite(frame["b_noise"].to_numpy(float)).any():
         return "b_noise", False
-    warnings.warn(
+    warn(
         f"{label} holds B_simple = tr(Sigma)/|G|^2, used here for B_noise = "
         "tr(H Sigma)/(G^T H G) (McCandlish et al. 2018, eqs. 2.8-2.9): they agree when the "
         "Hessian is a multiple of the identity, otherwise B_simple may differ from it. "
         "Pass quantity='b_simple' (--quantity b_simple) to accept the approximation "
         "without this warning",
-        BSimpleForBNoise, stacklevel=3)
+        BSimpleForBNoise)
     return "b_simple", True
 
 

@@ -27,7 +27,6 @@ Learning." OSDI 2021, §3.2 (eq. 5-7).
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +35,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import optimize
 
-from .errors import EmpiricalBatchWarning, InputError
+from .errors import EmpiricalBatchWarning, InputError, warn
 from .result import Result
 
 __all__ = ["ThroughputModel", "fit_throughput"]
@@ -232,7 +231,7 @@ def fit_throughput(timings: pd.DataFrame) -> ThroughputModel:
                 f"{POOR_FIT:.0%}): its predictions are not reliable; check the timings "
                 "(warm-up steps, other jobs) or whether the setup fits the model")
         notes.append(note)
-        warnings.warn(note, EmpiricalBatchWarning, stacklevel=2)
+        warn(note, EmpiricalBatchWarning)
     return ThroughputModel(
         alpha_grad=float(ag), beta_grad=float(bg), alpha_sync=float(as_),
         beta_sync=float(bs), gamma=float(g),

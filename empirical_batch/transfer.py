@@ -59,14 +59,13 @@ References
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ._validate import as_float, positive_float
-from .errors import EmpiricalBatchWarning, InputError, NotFoundError
+from .errors import EmpiricalBatchWarning, InputError, NotFoundError, warn
 from .result import Result
 from .rules import (
     HPARAMS,
@@ -437,6 +436,6 @@ def transfer(
         if ok is False:
             messages.append(f"{name}: rule {r.name!r} outside its regime ({r.regime}): {note}")
     for m in messages:
-        warnings.warn(m, RegimeWarning, stacklevel=2)
+        warn(m, RegimeWarning)
     return TransferResult(b, b2, optimizer, bn, tuple(values), tuple(messages))
 

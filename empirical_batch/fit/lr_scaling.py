@@ -31,7 +31,7 @@ from scipy import optimize, stats
 
 from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..params import removed_keywords
 from ..result import Interval, Result, unwrap_table
 from ..sweeps import Sweep
@@ -231,14 +231,13 @@ def _fit_surge(b: np.ndarray, lr: np.ndarray, refined: np.ndarray, ci: float, n_
 
 
 def _edge_status(rss: np.ndarray, grid: np.ndarray, dof: int, ci: float,
-                 b_ci: tuple[float, float], family: str,
-                 stacklevel: int = 3) -> tuple[str, tuple[float, float]]:
+                 b_ci: tuple[float, float], family: str) -> tuple[str, tuple[float, float]]:
     r"""Whether the data bound $B_*$: the profile set $\{B_* : F \le F_{1,dof}(ci)\}$,
     $F = [\mathrm{RSS}(B_*) - \mathrm{RSS}_{min}]/[\mathrm{RSS}_{min}/dof]$, on the
     searched grid. A set that reaches the top of the grid (1000 times the largest batch
     size: the rates still rise like a power of B there) leaves only a lower bound, its
     lowest point; one that reaches the bottom only an upper bound. These ends depend on
-    the data only. A bound is also a `FitWarning`, issued ``stacklevel`` frames up."""
+    the data only. A bound is also a `FitWarning`."""
     rss = np.asarray(rss, dtype=float)
     rss_min = float(rss.min())
     if dof < 1:
@@ -255,8 +254,7 @@ def _edge_status(rss: np.ndarray, grid: np.ndarray, dof: int, ci: float,
                            "like a power of B at the largest batch sizes",
             "upper_bound": f"only an upper bound (B* < {hi:.4g})",
             "unidentified": "not identified by the data"}[status]
-    warnings.warn(f"learning-rate law ({family}): B* is {what}", FitWarning,
-                  stacklevel=stacklevel)
+    warn(f"learning-rate law ({family}): B* is {what}", FitWarning)
     return status, (0.0 if bottom else lo, math.inf if top else hi)
 
 
@@ -447,8 +445,7 @@ def _fit_power(b: np.ndarray, lr: np.ndarray, refined: np.ndarray, alpha: float 
     resid = y - fitted
     draws, (e_ci, b_ci, a_ci) = _power_draws(fitted, resid, log_b, grid, alpha, n_par, ci,
                                              n_boot, np.random.default_rng(seed))
-    status, b_ci = _edge_status(rss[0], grid, len(b) - n_par - 1, ci, b_ci, family,
-                                stacklevel=4)
+    status, b_ci = _edge_status(rss[0], grid, len(b) - n_par - 1, ci, b_ci, family)
     return LRScalingFit(
         eps_star=eps_star, b_star=exp_or_inf(lbs), alpha=a_fit, status=status,
         eps_star_interval=Interval(*e_ci, ci), b_star_interval=Interval(*b_ci, ci),
@@ -526,9 +523,9 @@ def _select(b: np.ndarray, lr: np.ndarray, refined: np.ndarray, ci: float, n_boo
     rows = tuple((fam, sel.aicc[fam], rss[fam], K[fam]) for fam in rss)
     chosen = fits[sel.family]
     if chosen.status != "identified":
-        warnings.warn(f"learning-rate law ({sel.family}): B* is only a "
-                      f"{chosen.status.replace('_', ' ')} ({chosen.b_star_interval.low:.4g}, "
-                      f"{chosen.b_star_interval.high:.4g})", FitWarning, stacklevel=3)
+        warn(f"learning-rate law ({sel.family}): B* is only a "
+             f"{chosen.status.replace('_', ' ')} ({chosen.b_star_interval.low:.4g}, "
+             f"{chosen.b_star_interval.high:.4g})", FitWarning)
     return replace(chosen, refined=tuple(bool(v) for v in refined),
                    tradeoff_fit=tradeoff_fit, selection=rows,
                    selection_status=sel.status, candidates=sel.candidates,

@@ -8,7 +8,6 @@ $B_{crit}$ is in `empirical_batch.fit.profile`. `fit_tradeoff` runs in stages:
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_float, check_level, check_positive
-from ..errors import EmpiricalBatchWarning, FitError, InputError
+from ..errors import EmpiricalBatchWarning, FitError, InputError, warn
 from ..params import removed_keywords
 from ..result import Interval, Result, unwrap_table
 from ..tradeoff import Tradeoff
@@ -219,12 +218,12 @@ class TradeoffFit(Result):
         return f"B_crit = {self.b_crit:.4g} [{lo:.4g}, {hi:.4g}] {u}{flag}"
 
     def __repr__(self) -> str:
-        warn = f", {len(self.warnings)} warnings" if self.warnings else ""
+        noted = f", {len(self.warnings)} warnings" if self.warnings else ""
         known = "".join(f"{k}={v:.4g}, " for k, v in self.determined().items()
                         if k in ("s_min", "e_min") and math.isfinite(v))
         return (
             f"TradeoffFit({self.b_crit_text()}, status={self.status!r}, "
-            f"{known}{self.n_batch_sizes} batch sizes{warn})"
+            f"{known}{self.n_batch_sizes} batch sizes{noted})"
         )
 
     def summary(self) -> str:
@@ -325,7 +324,7 @@ def fit_tradeoff(table: StepsTable | pd.DataFrame, *, level: float | None = None
     b_ci, status = b_crit_status(pt, ivl.b_crit, interval, pts.level, bounded)
     notes = _warnings(pts, pt, interval)
     for w in notes:
-        warnings.warn(w, FitWarning, stacklevel=2)
+        warn(w, FitWarning)
     return _assemble(pts, pt, ivl, b_ci, status, notes)
 
 

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import re
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from .._io import atomic_path
-from ..errors import EmpiricalBatchWarning, InputError
+from ..errors import EmpiricalBatchWarning, InputError, warn
 from .config import SweepSpec
 from .device import sync_device
 from .resume import (
@@ -166,8 +165,7 @@ def run_sweep(
                 try:
                     frames.append(read_part(path, COLUMNS, (records or {}).get(path.name)))
                 except DamagedPart as exc:
-                    warnings.warn(f"{exc}; training the group again", EmpiricalBatchWarning,
-                                  stacklevel=2)
+                    warn(f"{exc}; training the group again", EmpiricalBatchWarning)
                 else:
                     if files is not None:
                         files.append(path)
@@ -282,8 +280,6 @@ def sweep_files(out_dir: str | Path, task: str) -> list[Path]:
     file and a complete shard set exist, the newer is used and a warning says which and
     why (a stale whole-sweep file must not hide fresh shards, nor the reverse).
     """
-    import warnings
-
     folder = Path(out_dir) / "sweeps"
     whole = next((w for w in (folder / f"{task}.csv", folder / f"{task}.csv.gz")
                   if w.exists()), None)
@@ -313,11 +309,11 @@ def sweep_files(out_dir: str | Path, task: str) -> list[Path]:
         newest_shard = max(p.stat().st_mtime for p in files)
         if missing or newest_shard <= whole.stat().st_mtime:
             why = "the shard set is incomplete" if missing else "the shard files are older"
-            warnings.warn(f"task {task!r}: using {whole.name}; {why}, so the shard files "
-                          "beside it are ignored", EmpiricalBatchWarning, stacklevel=2)
+            warn(f"task {task!r}: using {whole.name}; {why}, so the shard files "
+                          "beside it are ignored", EmpiricalBatchWarning)
             return [whole]
-        warnings.warn(f"task {task!r}: using the {n} shard files, newer than {whole.name}",
-                      EmpiricalBatchWarning, stacklevel=2)
+        warn(f"task {task!r}: using the {n} shard files, newer than {whole.name}",
+                      EmpiricalBatchWarning)
     return files
 
 

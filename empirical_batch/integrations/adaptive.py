@@ -43,7 +43,7 @@ import warnings
 from typing import Any
 
 from .._optional import optional_import
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..rules import default_lr_rule, lr_rules
 from ..schedule.online import AdaptiveBatchRule
 from ..transfer import OPTIMIZERS, RegimeWarning, transfer
@@ -246,14 +246,14 @@ class BatchGrowth:
         if in_regime is not False or self.lr_rule in self._said:
             return
         self._said.add(str(self.lr_rule))
-        warnings.warn(
+        warn(
             f"AdaptiveBatchCallback: the learning rate follows lr_rule={self.lr_rule!r} "
             f"outside that rule's regime ({note}). The loop grows the batch as the "
             "measured noise scale nears it, where the linear and square-root rules no "
             "longer hold; it keeps applying the rule at every change (said once; each "
             "change in `changes` has lr_in_regime and the note). lr_rule='sgd_optimal' "
             "(SGD) or 'surge' (Adam) follow the noise scale instead",
-            RegimeWarning, stacklevel=2)
+            RegimeWarning)
 
     def values(self, prefix: str) -> dict[str, float]:
         """``{prefix}batch_size`` and ``{prefix}accumulation_steps`` for the logs."""

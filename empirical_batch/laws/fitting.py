@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import stats
 
 from .._validate import check_level
-from ..errors import FitError, InputError
+from ..errors import FitError, InputError, warn
 from ..fit.tradeoff_fit import FitWarning
 from ..result import Interval, Result
 from .law import INPUTS, QUANTITIES, ScalingLaw, check_inputs
@@ -112,9 +112,9 @@ def _usable(optima: CellOptima, quantity: str, inputs: tuple[str, ...]) -> pd.Da
                        f"identified) in every one of the {len(f)} cells: each is only a "
                        "bound; widen the grid of batch sizes (and learning rates)")
     if edge.any():
-        warnings.warn(f"{quantity}: {int(edge.sum())} of {len(f)} cells with the optimum at "
+        warn(f"{quantity}: {int(edge.sum())} of {len(f)} cells with the optimum at "
                       f"the grid's edge left out of the law ({', '.join(f['cell'][edge])})",
-                      FitWarning, stacklevel=3)
+                      FitWarning)
     usable: pd.DataFrame = f[~edge]
     return usable
 
@@ -135,7 +135,7 @@ def fit_law(optima: CellOptima, quantity: str = "b_opt", inputs: Any = ("tokens"
         note = f"{left} cell(s) with the optimum at the grid's edge left out"
         law = dataclasses.replace(law, notes=(*law.notes, note))
     for note in law.notes:
-        warnings.warn(f"{law.name}: {note}", FitWarning, stacklevel=2)
+        warn(f"{law.name}: {note}", FitWarning)
     return law
 
 

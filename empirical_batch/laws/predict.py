@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..fit.tradeoff_fit import FitWarning
 from ..result import Interval, Result
 from .law import INPUTS, ScalingLaw
@@ -247,7 +246,7 @@ def predict_batch(law: ScalingLaw, at: Mapping[str, float], *, anchor: Anchor | 
     notes += list(law.notes)
     status, text = _status(beyond_anchor, beyond_range, point, anchor_d)
     if status in ("extrapolating", "outside_range"):
-        warnings.warn(f"{law.name}: {text}", FitWarning, stacklevel=2)
+        warn(f"{law.name}: {text}", FitWarning)
     is_batch = law.quantity != "lr_opt"
     mode = rounding if is_batch else "none"
     rounded, rnote = round_batch(value, mode, granule)

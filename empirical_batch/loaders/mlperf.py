@@ -18,7 +18,7 @@ import pandas as pd
 
 from .._io import loads_json, read_csv
 from .._validate import positive_float
-from ..errors import DataError, EmpiricalBatchWarning, InputError
+from ..errors import DataError, EmpiricalBatchWarning, InputError, warn
 from ..provenance import Provenance
 from ..result import TableResult
 from ..sweeps import Sweep, load_sweep
@@ -448,11 +448,8 @@ def load_mllog(
             "benchmark": bench, "seed": params.get("seed"), "status": params.get("status"),
         }))
     if excluded:
-        import warnings
-
-        warnings.warn(f"load_mllog excluded {len(excluded)} run(s) whose progress goes "
-                      f"backwards: {sorted(excluded)[:3]}", EmpiricalBatchWarning,
-                      stacklevel=2)
+        warn(f"load_mllog excluded {len(excluded)} run(s) whose progress goes "
+                      f"backwards: {sorted(excluded)[:3]}", EmpiricalBatchWarning)
     if not frames:
         raise InputError(f"no usable MLLOG run in {paths}: {excluded}")
     if higher_is_better is None:

@@ -12,7 +12,6 @@ batch size the reference run happened to use.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, overload
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..errors import DataError, EmpiricalBatchWarning, InputError
+from ..errors import DataError, EmpiricalBatchWarning, InputError, warn
 from ..units import check_unit, convert
 
 if TYPE_CHECKING:
@@ -247,7 +246,7 @@ class NoiseTrajectory:
             if unresolved == "refuse":
                 raise DataError(f"{what}: not resolved yet. Smooth the log, start it later, "
                                 "or pass unresolved='drop' to leave them out (counted)")
-            warnings.warn(f"{what}: left out", EmpiricalBatchWarning, stacklevel=2)
+            warn(f"{what}: left out", EmpiricalBatchWarning)
         keep = ~bad
         traj = cls.from_examples(e[keep], vals[keep, 0], batch_size,
                                  lower=vals[keep, 1] if level_column else None,
