@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .._numeric import trapezoid
+from .._numeric import progress_mean
 from ..errors import InputError
 from ..quadratic_model import QuadraticModel
 from ..theory import dl_opt
@@ -414,7 +414,8 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
     ``weight="steps"``: the trapezoid rule over the measured checkpoints in steps,
     $\int \mathcal B\,dt / \int dt$. The other weights are App. D's progress average
     $E_s[\mathcal B] = \int \mathcal B\,ds / \int ds$ with three measures of the
-    progress $ds$ of a step:
+    progress $ds$ of a step (every weight's mean is `empirical_batch._numeric.progress_mean`
+    over the window's points):
 
     - ``"progress"`` (App. D): $ds = dt/(1 + B_{noise}(t)/B)$ per step, the progress of
       a step at $\epsilon_{opt}(B)$ as a fraction of that of an infinitely large batch
@@ -459,17 +460,16 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
     if t[-1] == t[0]:
         return float(vals[0])
     if weight == "steps":
-        return trapezoid(vals, t) / (t[-1] - t[0])
+        return progress_mean(vals, at=t)
     s = scales.sort_values("step").reset_index(drop=True)
     if weight == "loss":
         steps, n_before, end = _window(s, until_loss, curve)
         lt, loss = _loss_curve(s, until_loss, curve, end)
         n_used = min(n_before + 1, len(steps))
         v = np.interp(lt, steps[:n_used], s[column].to_numpy(float)[:n_used])
-        total = loss[0] - loss[-1]
-        if not total > 0:
+        if not loss[0] - loss[-1] > 0:
             return float("nan")
-        return float(np.sum(0.5 * (v[1:] + v[:-1]) * -np.diff(loss)) / total)
+        return progress_mean(v, at=-loss)  # ds = -dL
     if weight == "rate":
         w_col = s.assign(_progress=rate_progress(s, learning_rate=learning_rate,
                                                  batch_size=batch_size))
@@ -477,14 +477,13 @@ def averaged_scale(scales: pd.DataFrame, column: str, until_loss: float, *,
         if not np.all(np.isfinite(w_used)):
             return float("nan")
         w = np.clip(w, 0.0, None)  # a step that raises the loss makes no progress
-        den = trapezoid(w, t)
-        return trapezoid(vals * w, t) / den if den > 0 else float("nan")
+        return progress_mean(vals, at=t, rate=w)  # NaN where every weight is 0
     batch_size = _one_value(s, "batch_size", batch_size)
     _, bn, bn_used = window_values(scales, noise_column, until_loss, curve=curve)
     if not np.all(np.isfinite(bn_used) & (bn_used > 0)):
         return float("nan")
     w = dl_opt(float(batch_size), 1.0, bn)  # ds/dt = ΔL_opt/ΔL_max (eq. 2.7)
-    return trapezoid(vals * w, t) / trapezoid(w, t)
+    return progress_mean(vals, at=t, rate=w)
 
 
 def start_value(scales: pd.DataFrame, column: str) -> tuple[float, int]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._numeric import progress_mean
 from ..errors import DataError, EmpiricalBatchWarning, InputError, warn
 from ..units import check_unit, convert
 
@@ -112,13 +113,12 @@ class NoiseTrajectory:
         `empirical_batch.harness.noise.averaged_scale` with ``weight="progress"``).
         A run at batch $B$ takes $S = \int_0^{s_{end}} (1 + \mathcal B(s)/B)\,ds =
         S_{min}(1 + E_s[\mathcal B]/B)$ steps with $S_{min} = s_{end}$: eq. 2.11 with
-        $B_{crit} = E_s[\mathcal B]$ ($\mathcal B$ held at the first point before it,
-        trapezoid rule after). This is the model's prediction when every step takes the
+        $B_{crit} = E_s[\mathcal B]$ (`empirical_batch._numeric.progress_mean` over the
+        progress from 0: $\mathcal B$ held at the first point before it, trapezoid rule
+        after). This is the model's prediction when every step takes the
         optimal rate $\epsilon_{opt}(B)$ (§2.2); runs on another learning-rate schedule
         can fit a different $B_{crit}$."""
-        s, b = self.progress, self.b_noise
-        area = s[0] * b[0] + float(np.sum(0.5 * (b[1:] + b[:-1]) * np.diff(s)))
-        return float(area / self.total)
+        return progress_mean(self.b_noise, at=self.progress, start=0.0)
 
     def tradeoff(self) -> Tradeoff:
         """The `Tradeoff` of a target reached at the end of the trajectory:

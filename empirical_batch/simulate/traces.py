@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._numeric import progress_mean
 from .._validate import check_count
 from ..errors import InputError
 from ..result import Result
@@ -66,7 +67,8 @@ def noise_scales_along_run(problem: QuadraticProblem, lr: float, batch_size: flo
     The run is ``steps`` steps at ``lr`` and ``batch_size`` on the exact dynamics. The
     average is over steps (``average="steps"``) or weighted by progress, the paper's
     App. D average $E_s[\mathcal B]$ with $ds = 1/(1 + B_{noise}/B)$ per
-    step (``average="progress"``). With ``b_crit`` (e.g. fitted to a sweep of the same
+    step (``average="progress"``; `empirical_batch._numeric.progress_mean` with each
+    step's progress as its increment). With ``b_crit`` (e.g. fitted to a sweep of the same
     problem), the column ``b_crit_over_b_noise`` compares it with each row: a noise
     scale that changes during training has no single value that *is* B_crit.
     """
@@ -77,7 +79,7 @@ def noise_scales_along_run(problem: QuadraticProblem, lr: float, batch_size: flo
     w = (np.ones_like(tr.b_noise) if average == "steps"
          else 1.0 / (1.0 + tr.b_noise / float(batch_size)))
     ok = np.isfinite(tr.b_noise) & np.isfinite(tr.b_simple)
-    avg = [float(np.average(v[ok], weights=w[ok])) for v in (tr.b_noise, tr.b_simple)]
+    avg = [progress_mean(v[ok], increments=w[ok]) for v in (tr.b_noise, tr.b_simple)]
     out = pd.DataFrame({
         "where": ["at the start", "at the end", f"averaged over the run ({average})"],
         "b_noise": [tr.b_noise[0], tr.b_noise[-1], avg[0]],
