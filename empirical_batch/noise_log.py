@@ -56,13 +56,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
 
 from ._io import check_float_range, loads_json
 from .errors import DataError, EmpiricalBatchWarning, InputError, warn
+from .params import Options, validate_params
 from .result import Result
 from .units import check_unit
 
@@ -72,7 +73,9 @@ __all__ = ["NOISE_LOG_COLUMNS", "QUANTITIES", "BSimpleForBNoise", "FinalNoiseSca
 
 NOISE_LOG_COLUMNS = ("step", "examples", "tokens", "b_simple", "b_simple_low",
                      "b_simple_high", "b_simple_se", "b_noise", "unit")
-QUANTITIES = ("b_simple", "b_noise")
+Quantity = Literal["b_simple", "b_noise"]
+"""The noise scale a log's value stands for."""
+QUANTITIES = get_args(Quantity)
 _NUMERIC = tuple(c for c in NOISE_LOG_COLUMNS if c != "unit")
 
 
@@ -181,7 +184,7 @@ def load_noise_log(source: object, where: str | None = None) -> pd.DataFrame:
     return out
 
 
-def choose_quantity(frame: pd.DataFrame, quantity: str | None, label: str = "the log"
+def choose_quantity(frame: pd.DataFrame, quantity: Quantity | None, label: str = "the log"
                     ) -> tuple[str, bool]:
     """The noise-scale column to use as $B_{noise}$ and whether that is an approximation.
 
@@ -189,8 +192,7 @@ def choose_quantity(frame: pd.DataFrame, quantity: str | None, label: str = "the
     ``b_simple`` and warns `BSimpleForBNoise`; an explicit ``quantity`` is used as
     asked (``"b_simple"``: the caller accepts it as the approximation, no warning)."""
     if quantity is not None:
-        if quantity not in QUANTITIES:
-            raise InputError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
+        Options.of(Quantity).check(quantity, "quantity")
         if quantity not in frame.columns:
             raise DataError(f"{label} has no {quantity!r} column; got {list(frame.columns)}")
         return quantity, quantity == "b_simple"
@@ -240,7 +242,8 @@ def token_column(frame: pd.DataFrame, column: str) -> str | None:
     return twin if np.isfinite(values).any() else None
 
 
-def final_noise_scale(source: object, quantity: str | None = None, where: str | None = None,
+@validate_params(quantity=Quantity)
+def final_noise_scale(source: object, quantity: Quantity | None = None, where: str | None = None,
                       *, unit: str | None = None,
                       tokens_per_example: float | None = None) -> FinalNoiseScale:
     """The noise scale at the end of a logged run: the last row whose value is finite and

@@ -6,6 +6,12 @@ error names the parameter and its domain, and the same table can be listed in th
 docs (`domain_table`). A keyword argument removed in 0.4 is refused with its
 replacement's name (`removed_keywords`).
 
+A public function declares its parameters' constraints once, with `validate_params`
+(as scikit-learn's ``validate_params`` and ``_parameter_constraints``): a parameter's
+name in `DOMAINS`, a `Domain`, or a ``Literal[...]`` type of its options, which is also
+the parameter's annotation, so that a type checker and the runtime check read the same
+declaration. The constraints are on the function as ``parameter_constraints``.
+
 >>> float(check("momentum", 0.9))
 0.9
 >>> str(DOMAINS["level"])
@@ -15,10 +21,11 @@ replacement's name (`removed_keywords`).
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 
 import numpy as np
 
@@ -26,7 +33,8 @@ from ._validate import as_array
 from .errors import InputError, NotFoundError
 
 __all__ = [
-    "DOMAINS", "Domain", "check", "domain_table", "markdown_table", "removed_keywords",
+    "DOMAINS", "Domain", "Options", "check", "domain_table", "markdown_table",
+    "removed_keywords", "validate_params",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -184,6 +192,90 @@ def removed_keywords(**old_to_new: str) -> Callable[[F], F]:
             return func(*args, **kwargs)
 
         return cast(F, wrapper)  # the same signature: the removed keywords are not in it
+
+    return deco
+
+
+@dataclass(frozen=True)
+class Options:
+    """A categorical parameter: one of ``choices`` (the arguments of its ``Literal``)."""
+
+    choices: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, literal: Any) -> Options:
+        """The options of a ``Literal[...]`` type."""
+        if get_origin(literal) is not Literal:
+            raise InputError(f"Options.of() takes a Literal type, got {literal!r}")
+        return cls(get_args(literal))
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(map(repr, self.choices))
+
+    def check(self, value: Any, name: str) -> Any:
+        """``value``, or `InputError` naming ``name`` and the options."""
+        if not isinstance(value, str | int | bool | None) or value not in self.choices:
+            raise InputError(f"{name} must be {self}, got {value!r}")
+        return value
+
+
+Constraint = Domain | Options
+
+
+def _constraint(spec: str | Domain | Options | Any) -> Constraint:
+    if isinstance(spec, Domain | Options):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return DOMAINS[spec]
+        except KeyError:
+            raise NotFoundError(f"no declared domain for {spec!r}; declared: "
+                                f"{sorted(DOMAINS)}") from None
+    return Options.of(spec)
+
+
+def validate_params(**constraints: str | Domain | Options | Any) -> Callable[[F], F]:
+    """Decorator: check the named arguments of each call against their constraints,
+    before the function runs; the error names the parameter and its domain or options.
+
+    Each keyword names a parameter of the function; its value is a name in `DOMAINS`,
+    a `Domain`, an `Options` or a ``Literal[...]`` type (its options). ``None`` passes
+    where it is the parameter's default (the function then chooses the value). The
+    constraints are kept on the function as ``parameter_constraints``.
+
+    >>> from typing import Literal
+    >>> @validate_params(level="level", how=Literal["mean", "min"])
+    ... def f(x, *, level=0.95, how="mean"):
+    ...     return how
+    >>> f(1, how="max")
+    Traceback (most recent call last):
+    ...
+    empirical_batch.errors.InputError: how must be one of 'mean', 'min', got 'max'
+    >>> f(1, level=1.5)
+    Traceback (most recent call last):
+    ...
+    empirical_batch.errors.InputError: level must be in (0, 1), got 1.5
+    """
+    checks = {name: _constraint(spec) for name, spec in constraints.items()}
+
+    def deco(func: F) -> F:
+        sig = inspect.signature(func)
+        unknown = sorted(set(checks) - set(sig.parameters))
+        if unknown:
+            raise InputError(f"validate_params: {func.__qualname__} has no parameter(s) "
+                            f"{unknown}")
+        none_ok = {name for name in checks if sig.parameters[name].default is None}
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = sig.bind(*args, **kwargs).arguments
+            for name, constraint in checks.items():
+                if name in given and not (given[name] is None and name in none_ok):
+                    constraint.check(given[name], name)
+            return func(*args, **kwargs)
+
+        wrapper.parameter_constraints = checks  # type: ignore[attr-defined]
+        return cast(F, wrapper)
 
     return deco
 

@@ -62,10 +62,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ._validate import as_float, positive_float
 from .errors import EmpiricalBatchWarning, InputError, NotFoundError, warn
+from .params import validate_params
 from .result import Result
 from .rules import (
     HPARAMS,
@@ -96,7 +97,9 @@ __all__ = [
     "transfer",
 ]
 
-OPTIMIZERS = ("sgd", "adam", "adamw")
+Optimizer = Literal["sgd", "adam", "adamw"]
+"""The optimizers whose hyperparameters `transfer` moves to another batch size."""
+OPTIMIZERS = get_args(Optimizer)
 _KEYS = MappingProxyType({
     "sgd": frozenset({"lr", "momentum", "weight_decay", "ema_decay", "warmup_steps",
                       "total_steps"}),
@@ -317,12 +320,13 @@ def _check_tradeoff(tradeoff: object) -> tuple[Tradeoff | None, tuple[float, flo
                     f"{type(tradeoff).__name__}")
 
 
+@validate_params(optimizer=Optimizer)
 def transfer(
     hparams: Mapping[str, float],
     from_batch: float,
     to_batch: float,
     *,
-    optimizer: str,
+    optimizer: Optimizer,
     rule: str | Mapping[str, str] | None = None,
     b_noise: float | None = None,
     tradeoff: Tradeoff | TradeoffFit | None = None,
@@ -391,8 +395,6 @@ def transfer(
     * Bergsma, S., et al. (2025). Power Lines: Scaling Laws for Weight Decay and
       Batch Size in LLM Pre-training. arXiv:2505.13738.
     """
-    if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
-        raise InputError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
     b = positive_float(from_batch, "from_batch")
     b2 = positive_float(to_batch, "to_batch")
     bn = None if b_noise is None else positive_float(b_noise, "b_noise")

@@ -100,7 +100,7 @@ def test_float32_sweep_and_dtype_errors():
     f64 = simulate_sweep(nq, **kw).frame["metric"].to_numpy()
     f32 = simulate_sweep(nq, **kw, dtype="float32").frame["metric"].to_numpy()
     np.testing.assert_allclose(f32, f64, rtol=powers.F32_REL_ERR)
-    with pytest.raises(InputError, match=r"dtype must be 'float64' or 'float32', got 'half'"):
+    with pytest.raises(InputError, match=r"dtype must be one of 'float64', 'float32', got 'half'"):
         simulate_sweep(nq, **kw, dtype="half")
     with pytest.raises(InputError, match="dtype"):
         simulate_sweep(nq, **kw, method="monte_carlo", dtype="float16")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -32,11 +32,19 @@ from scipy import optimize, stats
 from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..errors import InputError, warn
-from ..params import removed_keywords
+from ..params import removed_keywords, validate_params
 from ..result import Interval, Result, unwrap_table
 from ..sweeps import Sweep
 from .profile import profile_grid
-from .steps import as_sweep, best_per_size, check_combine, config_table, per_run, prepare
+from .steps import (
+    Combine,
+    as_sweep,
+    best_per_size,
+    check_combine,
+    config_table,
+    per_run,
+    prepare,
+)
 from .tradeoff_fit import FitWarning, TradeoffFit, fit_tradeoff
 
 
@@ -153,7 +161,9 @@ class LRScalingFit(Result):
         return d
 
 
-FAMILIES = ("power", "sgd", "surge", "auto")
+Family = Literal["power", "sgd", "surge", "auto"]
+"""The learning-rate laws `fit_lr_scaling` fits (``"auto"``: chosen by the data)."""
+FAMILIES = get_args(Family)
 _Num = float | np.ndarray
 
 
@@ -307,16 +317,17 @@ def _lr_profile(Y: np.ndarray, log_b: np.ndarray, grid: np.ndarray,
 
 
 @removed_keywords(ci="level")
+@validate_params(combine=Combine, level="level", family=Family)
 def fit_lr_scaling(
     source: Any,
     target: float | None = None,
     *,
     alpha: float | None = None,
-    combine: str = "mean",
+    combine: Combine = "mean",
     level: float | None = None,
     n_boot: int = 1000,
     seed: int | np.random.Generator | None = 0,
-    family: str = "power",
+    family: Family = "power",
 ) -> LRScalingFit:
     r"""Fit $\epsilon(B) = \epsilon_*/(1 + B_*/B)^\alpha$ to the best learning rates.
 
@@ -357,8 +368,6 @@ def fit_lr_scaling(
     ci = check_level(level)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
-    if family not in FAMILIES:
-        raise InputError(f"family must be one of {FAMILIES}, got {family!r}")
     if family in ("sgd", "surge") and alpha is not None:
         raise InputError(f"alpha applies to family='power' only, not {family!r}")
     b, lr, refined, tradeoff_fit = _best_rates(unwrap_table(source), target, combine, ci,

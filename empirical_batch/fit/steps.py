@@ -5,26 +5,28 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
 
 from .._validate import as_float
 from ..errors import InputError, NotFoundError
+from ..params import Options, validate_params
 from ..result import Result, table_dict, unwrap_table
 from ..sweeps import Sweep, load_sweep
 from ..units import UnitMismatch, check_unit
 
 __all__ = ["StepsTable", "steps_to_target"]
 
-_COMBINE = ("mean", "median", "min")
+Combine = Literal["mean", "median", "min"]
+"""How the seeds of one configuration are combined into its steps."""
+_COMBINE = get_args(Combine)
 
 
 def check_combine(combine: object) -> None:
     """Raise unless ``combine`` is one of ``"mean"``, ``"median"``, ``"min"``."""
-    if combine not in _COMBINE:
-        raise InputError(f"combine must be one of {_COMBINE}, got {combine!r}")
+    Options.of(Combine).check(combine, "combine")
 
 
 class FrameView:
@@ -374,11 +376,12 @@ def _seeds_of(p: Prepared, pr: dict[str, np.ndarray],
     return pr["steps"][runs], pr["examples"][runs], int(pr["at_first_point"][runs].sum())
 
 
+@validate_params(combine=Combine)
 def steps_to_target(
     sweep: object,
     target: float,
     *,
-    combine: str = "mean",
+    combine: Combine = "mean",
     config: str | Sequence[str] = "learning_rate",
     max_stable_lr: float | None = None,
     unit: str | None = None,

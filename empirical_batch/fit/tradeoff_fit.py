@@ -10,19 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from .._validate import as_float, check_level, check_positive
 from ..errors import EmpiricalBatchWarning, FitError, InputError, warn
-from ..params import removed_keywords
+from ..params import removed_keywords, validate_params
 from ..result import Interval, Result, unwrap_table
 from ..tradeoff import Tradeoff
 from ..units import UnitMismatch, check_unit
 from .profile import active_bound
-from .steps import StepsTable, check_combine, check_seeds, seed_groups
+from .steps import Combine, StepsTable, check_combine, check_seeds, seed_groups
 from .tradeoff_intervals import (
     Intervals,
     PointFit,
@@ -246,11 +246,20 @@ class TradeoffFit(Result):
         return self.summary()
 
 
+Bootstrap = Literal["auto", "seeds", "residuals"]
+"""How `fit_tradeoff` resamples: by seed, by residual, or seeds where every batch size
+has two or more."""
+IntervalMethod = Literal["profile", "f", "percentile"]
+"""How `fit_tradeoff` turns the fit into an interval on B_crit."""
+
+
 @removed_keywords(ci="level")
+@validate_params(level="level", combine=Combine, bootstrap=Bootstrap,
+                 interval=IntervalMethod)
 def fit_tradeoff(table: StepsTable | pd.DataFrame, *, level: float | None = None,
                  n_boot: int = 1000, seed: int | np.random.Generator | None = 0,
-                 combine: str | None = None, bootstrap: str = "auto",
-                 interval: str = "profile", bounded: bool = False,
+                 combine: Combine | None = None, bootstrap: Bootstrap = "auto",
+                 interval: IntervalMethod = "profile", bounded: bool = False,
                  unit: str | None = None) -> TradeoffFit:
     r"""Fit $S(B) = S_{min}(1 + B_{crit}/B)$ (eq. 2.11) in log space, with a bootstrap.
 
@@ -338,7 +347,7 @@ def read_points(table: StepsTable | pd.DataFrame, level: float | None, n_boot: i
     stepstable = table if isinstance(table, StepsTable) else None
     unit = _unit(stepstable, unit)
     frame = _check_table(table)
-    ci, n_boot = _check_options(check_level(level), n_boot, bootstrap, interval)
+    ci, n_boot = _check_options(check_level(level), n_boot)
     combine = combine or (stepstable.combine if stepstable is not None else "mean")
     check_combine(combine)
     check_seeds(frame, stepstable.combine if stepstable is not None else combine)
@@ -451,18 +460,12 @@ def _check_table(table: object) -> pd.DataFrame:
     return frame
 
 
-def _check_options(ci: float, n_boot: int, bootstrap: str,
-                   interval: str) -> tuple[float, int]:
-    ci = as_float(ci, "ci")
-    if not 0 < ci < 1:
-        raise InputError(f"ci must be in (0, 1), got {ci}")
+def _check_options(ci: float, n_boot: int) -> tuple[float, int]:
+    """The level as a float and ``n_boot`` as an int (the options, the level's domain
+    and ``combine`` are checked by `fit_tradeoff`'s `validate_params`)."""
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
-    if bootstrap not in ("auto", "seeds", "residuals"):
-        raise InputError(f"bootstrap must be 'auto', 'seeds' or 'residuals', got {bootstrap!r}")
-    if interval not in ("profile", "f", "percentile"):
-        raise InputError(f"interval must be 'profile', 'f' or 'percentile', got {interval!r}")
-    return ci, int(n_boot)
+    return as_float(ci, "level"), int(n_boot)
 
 
 def _warnings(pts: SeedPoints, pt: PointFit, interval: str) -> tuple[str, ...]:

@@ -43,19 +43,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
 
 from .._validate import positive_float
 from ..errors import DataError, InputError
+from ..params import validate_params
 from ..units import UnitMismatch, check_unit
 from .schema import RunGrid, finish_grid, numeric_column
 
 __all__ = ["LAYOUTS", "RunGrid", "load_grid"]
 
-LAYOUTS = ("auto", "steplaw", "plain", "zhang", "batch_science")
+Layout = Literal["auto", "steplaw", "plain", "zhang", "batch_science"]
+"""The table layouts `load_grid` reads (``"auto"``: told apart by their columns)."""
+LAYOUTS = get_args(Layout)
 
 LOSS_COLUMNS = ("n_params", "tokens", "batch_size", "learning_rate", "loss")
 STEPS_COLUMNS = ("n_params", "tokens", "batch_size", "steps")
@@ -80,7 +83,7 @@ def _rename(frame: pd.DataFrame, aliases: Mapping[str, str] | None) -> pd.DataFr
     return frame.rename(columns={given: canonical for canonical, given in aliases.items()})
 
 
-def _detect(frame: pd.DataFrame) -> str:
+def _detect(frame: pd.DataFrame) -> Layout:
     cols = set(frame.columns)
     if {"N", "D", "bs", "lr"} <= cols:
         return "steplaw"
@@ -112,7 +115,8 @@ def _unit_of(frame: pd.DataFrame, unit: str | None, where: str) -> str:
     return check_unit(unit, "unit")
 
 
-def load_grid(source: Any, *, layout: str = "auto", unit: str | None = None,
+@validate_params(layout=Layout)
+def load_grid(source: Any, *, layout: Layout = "auto", unit: str | None = None,
               columns: Mapping[str, str] | None = None, seq_len: float | None = None,
               target: float | None = None, metric: str | None = None,
               maximize: bool = False) -> RunGrid:
@@ -136,8 +140,6 @@ def load_grid(source: Any, *, layout: str = "auto", unit: str | None = None,
         The ``batch_science`` layout: the objective column, its target and direction
         (see `load_batch_science`).
     """
-    if layout not in LAYOUTS:
-        raise InputError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if isinstance(source, str | Path) and Path(source).is_dir():
         if layout not in ("auto", "batch_science"):
             raise InputError(f"{source} is a directory: only the batch_science layout is one")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -45,6 +46,7 @@ import pandas as pd
 from .._validate import check_count, check_level, positive_float
 from ..errors import FitError, InputError
 from ..fit.tradeoff_fit import FitWarning, NotEnoughBatchSizes, fit_tradeoff
+from ..params import validate_params
 from ..result import TableResult
 from .grid import RunGrid
 
@@ -86,20 +88,21 @@ class CellOptima(TableResult):
         return f"{self!r}\n{self.frame.to_string(index=False)}"
 
 
-ESTIMATORS = ("band", "vertex")
+Estimator = Literal["band", "vertex"]
+"""How `cell_optima` locates a cell's optimum: the near-optimal band or the parabola's vertex."""
+ESTIMATORS = get_args(Estimator)
 
 
+@validate_params(level="level", estimator=Estimator)
 def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
                 level: float | None = None, seed: int = 0,
-                estimator: str = "band") -> CellOptima:
+                estimator: Estimator = "band") -> CellOptima:
     """$B_{opt}$ and $\\eta_{opt}$ (loss grids) or $B_{crit}$ (steps grids) per cell,
     with intervals and edge flags (see the module's text)."""
     if not isinstance(grid, RunGrid):
         raise InputError(f"grid must be a RunGrid (load_grid), got {type(grid).__name__}")
     band = positive_float(band, "band", allow_zero=True)
     n_boot = check_count(n_boot, "n_boot", 0)
-    if estimator not in ESTIMATORS:
-        raise InputError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
     lvl = check_level(level)
     rng = np.random.default_rng(seed)
     short = []

@@ -37,20 +37,23 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 from scipy import stats
 
 from ..errors import InputError, warn
 from ..fit.tradeoff_fit import FitWarning
+from ..params import Options, validate_params
 from ..result import Interval, Result
 from .law import INPUTS, ScalingLaw
 
 __all__ = ["Anchor", "BatchPrediction", "PredictedBatch", "load_prediction", "predict_batch",
            "round_batch"]
 
-ROUNDING = ("pow2", "multiple", "none")
+Rounding = Literal["pow2", "multiple", "none"]
+"""How a predicted batch size is rounded: to a power of two, a multiple of the granule, or not."""
+ROUNDING = get_args(Rounding)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +81,11 @@ class Anchor:
                              f"value {v} and be > 0")
 
 
-def round_batch(value: float, mode: str = "pow2", granule: float = 1.0) -> tuple[float, str]:
+def round_batch(value: float, mode: Rounding = "pow2",
+                granule: float = 1.0) -> tuple[float, str]:
     """``value`` rounded (``"pow2"``, ``"multiple"`` of ``granule``, ``"none"``), and a
     note where the power of two had to move to a multiple of the granule."""
-    if mode not in ROUNDING:
-        raise InputError(f"rounding must be one of {ROUNDING}, got {mode!r}")
+    Options.of(Rounding).check(mode, "rounding")
     if not (math.isfinite(granule) and granule > 0):
         raise InputError(f"the granule (devices × micro-batch) must be > 0, got {granule!r}")
     if not math.isfinite(value) or value <= 0 or mode == "none":
@@ -175,8 +178,9 @@ def _fmt(d: Mapping[str, float]) -> str:
     return ", ".join(f"{k}={v:.4g}" for k, v in d.items())
 
 
+@validate_params(rounding=Rounding, level="level")
 def predict_batch(law: ScalingLaw, at: Mapping[str, float], *, anchor: Anchor | None = None,
-                  rounding: str = "pow2", granule: float = 1.0,
+                  rounding: Rounding = "pow2", granule: float = 1.0,
                   exponent_intervals: Mapping[str, tuple[float, float]] | None = None,
                   level: float | None = None) -> BatchPrediction:
     """``law`` at ``at`` (anchored at ``anchor`` when given), rounded, with its status.

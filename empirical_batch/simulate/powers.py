@@ -43,11 +43,15 @@ of at most ``ROWS`` directions (``elements`` entries at most, then fewer directi
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 
-__all__ = ["DTYPES", "F32_REL_ERR", "table_parts"]
+__all__ = ["DTYPES", "F32_REL_ERR", "Dtype", "table_parts"]
 
-DTYPES = ("float64", "float32")
+Dtype = Literal["float64", "float32"]
+"""The precisions of the powers."""
+DTYPES = get_args(Dtype)
 """The precisions of the powers: ``float32`` halves their memory and bandwidth."""
 
 F32_REL_ERR = 3e-6

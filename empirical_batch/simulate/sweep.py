@@ -11,18 +11,18 @@ reads a sweep takes as it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
 
 from .._validate import MAX_COUNT, as_array, check_positive
 from ..errors import InputError
-from ..params import removed_keywords
+from ..params import removed_keywords, validate_params
 from ..result import TableResult
 from . import dynamics
 from .montecarlo import log_steps, monte_carlo_sgd
-from .powers import DTYPES
+from .powers import Dtype
 from .quadratic import NoisyQuadratic
 
 if TYPE_CHECKING:
@@ -64,19 +64,24 @@ def _run_name(b, lr, seed) -> str:
     return f"B{b:g}_lr{lr:.6g}_{tag}"
 
 
+Method = Literal["exact", "monte_carlo"]
+"""How `simulate_sweep` computes the loss: the exact expectation or Monte Carlo SGD."""
+
+
 @removed_keywords(seeds="n_seeds")
+@validate_params(method=Method, dtype=Dtype)
 def simulate_sweep(
     problem: NoisyQuadratic,
     batch_sizes,
     learning_rates,
     max_steps: int,
     *,
-    method: str = "exact",
+    method: Method = "exact",
     n_seeds: int = 1,
     n_points: int = 50,
     seed: int = 0,
     device: str = "cpu",
-    dtype: str | None = None,
+    dtype: Dtype | None = None,
     dataset_size: int | None = None,
     progress: bool = False,
 ) -> SimulatedSweep:
@@ -139,23 +144,19 @@ def simulate_sweep(
         raise InputError(f"batch_sizes must be integers in [1, 2^53], got {bs.tolist()}")
     lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
     steps = log_steps(max_steps, n_points)
-    if dtype is not None and dtype not in DTYPES:
-        raise InputError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
     if method == "exact":
         with np.errstate(over="ignore", invalid="ignore"):
             loss = np.asarray(dynamics.expected_loss(
                 problem, lrs[None, :, None], bs[:, None, None], steps[None, None, :],
                 dtype=dtype or "float64"))[:, :, None, :]
         seed_ids: list[int | None] = [None]
-    elif method == "monte_carlo":
+    else:  # "monte_carlo" (the options are checked by validate_params)
         res = monte_carlo_sgd(
             problem, bs, lrs, int(max_steps), n_seeds=n_seeds, record_steps=steps, seed=seed,
             device=device, dtype=dtype or "float32", dataset_size=dataset_size, progress=progress,
         )
         loss = res.loss
         seed_ids = list(range(loss.shape[2]))
-    else:
-        raise InputError(f"method must be 'exact' or 'monte_carlo', got {method!r}")
     loss = np.where(np.isnan(loss), np.inf, loss)  # a diverged run has infinite loss
     nb, nl, ns, nt = loss.shape
     ib, il, isd, it = (g.ravel() for g in np.meshgrid(
