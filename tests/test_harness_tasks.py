@@ -111,7 +111,7 @@ def test_cli_cuda_without_cuda_is_a_clear_error(tmp_path, capsys):
 
 
 def test_resolve_device_takes_strings_and_torch_devices():
-    from empirical_batch.harness.pipeline import resolve_device
+    from empirical_batch.harness.device import resolve_device
 
     assert resolve_device("cpu") == resolve_device(torch.device("cpu")) == torch.device("cpu")
     with pytest.raises(ValueError, match="auto, cpu or cuda"):
@@ -119,8 +119,28 @@ def test_resolve_device_takes_strings_and_torch_devices():
     with pytest.raises(TypeError, match="device must be"):
         resolve_device(0)
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="is_available"):
+        with pytest.raises(ValueError, match="no CUDA device"):
             resolve_device(torch.device("cuda", 0))
+
+
+def test_use_device_is_the_one_check_and_sets_the_threads():
+    from empirical_batch.harness.device import device_name, use_device
+    from empirical_batch.harness.threads import restores_torch_threads
+
+    @restores_torch_threads
+    def threads_after(device, threads):
+        return use_device(device, threads), torch.get_num_threads()
+
+    before = torch.get_num_threads()
+    assert threads_after("cpu", None) == (torch.device("cpu"), 1)
+    assert threads_after(torch.device("cpu"), 2) == (torch.device("cpu"), 2)
+    assert torch.get_num_threads() == before
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+            use_device("cpu", bad)
+    with pytest.raises(ValueError, match="auto, cpu or cuda"):
+        use_device("tpu")
+    assert device_name("cpu") == "cpu" and device_name("cpu", otherwise="x") == "x"
 
 
 def test_plan_summary_counts_by_hand():

@@ -48,7 +48,7 @@ import torch
 from .._optional import optional_import
 from ..errors import InputError, UsageError
 from .config import SweepSpec
-from .device import resolve_device, sync_device
+from .device import device_name, sync_device, use_device
 from .sweep import group_shards, merge_shards, run_sweep
 from .tasks import TASKS, check_task_name
 from .tasks.base import Task
@@ -98,17 +98,12 @@ class ShardJob:
     @restores_torch_threads
     def __call__(self) -> ShardResult:
         t0 = time.perf_counter()
-        dev = resolve_device(self.device)
-        if self.threads is not None:
-            torch.set_num_threads(self.threads)
-        elif dev.type == "cpu":
-            torch.set_num_threads(1)
+        dev = use_device(self.device, self.threads)
         task = self.task_cls(**self.options).to(dev, self.dtype)
         frame = run_sweep(task, self.spec, shard=self.shard, split="groups",
                           batched=self.batched, max_group=self.max_group)
         sync_device(dev)
-        name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
-        return ShardResult(frame, platform.node(), f"{dev} ({name})",
+        return ShardResult(frame, platform.node(), f"{dev} ({device_name(dev)})",
                            round(time.perf_counter() - t0, 3))
 
     def describe(self) -> str:

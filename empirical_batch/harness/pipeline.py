@@ -31,7 +31,7 @@ import torch
 from .._io import atomic_write_text
 from ..errors import InputError
 from .config import HarnessConfig
-from .device import resolve_device, sync_device
+from .device import device_name, sync_device, use_device
 from .distribute import run_sweep_distributed
 from .files import FileGuard, harness_manifests, listed_paths, remove_owned
 from .resume import BudgetExhausted, StageCache, TimeBudget, stage_cache
@@ -189,13 +189,7 @@ def run_harness(
                     f"--shard {shard[0]}/{shard[1]} --shard-by groups: task {plan.task!r} has "
                     f"only {n_groups} vmap groups (`group_members`), so shards beyond them "
                     f"would be empty; use at most {n_groups} shards")
-    dev = resolve_device(device)
-    if threads is not None:
-        if threads < 1:
-            raise InputError(f"--threads must be >= 1, got {threads}")
-        torch.set_num_threads(threads)
-    elif dev.type == "cpu":
-        torch.set_num_threads(1)
+    dev = use_device(device, threads)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
@@ -344,8 +338,7 @@ def _write_manifest(run: HarnessRun, config: HarnessConfig, command: str | None,
         "empirical_batch": __version__,
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "device_name": (torch.cuda.get_device_name(torch.device(run.device))
-                        if run.device.startswith("cuda") else platform.processor() or "cpu"),
+        "device_name": device_name(run.device, otherwise=platform.processor() or "cpu"),
         "torch_threads": torch.get_num_threads(),
         **run.to_dict(),
         "harness_config": config.to_dict(),

@@ -37,6 +37,7 @@ from .._io import atomic_path, atomic_write_text
 from ..errors import InputError
 from ..harness.branched import run_branched
 from ..harness.config import HarnessConfig
+from ..harness.device import resolve_device
 from ..harness.noise import run_reference, with_population
 from ..harness.one_step import run_one_step
 from ..harness.resume import cached
@@ -172,9 +173,11 @@ def _assemble(parts: list[TaskFits], **measured) -> AnalysisResults:
 def compute_results(config: HarnessConfig, out: str | Path, *, device="cpu", progress=False,
                     timings: dict | None = None) -> AnalysisResults:
     """Noise scales, one-step experiment and fits for every task of ``config`` on the
-    sweeps under ``out`` (computation only: nothing is written)."""
+    sweeps under ``out`` (computation only: nothing is written), on ``device``
+    (`empirical_batch.harness.device.resolve_device`: ``auto``, ``cpu``, ``cuda[:N]``)."""
     import time
 
+    device = resolve_device(device)
     out = Path(out)
     timings = {} if timings is None else timings
     noise_tabs, os_tabs, os_sums, refs = [], [], [], []
