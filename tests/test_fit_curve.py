@@ -129,3 +129,26 @@ def test_a_target_met_at_step_0_is_reported_not_a_crash():
         critical_batch_curve(sw, [2.5], n_boot=10)
     with pytest.raises(TargetAtStart):
         fit_tradeoff(pd.DataFrame({"batch_size": [1, 2, 3], "steps": [3, 0, 1]}))
+
+
+def test_the_curve_keeps_its_steps_tables_and_derives_its_frame_from_its_fields():
+    import dataclasses
+
+    from empirical_batch.errors import InputError
+    from empirical_batch.fit import steps_to_target
+
+    sweep = _kaplan_sweep()
+    targets = LEVELS[::16]
+    curve = critical_batch_curve(sweep, targets, n_boot=0, interval="f")
+    for t, table in zip(targets, curve.tables, strict=True):  # the tables the fits used
+        direct = steps_to_target(sweep, t)
+        assert table.target == t and np.array_equal(table.steps, direct.steps)
+    # the frame follows the fields: a fit removed is a row "not fitted", nothing stale
+    edited = dataclasses.replace(curve, fits=(None, *curve.fits[1:]),
+                                 notes=("left out", *curve.notes[1:]))
+    assert edited.frame["status"].iloc[0] == "not fitted"
+    assert edited.frame["note"].iloc[0] == "left out"
+    assert edited.frame["n_batch_sizes"].iloc[0] == int(curve.tables[0].reached.sum())
+    assert curve.frame["status"].iloc[0] == "identified"
+    with pytest.raises(InputError, match="one fit, note and steps table per target"):
+        dataclasses.replace(curve, tables=curve.tables[1:])

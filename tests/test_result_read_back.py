@@ -30,7 +30,7 @@ CANNOT_READ_BACK: dict[str, str] = {}
 MADE_BY_THE_LIBRARY = {
     "empirical_batch.branched.BranchedCriticalBatch": "losses has one row per factor",
     "empirical_batch.budget.FixedBudgetFit": "optima, band and the two laws agree",
-    "empirical_batch.fit.curve.CriticalBatchCurve": "its table is built from its fits",
+    "empirical_batch.fit.curve.CriticalBatchCurve": "its fits are fits of its steps tables",
     "empirical_batch.simulate.adaptive.AdaptiveResult": "schedule and fixed run agree",
     "empirical_batch.rules.Rule": "its lr_factor and move are functions (RULES)",
 }

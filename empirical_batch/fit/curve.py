@@ -2,28 +2,26 @@ r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target (§3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
 from .._validate import as_array, check_level
-from ..errors import DataError, InputError
-from ..params import removed_keywords
+from ..errors import InputError
+from ..params import removed_keywords, validate_params
 from ..result import Result
-from .steps import (
-    FrameView,
-    StepsTable,
-    as_sweep,
-    check_combine,
-    prepare,
-    steps_table,
-    sweep_unit,
+from .steps import Combine, FrameView, StepsTable, as_sweep, prepare, steps_table, sweep_unit
+from .tradeoff_fit import (
+    IntervalMethod,
+    NotEnoughBatchSizes,
+    TargetAtStart,
+    TradeoffFit,
+    fit_tradeoff,
 )
-from .tradeoff_fit import NotEnoughBatchSizes, TargetAtStart, TradeoffFit, fit_tradeoff
 
 __all__ = ["CriticalBatchCurve", "critical_batch_curve"]
 
@@ -43,11 +41,13 @@ class CriticalBatchCurve(FrameView, Result):
     higher_is_better : bool
     unit : str
         What ``b_crit`` and ``e_min`` count (`empirical_batch.units`).
+    tables : tuple of StepsTable
+        The steps to each target per batch size that each fit was made from.
     frame : pandas.DataFrame
         One row per target: ``target, s_min, e_min, b_crit, b_crit_low, b_crit_high,
         n_batch_sizes, log_rmse, extrapolation, status, note, b_crit_bound``
-        (``to_frame()``). A view of the fits: each access returns a new copy, so editing
-        it changes neither the fits nor ``b_crit`` and ``status`` (which read the fits).
+        (``to_frame()``). Built from the fields at each access (nothing is stored beside
+        them), so editing it changes neither the fits nor ``b_crit`` and ``status``.
         Values the data do not determine are NaN (`TradeoffFit.determined`): ``b_crit``
         is a number only where the status is ``"identified"`` (or ``"unknown"``, no
         interval asked for); a one-sided interval's end is in ``b_crit_bound`` (a lower
@@ -60,12 +60,21 @@ class CriticalBatchCurve(FrameView, Result):
     notes: tuple[str, ...]
     metric_name: str
     higher_is_better: bool
-    _table: pd.DataFrame = field(repr=False)
+    tables: tuple[StepsTable, ...] = field(repr=False)
     unit: str = "examples"
+
+    def __post_init__(self) -> None:
+        n = {len(self.targets), len(self.fits), len(self.notes), len(self.tables)}
+        if len(n) != 1:
+            raise InputError("CriticalBatchCurve needs one fit, note and steps table per "
+                             f"target; got {len(self.targets)} targets, {len(self.fits)} "
+                             f"fits, {len(self.notes)} notes, {len(self.tables)} tables")
 
     @property
     def frame(self) -> pd.DataFrame:  # type: ignore[override]
-        return self._table.copy()
+        rows = [_row(t, fit, note, table) for t, fit, note, table
+                in zip(self.targets, self.fits, self.notes, self.tables, strict=True)]
+        return pd.DataFrame(rows, columns=list(COLUMNS))
 
     @property
     def b_crit(self) -> np.ndarray:
@@ -95,38 +104,35 @@ class CriticalBatchCurve(FrameView, Result):
         return f"{self!r}\n{self.frame[cols].to_string(index=False)}"
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields: the targets, their fits (None where not fitted) and notes, and the
-        table's ``rows`` (records)."""
+        """The fields: the targets, their fits (None where not fitted), notes and steps
+        tables, and the table's ``rows`` (records, derived from them)."""
         return {
             "metric_name": self.metric_name, "higher_is_better": self.higher_is_better,
             "unit": self.unit, "targets": list(self.targets),
             "fits": [None if f is None else f.to_dict() for f in self.fits],
-            "notes": list(self.notes), "rows": self.frame.to_dict(orient="records"),
+            "notes": list(self.notes), "tables": [t.to_dict() for t in self.tables],
+            "rows": self.frame.to_dict(orient="records"),
         }
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CriticalBatchCurve:
-        """The curve of `to_dict` (its table from ``rows``)."""
-        rows = d.get("rows") if isinstance(d, Mapping) else None
-        if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
-            raise DataError("CriticalBatchCurve.from_dict needs 'rows', the table's records")
-        table = {"columns": list(COLUMNS), "rows": [[r.get(c) for c in COLUMNS] for r in rows]}
-        return super().from_dict({**d, "_table": table})
+
+Errors = Literal["raise", "report"]
+"""What `critical_batch_curve` does with a target it cannot fit: raise, or report it."""
 
 
 @removed_keywords(ci="level")
+@validate_params(combine=Combine, level="level", errors=Errors, interval=IntervalMethod)
 def critical_batch_curve(
     sweep: Any,
     targets: ArrayLike,
     *,
-    combine: str = "mean",
+    combine: Combine = "mean",
     config: str | Sequence[str] = "learning_rate",
     level: float | None = None,
     n_boot: int = 1000,
     seed: int | np.random.Generator | None = 0,
-    errors: str = "raise",
+    errors: Errors = "raise",
     progress: bool = False,
-    interval: str = "profile",
+    interval: IntervalMethod = "profile",
     bounded: bool = False,
     unit: str | None = None,
 ) -> CriticalBatchCurve:
@@ -158,9 +164,6 @@ def critical_batch_curve(
     targets = as_array(targets, "targets", ndim=(0, 1)).reshape(-1)
     if not np.all(np.isfinite(targets)):
         raise InputError(f"targets must be finite, got {targets.tolist()}")
-    if errors not in ("raise", "report"):
-        raise InputError(f"errors must be 'raise' or 'report', got {errors!r}")
-    check_combine(combine)
     lvl = check_level(level)
     unit = sweep_unit(sweep, unit)
     p = prepare(sweep, config)
@@ -170,50 +173,55 @@ def critical_batch_curve(
         from tqdm.auto import tqdm
 
         it = tqdm(targets, desc="B_crit per target", unit="target")
-    rows: list[dict[str, Any]] = []
     fits: list[TradeoffFit | None] = []
     notes: list[str] = []
+    tables: list[StepsTable] = []
     for t in it:
         table = replace(steps_table(p, float(t), combine), unit=unit)
-        row, fit, note = _target_row(table, float(t), errors, level=lvl, n_boot=n_boot,
-                                     seed=rng, combine=combine, interval=interval,
-                                     bounded=bounded)
-        rows.append(row)
+        fit, note = _fit_target(table, float(t), errors, level=lvl, n_boot=n_boot,
+                                seed=rng, combine=combine, interval=interval,
+                                bounded=bounded)
         fits.append(fit)
         notes.append(note)
+        tables.append(table)
     return CriticalBatchCurve(
         targets=tuple(float(t) for t in targets), fits=tuple(fits), notes=tuple(notes),
         metric_name=sweep.metric_name, higher_is_better=sweep.higher_is_better,
-        _table=pd.DataFrame(rows, columns=list(COLUMNS)), unit=unit,
+        tables=tuple(tables), unit=unit,
     )
 
 
-def _target_row(table: StepsTable, t: float, errors: str,
-                **options: Any) -> tuple[dict[str, Any], TradeoffFit | None, str]:
-    """One target of `critical_batch_curve`: its row of the table, its fit (``None`` for a
-    reported failure) and its note. ``options`` go to `fit_tradeoff`."""
+def _fit_target(table: StepsTable, t: float, errors: str,
+                **options: Any) -> tuple[TradeoffFit | None, str]:
+    """One target of `critical_batch_curve`: its fit (``None`` for a reported failure)
+    and its note. ``options`` go to `fit_tradeoff`."""
     try:
         fit = fit_tradeoff(table, **options)
     except (NotEnoughBatchSizes, TargetAtStart) as exc:
         if errors == "raise":
             raise type(exc)(f"target {t:g}: {exc}") from None
-        return ({"target": t, "s_min": np.nan, "e_min": np.nan,
-                 "b_crit": np.nan, "b_crit_bound": np.nan, "b_crit_low": np.nan,
-                 "b_crit_high": np.nan,
-                 "n_batch_sizes": int(table.reached.sum()), "log_rmse": np.nan,
-                 "extrapolation": False, "status": "not fitted", "note": str(exc)},
-                None, str(exc))
+        return None, str(exc)
     parts = [f"unreached: {list(fit.unreached_batch_sizes)}"] \
         if fit.unreached_batch_sizes else []
     if fit.status not in ("identified", "unknown"):  # why b_crit is NaN
         parts.insert(0, fit.b_crit_text())
-    note = "; ".join(parts)
-    return ({
+    return fit, "; ".join(parts)
+
+
+def _row(t: float, fit: TradeoffFit | None, note: str, table: StepsTable) -> dict[str, Any]:
+    """The curve's row of target ``t`` (`CriticalBatchCurve.frame`)."""
+    if fit is None:
+        return {"target": t, "s_min": np.nan, "e_min": np.nan,
+                "b_crit": np.nan, "b_crit_bound": np.nan, "b_crit_low": np.nan,
+                "b_crit_high": np.nan,
+                "n_batch_sizes": int(table.reached.sum()), "log_rmse": np.nan,
+                "extrapolation": False, "status": "not fitted", "note": note}
+    return {
         "target": t, **fit.determined(),
         "b_crit_low": fit.b_crit_interval.low, "b_crit_high": fit.b_crit_interval.high,
         "n_batch_sizes": fit.n_batch_sizes, "log_rmse": fit.log_rmse,
         "extrapolation": fit.extrapolation, "status": fit.status, "note": note,
-    }, fit, note)
+    }
 
 
 COLUMNS = ("target", "s_min", "e_min", "b_crit", "b_crit_low", "b_crit_high", "n_batch_sizes",

@@ -3,7 +3,7 @@ r"""Steps and examples to a target per batch size, from a sweep (§3)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
@@ -164,6 +164,16 @@ class StepsTable(FrameView, Result):
             "config": list(self.config), "best_metric": self.best_metric, "unit": self.unit,
             **table_dict(self.frame),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StepsTable:
+        """The table of `to_dict`; the seeds' cells are tuples again (JSON has lists)."""
+        table = super().from_dict(d)
+        for _, col in SEED_COLUMNS:
+            if col in table.frame.columns:
+                table.frame[col] = [tuple(v) if isinstance(v, list) else v
+                                    for v in table.frame[col]]
+        return table
 
 
 @dataclass(frozen=True, eq=False)
