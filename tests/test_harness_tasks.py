@@ -196,3 +196,26 @@ def test_output_folder_with_foreign_files_or_a_file_is_refused(tmp_path, capsys)
     f.write_text("x")
     assert main(["harness", "--config", "tiny", "--out", str(f)]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_harness_options_are_checked_once_and_frozen():
+    import dataclasses
+
+    from empirical_batch.harness.config import get_config
+    from empirical_batch.harness.options import HarnessOptions
+
+    opts = HarnessOptions(stage="sweep", shard=(1, 4), split="groups")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.stage = "all"  # type: ignore[misc]
+    for bad, match in ((dict(stage="train"), "stage must be one of"),
+                       (dict(stage="all"), "needs an analysis"),
+                       (dict(stage="sweep", split="rows"), "--shard-by"),
+                       (dict(stage="sweep", time_budget=-1.0), "--time-budget"),
+                       (dict(stage="analyze", shard=(0, 2), analysis=object()),
+                        "splits the sweep only")):
+        with pytest.raises(ValueError, match=match):
+            HarnessOptions(**bad)
+    tiny = get_config("tiny", ["teacher_student"])
+    HarnessOptions(stage="sweep", shard=(0, 2), split="groups").check_shards(tiny)
+    with pytest.raises(ValueError, match="vmap groups"):
+        HarnessOptions(stage="sweep", shard=(0, 10_000), split="groups").check_shards(tiny)

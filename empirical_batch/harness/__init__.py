@@ -14,7 +14,8 @@ and ``pipeline`` the engine's stages (the analysis stages run an `Analysis` pass
 in: the study's, through `empirical_batch.validation.study.run_study`); ``resume`` keeps each
 finished unit of a run on disk (a rerun continues; ``--time-budget`` stops between
 units), ``files`` the rule that the harness never writes over nor removes a file it
-did not write, ``device`` the device choice shared by the pipeline and the shards.
+did not write, ``device`` the device choice shared by the pipeline and the shards,
+``options`` a run's options (`HarnessOptions`, checked once and passed to the stages).
 
 Your own task: subclass ``Task`` (see its docstring for the protocol), register it
 with `empirical_batch.harness.tasks.register_task`, and run a sweep of it with

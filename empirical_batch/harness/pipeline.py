@@ -34,12 +34,10 @@ from .config import HarnessConfig
 from .device import device_name, sync_device, use_device
 from .distribute import run_sweep_distributed
 from .files import FileGuard, harness_manifests, listed_paths, remove_owned
+from .options import HarnessOptions
 from .resume import BudgetExhausted, StageCache, TimeBudget, stage_cache
-from .sweep import SPLITS, parts_folder, run_sweep, sweep_path, write_sweep
+from .sweep import parts_folder, run_sweep, sweep_path, write_sweep
 from .threads import restores_torch_threads
-from .trainer import group_members
-
-STAGES = ("all", "sweep", "analyze", "report")
 
 
 class Analysis(Protocol):
@@ -160,93 +158,79 @@ def run_harness(
     ``threads`` sets torch's CPU threads for the call (default: 1 on the CPU, where the
     tiny models of the harness lose more to intra-op threading than they gain; unchanged
     on CUDA); the caller's setting is restored when it returns.
+
+    The keywords become one frozen `empirical_batch.harness.options.HarnessOptions`,
+    checked when it is made (before any file is touched) and passed to the stages.
     """
-    if stage not in STAGES:
-        raise InputError(f"stage must be one of {STAGES}, got {stage!r}")
-    if executor is not None and (shard[1] > 1 or stage == "analyze"):
-        raise InputError("--executor runs the sweep stage, all of its shards: do not combine "
-                         "it with --shard i/n or --stage analyze")
-    if executor is not None and time_budget is not None:
-        raise InputError("--time-budget pieces a run in one process; with --executor the "
-                         "shards run elsewhere: do not combine them")
-    if analysis is None and stage != "sweep":
-        raise InputError(f"--stage {stage} needs an analysis of the sweeps: run it through "
-                         "empirical_batch.validation.study.run_study (what `empirical-batch "
-                         "harness` does), or pass analysis=")
-    budget = TimeBudget(time_budget)
-    if split not in SPLITS:
-        raise InputError(f"--shard-by must be one of {SPLITS}, got {split!r}")
-    if shard[1] > 1 and stage != "sweep":
-        raise InputError(
-            "--shard splits the sweep only: run each shard with --stage sweep, then "
-            "--stage analyze once on the folder that holds all shard files"
-        )
-    if split == "groups" and executor is None and stage != "analyze":
-        for plan in config.plans:  # before any training: every shard must hold a run
-            n_groups = len(group_members(plan.sweep.members()))
-            if shard[1] > n_groups:
-                raise InputError(
-                    f"--shard {shard[0]}/{shard[1]} --shard-by groups: task {plan.task!r} has "
-                    f"only {n_groups} vmap groups (`group_members`), so shards beyond them "
-                    f"would be empty; use at most {n_groups} shards")
-    dev = use_device(device, threads)
-    out = Path(out)
+    options = HarnessOptions(stage=stage, shard=shard, device=device, progress=progress,
+                             command=command, threads=threads, overwrite=overwrite,
+                             executor=executor, split=split, time_budget=time_budget,
+                             analysis=analysis)
+    return _run(config, Path(out), options)
+
+
+def _run(config: HarnessConfig, out: Path, opts: HarnessOptions) -> HarnessRun:
+    """`run_harness` with its options checked and made one object."""
+    budget = TimeBudget(opts.time_budget)
+    opts.check_shards(config)
+    dev = use_device(opts.device, opts.threads)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
-    _check_folder(out, config, overwrite)
+    _check_folder(out, config, opts.overwrite)
     guard = FileGuard.for_folder(out)
-    guard.check_all(_planned_files(out, config, stage, shard, analysis))
+    guard.check_all(_planned_files(out, config, opts.stage, opts.shard, opts.analysis))
     out.mkdir(parents=True, exist_ok=True)
-    run = HarnessRun(out, config.name, str(dev), stage, shard,
-                     executor=None if executor is None else _describe(executor),
-                     split="groups" if executor is not None else split,
-                     time_budget=time_budget)
+    run = HarnessRun(out, config.name, str(dev), opts.stage, opts.shard,
+                     executor=None if opts.executor is None else _describe(opts.executor),
+                     split=opts.split_used, time_budget=opts.time_budget)
     t_all = time.perf_counter()
     try:
-        if stage in ("all", "sweep"):
-            _sweep_stage(run, config, out, dev, device, shard, split, progress, threads,
-                         executor, budget, guard)
-        if stage in ("all", "analyze"):
-            assert analysis is not None
-            t0 = time.perf_counter()
-            cache = StageCache(out / "cache", budget, guard=guard.check)
-            try:
-                with stage_cache(cache):
-                    run.files += analysis.analyze(config, out, device=dev,
-                                                  progress=progress, timings=run.wall_s)
-            finally:
-                run.files += cache.files
-            run.wall_s["analyze"] = round(time.perf_counter() - t0, 2)
-        if stage == "report":
-            assert analysis is not None
-            t0 = time.perf_counter()
-            cache = StageCache(out / "cache", budget, guard=guard.check)
-            try:
-                with stage_cache(cache):
-                    run.files += analysis.report(config, out, timings=run.wall_s)
-            finally:
-                run.files += cache.files
-            run.wall_s["report"] = round(time.perf_counter() - t0, 2)
+        if opts.stage in ("all", "sweep"):
+            _sweep_stage(run, config, opts, dev, budget, guard)
+        if opts.stage in ("all", "analyze", "report"):
+            _analysis_stage(run, config, opts, dev, budget, guard)
     except BudgetExhausted as stop:
         run.complete = False
         run.remaining = stop.remaining
-        if stage == "all" and not any(r.startswith("analysis") for r in run.remaining):
+        if opts.stage == "all" and not any(r.startswith("analysis") for r in run.remaining):
             run.remaining.append("analysis (noise scales, one-step, branched, fits, report)")
     run.wall_s["total"] = round(time.perf_counter() - t_all, 2)
-    _write_manifest(run, config, command, guard)
+    _write_manifest(run, config, opts.command, guard)
     return run
 
 
-def _sweep_stage(run, config, out, dev, device, shard, split, progress, threads, executor,
-                 budget, guard) -> None:
+def _analysis_stage(run: HarnessRun, config: HarnessConfig, opts: HarnessOptions,
+                    dev: torch.device, budget: TimeBudget, guard: FileGuard) -> None:
+    """The ``analyze`` stage (``all`` included), or the ``report`` stage alone: the
+    analysis passed in, inside the stage cache of ``OUT/cache``."""
+    assert opts.analysis is not None
+    which = "report" if opts.stage == "report" else "analyze"
+    t0 = time.perf_counter()
+    cache = StageCache(run.out / "cache", budget, guard=guard.check)
+    try:
+        with stage_cache(cache):
+            if which == "report":
+                run.files += opts.analysis.report(config, run.out, timings=run.wall_s)
+            else:
+                run.files += opts.analysis.analyze(config, run.out, device=dev,
+                                                   progress=opts.progress,
+                                                   timings=run.wall_s)
+    finally:
+        run.files += cache.files
+    run.wall_s[which] = round(time.perf_counter() - t0, 2)
+
+
+def _sweep_stage(run: HarnessRun, config: HarnessConfig, opts: HarnessOptions,
+                 dev: torch.device, budget: TimeBudget, guard: FileGuard) -> None:
+    out = run.out
     for k, plan in enumerate(config.plans):
         t0 = time.perf_counter()
-        if executor is not None:
+        if opts.executor is not None:  # the device as given: each worker resolves it
             log: list[dict] = []
             frame = run_sweep_distributed(
-                plan.task, plan.sweep, executor, options=plan.options,
-                device=device if isinstance(device, str) else str(dev),
-                threads=threads, progress=progress, log=log)
+                plan.task, plan.sweep, opts.executor, options=plan.options,
+                device=opts.device if isinstance(opts.device, str) else str(dev),
+                threads=opts.threads, progress=opts.progress, log=log)
             run.shards[plan.task] = log
         else:
             task = plan.make_task().to(dev)
@@ -255,8 +239,8 @@ def _sweep_stage(run, config, out, dev, device, shard, split, progress, threads,
                     for m in harness_manifests(out):
                         if isinstance(m.data.get("parts"), dict):
                             run.parts.update(m.data["parts"])
-                frame = run_sweep(task, plan.sweep, shard=shard, split=split,
-                                  progress=progress, parts=parts_folder(out, plan.task),
+                frame = run_sweep(task, plan.sweep, shard=opts.shard, split=opts.split,
+                                  progress=opts.progress, parts=parts_folder(out, plan.task),
                                   budget=budget, files=run.files, guard=guard.check,
                                   records=run.parts)
             except BudgetExhausted as stop:
@@ -265,7 +249,7 @@ def _sweep_stage(run, config, out, dev, device, shard, split, progress, threads,
                 raise BudgetExhausted(stop.remaining + later) from None
             sync_device(dev)
         run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
-        path = sweep_path(out, plan.task, shard)
+        path = sweep_path(out, plan.task, opts.shard)
         guard.check(path)
         run.files.append(write_sweep(frame, path))
         guard.claim(path)
