@@ -72,8 +72,9 @@ def array(v: Any) -> np.ndarray:
 
 
 def frame(v: Any) -> Any:
-    """A pandas table from ``{"columns": [...], "rows": [[...]]}`` or a list of records;
-    a column of numbers, ``None`` (missing) and ``"inf"`` strings is a float column."""
+    """A pandas table from ``{"columns": [...], "rows": [[...]]}`` (with ``"dtypes"``,
+    the columns of a pandas extension type) or a list of records; a column of numbers,
+    ``None`` (missing) and ``"inf"`` strings is a float column."""
     import pandas as pd
 
     if isinstance(v, Mapping) and "columns" in v and "rows" in v:
@@ -89,6 +90,12 @@ def frame(v: Any) -> Any:
         if kinds and kinds <= {int, float, str, type(None)} and kinds != {int} and \
                 all(not isinstance(x, str) or x in ("inf", "-inf") for x in values):
             out[col] = np.array([number(x) for x in values], dtype=float)
+    dtypes = v.get("dtypes", {}) if isinstance(v, Mapping) else {}
+    if not isinstance(dtypes, Mapping) or not set(dtypes) <= set(out.columns):
+        raise DataError(f"a table's 'dtypes' must map its columns to pandas types, got "
+                        f"{dtypes!r}")
+    for col, dtype in dtypes.items():
+        out[col] = out[col].astype(dtype)
     return out
 
 

@@ -186,18 +186,25 @@ class Plan(TableResult):
         One row per pair (columns documented in `plan`).
     b_crit : float
         The critical batch size of the tradeoff planned for.
-    n_pairs : int
-        Rows of ``frame``.
-    n_pareto : int
-        Rows on the time/cost frontier.
     throughput_model : bool
         Whether step times came from a fitted throughput model.
+    n_pairs : int
+        Rows of ``frame`` (read from it).
+    n_pareto : int
+        Rows on the time/cost frontier (read from ``frame``).
     """
 
     b_crit: float
-    n_pairs: int
-    n_pareto: int
     throughput_model: bool
+    derived = ("n_pairs", "n_pareto")
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.frame)
+
+    @property
+    def n_pareto(self) -> int:
+        return int(self.frame["pareto"].sum())
 
     def frontier(self) -> Any:
         """`frontier` of this plan: its Pareto rows, fastest first."""
@@ -344,8 +351,7 @@ def plan(
         df["saturated"] = micro >= throughput_model.saturating_micro_batch()
         cols += ["accumulation", "saturated"]
     table = df[cols].reset_index(drop=True)
-    return Plan(frame=table, b_crit=float(tradeoff.b_crit), n_pairs=len(table),
-                n_pareto=int(table["pareto"].sum()),
+    return Plan(frame=table, b_crit=float(tradeoff.b_crit),
                 throughput_model=throughput_model is not None)
 
 

@@ -137,7 +137,7 @@ class Result:
         if not dataclasses.is_dataclass(cls):  # pragma: no cover - every result is one
             raise UsageError(f"{cls.__name__} is not a dataclass: override from_dict")
         if "frame" not in d and "columns" in d and "rows" in d:  # a table (`table_dict`)
-            d = {**d, "frame": {"columns": d["columns"], "rows": d["rows"]}}
+            d = {**d, "frame": {k: d[k] for k in ("columns", "rows", "dtypes") if k in d}}
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             if not f.init or (f.name not in d and f.name.startswith("_")):
@@ -242,11 +242,14 @@ class TableResult(Result):
     """A result whose content is a table: ``frame`` (a pandas DataFrame) plus the
     scalar fields of its subclass.
 
-    ``to_frame()`` returns a copy of ``frame``; ``to_dict()`` gives the scalar fields
-    and the rows as ``{"columns": [...], "rows": [[...], ...]}``. It is not a DataFrame
-    (no ``obj["col"]``, ``len(obj)`` or ``obj.loc``): read its table as ``obj.frame``."""
+    ``to_frame()`` returns a copy of ``frame``; ``to_dict()`` gives the scalar fields,
+    the values read from the table (``derived``: counts of its rows, properties of the
+    subclass, never stored beside the table) and the rows as ``{"columns": [...],
+    "rows": [[...], ...]}``. It is not a DataFrame (no ``obj["col"]``, ``len(obj)`` or
+    ``obj.loc``): read its table as ``obj.frame``."""
 
     frame: pd.DataFrame = dataclasses.field(repr=False, compare=False)
+    derived: ClassVar[tuple[str, ...]] = ()
 
     def to_frame(self) -> pd.DataFrame:
         """A copy of ``frame``."""
@@ -255,6 +258,7 @@ class TableResult(Result):
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
                if f.name != "frame"}
+        out |= {name: _plain(getattr(self, name)) for name in self.derived}
         return out | table_dict(self.frame)
 
     def _repr_html_(self) -> str | None:
@@ -270,13 +274,19 @@ def unwrap_table(obj: Any) -> Any:
 
 def table_dict(frame: Any) -> dict[str, Any]:
     """A pandas table as ``{"columns": [...], "rows": [[...], ...]}`` (missing values,
-    pandas' NA and NaN, as None)."""
+    pandas' NA and NaN, as None), and ``"dtypes"`` for the columns of a pandas extension
+    type (``Int64``, ``boolean``, ...), which reading back restores."""
     import pandas as pd
 
     cells = frame.astype(object).where(frame.notna(), None)
-    return {"columns": [str(c) for c in frame.columns],
-            "rows": [[None if v is pd.NA else v for v in row]
-                     for row in cells.to_numpy(dtype=object).tolist()]}
+    out = {"columns": [str(c) for c in frame.columns],
+           "rows": [[None if v is pd.NA else v for v in row]
+                    for row in cells.to_numpy(dtype=object).tolist()]}
+    extension = {str(c): str(t) for c, t in frame.dtypes.items()
+                 if isinstance(t, pd.api.extensions.ExtensionDtype)}
+    if extension:
+        out["dtypes"] = extension
+    return out
 
 
 def _class_named(name: str) -> type[Result] | None:

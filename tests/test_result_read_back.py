@@ -33,6 +33,10 @@ MADE_BY_THE_LIBRARY = {
     "empirical_batch.fit.curve.CriticalBatchCurve": "its fits are fits of its steps tables",
     "empirical_batch.simulate.adaptive.AdaptiveResult": "schedule and fixed run agree",
     "empirical_batch.rules.Rule": "its lr_factor and move are functions (RULES)",
+    "empirical_batch.planning.Plan": "its counts are read from its table's columns",
+    "empirical_batch.simulate.sweep.SimulatedSweep": "its run count is read from its table",
+    "empirical_batch.loaders.mlperf.RCPTable": "its benchmarks and counts are read from its "
+                                               "table's columns",
 }
 
 
@@ -78,6 +82,8 @@ def same(a, b, where="") -> list[str]:
                 for d in same(x, y, f"{where}[{i}]")]
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return []
+    if a is pd.NA or b is pd.NA:  # pandas' missing value of an extension column
+        return [] if a is b else [f"{where}: {a!r} vs {b!r}"]
     if type(a) is not type(b) or a != b:
         return [f"{where}: {a!r} ({type(a).__name__}) vs {b!r} ({type(b).__name__})"]
     return []
@@ -238,12 +244,18 @@ def made():
     curve = critical_batch_curve(sweep, [0.2 * nq.initial_loss(), 0.1 * nq.initial_loss()],
                                  n_boot=20)
     small = NoisyQuadratic([1.0, 0.2, 0.05], [0.3, 1.0, 0.5], [1.0, 2.0, 4.0])
+    from empirical_batch import Tradeoff, plan
+    from empirical_batch.datasets import mlperf_rcp
+
     adaptive = simulate_adaptive(small, target=0.05, exchange_rate=100.0)
     return {"empirical_batch.branched.BranchedCriticalBatch": lib["BranchedCriticalBatch"],
             "empirical_batch.budget.FixedBudgetFit": lib["FixedBudgetFit"],
             "empirical_batch.fit.curve.CriticalBatchCurve": curve,
             "empirical_batch.simulate.adaptive.AdaptiveResult": adaptive,
             "empirical_batch.rules.Rule": next(iter(RULES.values())),
+            "empirical_batch.planning.Plan": plan(Tradeoff(1000.0, 256_000.0)),
+            "empirical_batch.simulate.sweep.SimulatedSweep": sweep,
+            "empirical_batch.loaders.mlperf.RCPTable": mlperf_rcp(),
             "library": list(lib.values())}
 
 

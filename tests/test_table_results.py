@@ -100,3 +100,19 @@ def test_the_dataframe_hooks_are_removed(results, key):
         list(r)
     for name in ("columns", "iloc", "loc", "groupby"):
         assert not hasattr(r, name)
+
+
+def test_counts_are_read_from_the_table_never_stored_beside_it(results):
+    import copy
+
+    p, sim, rcp = (copy.deepcopy(results[k]) for k in ("plan", "sim", "rcp"))
+    assert p.n_pareto > 0
+    p.frame.drop(p.frame.index, inplace=True)  # the table edited in place
+    assert (p.n_pairs, p.n_pareto) == (0, 0)
+    sim.frame.drop(sim.frame.index[sim.frame["run"] != sim.frame["run"].iloc[0]],
+                   inplace=True)
+    assert sim.n_runs == 1
+    rcp.frame.drop(rcp.frame.index[1:], inplace=True)
+    assert (rcp.n_rows, rcp.n_entries) == (1, 1) and len(rcp.benchmarks) == 1
+    d = json.loads(p.to_json())  # the counts are still written for readers of the JSON
+    assert (d["n_pairs"], d["n_pareto"]) == (0, 0)

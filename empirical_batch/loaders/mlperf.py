@@ -118,21 +118,31 @@ class RCPTable(TableResult):
     ----------
     frame : pandas.DataFrame
         One row per seed (columns documented in `load_mlperf_rcp`).
+    provenance : Provenance or None
+        Where the files come from, when they are the published ones
+        (`empirical_batch.datasets.mlperf_rcp`).
     benchmarks : tuple of str
-        The benchmarks in the table, sorted.
+        The benchmarks in the table, sorted (read from ``frame``, as the counts below).
     n_entries : int
         RCP entries (one batch size and its hyperparameters each).
     n_rows : int
         Rows of ``frame`` (seeds over all entries).
-    provenance : Provenance or None
-        Where the files come from, when they are the published ones
-        (`empirical_batch.datasets.mlperf_rcp`).
     """
 
-    benchmarks: tuple[str, ...]
-    n_entries: int
-    n_rows: int
     provenance: Provenance | None = dataclasses.field(default=None, compare=False)
+    derived = ("benchmarks", "n_entries", "n_rows")
+
+    @property
+    def benchmarks(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.frame["benchmark"])))
+
+    @property
+    def n_entries(self) -> int:
+        return int(self.frame[["ruleset", "rcp_name"]].drop_duplicates().shape[0])
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.frame)
 
 
 def load_mlperf_rcp(source: Any, *, benchmark: str | None = None,
@@ -237,9 +247,7 @@ def load_mlperf_rcp(source: Any, *, benchmark: str | None = None,
                          "(their units are " + ", ".join(sorted({r["value_unit"] for r in rows}))
                          + ")")
     frame = pd.DataFrame(rows)
-    return RCPTable(frame=frame, benchmarks=tuple(sorted(set(frame["benchmark"]))),
-                    n_entries=int(frame[["ruleset", "rcp_name"]].drop_duplicates().shape[0]),
-                    n_rows=len(frame))
+    return RCPTable(frame=frame)
 
 
 # --------------------------------------------------------------------------- MLPerf curves

@@ -42,15 +42,19 @@ class SimulatedSweep(TableResult):
         documented in `simulate_sweep`).
     method : str
         ``"exact"`` or ``"monte_carlo"``.
-    n_runs : int
-        Runs in the table (pairs × seeds).
     max_stable_lr : float
         The problem's divergence limit.
+    n_runs : int
+        Runs in the table (pairs × seeds; read from ``frame``).
     """
 
     method: str
-    n_runs: int
     max_stable_lr: float
+    derived = ("n_runs",)
+
+    @property
+    def n_runs(self) -> int:
+        return int(self.frame["run"].nunique())
 
     def to_sweep(self) -> Sweep:
         """The table as a validated `empirical_batch.sweeps.Sweep`."""
@@ -179,5 +183,4 @@ def simulate_sweep(
             "max_stable_lr": problem.max_stable_lr,
         }
     )
-    return SimulatedSweep(frame=df, method=method, n_runs=nb * nl * ns,
-                          max_stable_lr=float(problem.max_stable_lr))
+    return SimulatedSweep(frame=df, method=method, max_stable_lr=float(problem.max_stable_lr))
