@@ -180,3 +180,24 @@ def test_a_finished_group_cut_short_is_trained_again_by_name(tmp_path):
     assert len(damaged.read_text().splitlines()) == len(lines)
     after = json.loads((out / "manifest.sweep.json").read_text())
     assert after["parts"][damaged.name] == part_record(damaged)
+
+
+def test_sweep_parts_keep_the_books_of_what_they_read_and_write(tmp_path):
+    from empirical_batch.errors import EmpiricalBatchWarning
+    from empirical_batch.harness.resume import SweepParts
+
+    assert SweepParts().path("g.csv") is None
+    assert SweepParts().read(None, ["a"]) is None
+    SweepParts().write(pd.DataFrame({"a": [1.0]}), None)  # nothing kept, nothing fails
+    files, records, guarded = [], {}, []
+    parts = SweepParts(tmp_path, files=files, guard=guarded.append, records=records)
+    path = parts.path("g.csv")
+    assert parts.read(path, ["a"]) is None  # not there yet
+    frame = pd.DataFrame({"a": [0.1, 1 / 3]})
+    parts.write(frame, path)
+    assert guarded == [path] and files == [path] and records["g.csv"]["rows"] == 2
+    pd.testing.assert_frame_equal(parts.read(path, ["a"]), frame, check_exact=True)
+    assert files == [path, path]
+    path.write_text("a\n0.1\n")  # damaged since its record: warned, trained again
+    with pytest.warns(EmpiricalBatchWarning, match="damaged.*training the group again"):
+        assert parts.read(path, ["a"]) is None

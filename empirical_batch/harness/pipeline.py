@@ -35,7 +35,7 @@ from .device import device_name, sync_device, use_device
 from .distribute import run_sweep_distributed
 from .files import FileGuard, harness_manifests, listed_paths, remove_owned
 from .options import HarnessOptions
-from .resume import BudgetExhausted, StageCache, TimeBudget, stage_cache
+from .resume import BudgetExhausted, StageCache, SweepParts, TimeBudget, stage_cache
 from .sweep import parts_folder, run_sweep, sweep_path, write_sweep
 from .threads import restores_torch_threads
 
@@ -239,10 +239,10 @@ def _sweep_stage(run: HarnessRun, config: HarnessConfig, opts: HarnessOptions,
                     for m in harness_manifests(out):
                         if isinstance(m.data.get("parts"), dict):
                             run.parts.update(m.data["parts"])
+                parts = SweepParts(parts_folder(out, plan.task), budget, run.files,
+                                   guard.check, run.parts)
                 frame = run_sweep(task, plan.sweep, shard=opts.shard, split=opts.split,
-                                  progress=opts.progress, parts=parts_folder(out, plan.task),
-                                  budget=budget, files=run.files, guard=guard.check,
-                                  records=run.parts)
+                                  progress=opts.progress, parts=parts)
             except BudgetExhausted as stop:
                 run.wall_s[f"sweep/{plan.task}"] = round(time.perf_counter() - t0, 2)
                 later = [f"{p.task}: the whole sweep" for p in config.plans[k + 1:]]

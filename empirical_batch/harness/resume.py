@@ -50,10 +50,10 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from .._io import atomic_path
-from ..errors import EmpiricalBatchError, InputError
+from ..errors import EmpiricalBatchError, EmpiricalBatchWarning, InputError, warn
 
-__all__ = ["BudgetExhausted", "DamagedPart", "StageCache", "TimeBudget", "cached", "digest",
-           "part_record", "read_part", "stage_cache", "task_identity", "write_part"]
+__all__ = ["BudgetExhausted", "DamagedPart", "StageCache", "SweepParts", "TimeBudget", "cached",
+           "digest", "part_record", "read_part", "stage_cache", "task_identity", "write_part"]
 
 T = TypeVar("T")
 
@@ -161,6 +161,59 @@ def read_part(path: Path, columns: list[str], record: dict | None = None) -> pd.
         raise InputError(f"{path}: not a sweep group file of this harness (columns "
                          f"{list(frame.columns)}); remove it to train the group again")
     return frame
+
+
+@dataclass(frozen=True)
+class SweepParts:
+    """Where a sweep's finished vmap groups are kept, and the run's bookkeeping of them.
+
+    ``folder``: the group files (None: none kept); ``budget``: the `TimeBudget` a group
+    is started under; ``files`` receives every group file read or written; ``guard(path)``
+    is called before a group file is written; ``records`` maps a group file's name to
+    its `part_record` (from the manifests of the runs that wrote it) and receives those
+    of the files read or written.
+    """
+
+    folder: Path | None = None
+    budget: TimeBudget | None = None
+    files: list[Path] | None = None
+    guard: Callable[[Path], None] | None = None
+    records: dict[str, dict] | None = None
+
+    def path(self, name: str) -> Path | None:
+        """Where the group file ``name`` is kept (None without a folder)."""
+        return None if self.folder is None else Path(self.folder) / name
+
+    def read(self, path: Path | None, columns: list[str]) -> pd.DataFrame | None:
+        """The finished group at ``path``; None when there is none, or when it no longer
+        matches its record (`DamagedPart`, warned about: the group is trained again)."""
+        if path is None or not path.is_file():
+            return None
+        try:
+            frame = read_part(path, columns, (self.records or {}).get(path.name))
+        except DamagedPart as exc:
+            warn(f"{exc}; training the group again", EmpiricalBatchWarning)
+            return None
+        self._note(path, keep_record=True)
+        return frame
+
+    def write(self, frame: pd.DataFrame, path: Path | None) -> None:
+        """Keep a finished group's rows at ``path`` (nothing without a folder)."""
+        if path is None:
+            return
+        if self.guard is not None:
+            self.guard(path)
+        write_part(frame, path)
+        self._note(path, keep_record=False)
+
+    def _note(self, path: Path, *, keep_record: bool) -> None:
+        if self.files is not None:
+            self.files.append(path)
+        if self.records is not None:
+            if keep_record:
+                self.records.setdefault(path.name, part_record(path))
+            else:
+                self.records[path.name] = part_record(path)
 
 
 @dataclass

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -32,16 +31,7 @@ from .._io import atomic_path
 from ..errors import EmpiricalBatchWarning, InputError, warn
 from .config import SweepSpec
 from .device import sync_device
-from .resume import (
-    BudgetExhausted,
-    DamagedPart,
-    TimeBudget,
-    digest,
-    part_record,
-    read_part,
-    task_identity,
-    write_part,
-)
+from .resume import BudgetExhausted, SweepParts, digest, task_identity
 from .tasks.base import Task
 from .trainer import Member, StepBudget, group_members, log_steps, prefer_batched, train_group
 
@@ -116,11 +106,7 @@ def run_sweep(
     batched: bool | None = None,
     max_group: int | None = None,
     progress: bool = False,
-    parts: str | Path | None = None,
-    budget: TimeBudget | None = None,
-    files: list[Path] | None = None,
-    guard: Callable[[Path], None] | None = None,
-    records: dict[str, dict] | None = None,
+    parts: str | Path | SweepParts | None = None,
 ) -> pd.DataFrame:
     """Train this shard's runs of ``spec`` on ``task``; a DataFrame in the sweep schema.
 
@@ -130,21 +116,19 @@ def run_sweep(
     a shard (`shard_members`); ``batched`` the training mode of every group (None: by
     `empirical_batch.harness.trainer.prefer_batched`).
 
-    With ``parts`` (a folder), each vmap group's rows are written there as soon as the
-    group finishes (`empirical_batch.harness.resume`) and a group already there is read
-    instead of trained: a rerun after an interruption trains only what is missing and
-    returns the same frame, bit for bit, as an uninterrupted run. With a ``budget``
+    With ``parts`` (a folder, or a `SweepParts` with the run's bookkeeping), each vmap
+    group's rows are written there as soon as the group finishes
+    (`empirical_batch.harness.resume`) and a group already there is read instead of
+    trained: a rerun after an interruption trains only what is missing and returns the
+    same frame, bit for bit, as an uninterrupted run. With a ``parts.budget``
     (`TimeBudget`), a group is started only while there is time for it;
     `BudgetExhausted` (listing the groups left) is raised otherwise, after every
-    finished group has been written. ``files`` receives the group files read or
-    written; ``guard(path)`` is called before a group file is written.
-
-    ``records`` maps a group file's name to its `part_record` (rows and sha256, from
-    the manifests of the runs that wrote it) and receives those of the files this run
-    reads or writes: a recorded file that no longer matches (cut short, edited) is
-    trained again, with an `EmpiricalBatchWarning` naming it; a file no manifest
-    records is read as it is.
+    finished group has been written. A group file that no longer matches its record in
+    ``parts.records`` (cut short, edited) is trained again, with an
+    `EmpiricalBatchWarning` naming it; a file no manifest records is read as it is.
     """
+    store = parts if isinstance(parts, SweepParts) else SweepParts(
+        None if parts is None else Path(parts))
     members = shard_members(spec.members(), shard, split=split, budget=spec.budget,
                             max_group=max_group)
     groups = group_members(members, max_group)
@@ -154,49 +138,35 @@ def run_sweep(
 
         bar = tqdm(total=sum(spec.budget.steps(m.batch_size) for m in members),
                    desc=task.name, unit="run-step", leave=False)
+
+    def path_of(group: list[Member]) -> Path | None:
+        mode = prefer_batched(task, group) if batched is None else batched
+        return store.path(group_file_name(task, group, spec.budget, mode))
+
     frames, per_step = [], 0.0
     try:
         for k, group in enumerate(groups):
             steps = spec.budget.steps(group[0].batch_size)
-            mode = prefer_batched(task, group) if batched is None else batched
-            path = None if parts is None else Path(parts) / group_file_name(
-                task, group, spec.budget, mode)
-            if path is not None and path.is_file():
-                try:
-                    frames.append(read_part(path, COLUMNS, (records or {}).get(path.name)))
-                except DamagedPart as exc:
-                    warn(f"{exc}; training the group again", EmpiricalBatchWarning)
-                else:
-                    if files is not None:
-                        files.append(path)
-                    if records is not None:
-                        records.setdefault(path.name, part_record(path))
-                    if bar is not None:
-                        bar.update(steps * len(group))
-                    continue
-            if budget is not None and not budget.allows(per_step * steps):
-                raise BudgetExhausted([describe_group(task, g, spec.budget)
-                                       for j, g in enumerate(groups[k:])
-                                       if parts is None or j == 0 or not (
-                                           Path(parts) / group_file_name(
-                                               task, g, spec.budget,
-                                               prefer_batched(task, g) if batched is None
-                                               else batched)).is_file()])
+            path = path_of(group)
+            kept = store.read(path, COLUMNS)
+            if kept is not None:
+                frames.append(kept)
+                if bar is not None:
+                    bar.update(steps * len(group))
+                continue
+            if store.budget is not None and not store.budget.allows(per_step * steps):
+                raise BudgetExhausted([
+                    describe_group(task, g, spec.budget) for j, g in enumerate(groups[k:])
+                    if j == 0 or (p := path_of(g)) is None or not p.is_file()])
             t0 = time.monotonic()
+            mode = prefer_batched(task, group) if batched is None else batched
             rows = train_group(task, group, spec.budget, batched=mode, progress=bar)
             sync_device(task.device)
             per_step = (time.monotonic() - t0) / steps
-            if budget is not None:
-                budget.done()
+            if store.budget is not None:
+                store.budget.done()
             frame = pd.DataFrame(rows, columns=COLUMNS)
-            if path is not None:
-                if guard is not None:
-                    guard(path)
-                write_part(frame, path)
-                if files is not None:
-                    files.append(path)
-                if records is not None:
-                    records[path.name] = part_record(path)
+            store.write(frame, path)
             frames.append(frame)
     finally:
         if bar is not None:
