@@ -517,8 +517,9 @@ class GNSEstimator:
         var = (vss - 2.0 * r * vsg + r * r * vgg) / self._mean_g**2
         return math.sqrt(max(var, 0.0))
 
-    def b_simple_interval(self, level: float = 0.95) -> tuple[float, float]:
-        r"""Fieller confidence interval for $\bar S/\bar G$ at ``level``.
+    def b_simple_interval(self, level: float = 0.95) -> Interval:
+        r"""Fieller confidence interval for $\bar S/\bar G$ at ``level`` (an `Interval`,
+        as `GNSEstimate.b_simple_interval`; it unpacks like the pair ``low, high``).
 
         Solves $(\bar S - R\bar G)^2 \le z^2 \operatorname{Var}(\bar S - R\bar G)$
         for $R$; returns ``(-inf, inf)`` when $\bar G$ is not significantly
@@ -529,7 +530,7 @@ class GNSEstimator:
         level = float(check("level", as_float(level, "level")))
         vss, vgg, vsg = self._var_of_means()
         if math.isnan(vss):
-            return math.nan, math.nan
+            return Interval(math.nan, math.nan, level)
         from statistics import NormalDist
 
         z2 = NormalDist().inv_cdf(0.5 + level / 2.0) ** 2
@@ -539,18 +540,17 @@ class GNSEstimator:
         c = s * s - z2 * vss
         disc = b * b - a * c
         if a <= 0.0 or disc < 0.0:
-            return -math.inf, math.inf
+            return Interval(-math.inf, math.inf, level)
         root = math.sqrt(disc)
-        return (b - root) / a, (b + root) / a
+        return Interval((b - root) / a, (b + root) / a, level)
 
     def estimate(self, level: float = 0.95) -> GNSEstimate:
         """All smoothed quantities at the current step as a frozen dataclass."""
         self._require()
-        lo, hi = self.b_simple_interval(level)
         return GNSEstimate(
             steps=self.steps, g2=self.g2, trace_sigma=self.trace_sigma,
             b_simple=self.b_simple, b_simple_se=self.b_simple_se,
-            b_simple_interval=Interval(lo, hi, level), n_eff=self.n_eff,
+            b_simple_interval=self.b_simple_interval(level), n_eff=self.n_eff,
         )
 
     # ------------------------------------------------------------ persistence

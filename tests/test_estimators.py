@@ -175,6 +175,18 @@ def test_interval_unbounded_when_g2_unresolved():
     assert (lo, hi) == (-math.inf, math.inf) or not (lo <= 0 <= hi) or hi - lo > 100
 
 
+def test_the_estimators_interval_is_the_estimates_interval():
+    from empirical_batch.result import Interval
+
+    rng = np.random.default_rng(2)
+    est = GNSEstimator(beta=0.9)
+    for _ in range(20):
+        est.update(6 + rng.normal(), 2, 3 + 0.1 * rng.normal(), 32)
+    ci = est.b_simple_interval(0.9)
+    assert isinstance(ci, Interval) and ci.level == 0.9
+    assert ci == est.estimate(0.9).b_simple_interval
+
+
 def test_state_dict_bit_identical():
     rng = np.random.default_rng(11)
     data = [(rng.uniform(5, 9), rng.uniform(0.5, 4)) for _ in range(40)]
