@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..branched import BranchedCriticalBatch
+    from ..noise_log import Quantity
     from ..tradeoff import Tradeoff
 
 __all__ = ["NoiseTrajectory"]
@@ -165,7 +166,7 @@ class NoiseTrajectory:
         return cls(s, b, lo, source, unit)
 
     @classmethod
-    def from_log(cls, log: object, batch_size: float, *, quantity: str | None = None,
+    def from_log(cls, log: object, batch_size: float, *, quantity: Quantity | None = None,
                  column: str | None = None, level_column: str | None = None,
                  unresolved: str = "refuse", where: str | None = None,
                  unit: str | None = None,
