@@ -40,13 +40,13 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any
+from typing import Any, cast
 
 from .._optional import optional_import
 from ..errors import InputError, warn
 from ..rules import default_lr_rule, lr_rules
 from ..schedule.online import AdaptiveBatchRule
-from ..transfer import OPTIMIZERS, RegimeWarning, transfer
+from ..transfer import OPTIMIZERS, Optimizer, RegimeWarning, transfer
 
 __all__ = ["BatchGrowth", "GrowthCallback", "check_schedulers", "on_examples"]
 
@@ -216,7 +216,8 @@ class BatchGrowth:
         with warnings.catch_warnings():  # said once per run below, in words
             warnings.simplefilter("ignore", RegimeWarning)
             res = transfer({"lr": lr if lr > 0 else 1.0}, old_b, new_b,
-                           optimizer=self.optimizer, rule=self.lr_rule,
+                           optimizer=cast(Optimizer, self.optimizer),  # one of OPTIMIZERS
+                           rule=self.lr_rule,
                            b_noise=b_noise if b_noise > 0 else None)
         self._say_regime(res["lr"].in_regime, res["lr"].note)
         factor = res["lr"].new / res["lr"].old

@@ -57,7 +57,7 @@ from ..errors import InputError
 from ..measure import DDPNoiseScaleHook
 from ..measure._common import check_batch_size
 from ..measure.fsdp1 import FSDP1NoiseScale
-from ..transfer import TransferResult, transfer
+from ..transfer import Optimizer, TransferResult, transfer
 from .engine import EngineNoiseScale
 from .loggers import PREFIX
 
@@ -152,7 +152,7 @@ class ElasticBatch:
     """
 
     def __init__(self, global_batch: int, micro_batch_size: int, *,
-                 policy: str = "accumulate", hparams=None, optimizer: str = "sgd",
+                 policy: str = "accumulate", hparams=None, optimizer: Optimizer = "sgd",
                  lr_rule: str = "linear", accumulation_steps: int = 1):
         if policy not in _POLICIES:
             raise InputError(f"policy must be one of {_POLICIES}, got {policy!r}")
