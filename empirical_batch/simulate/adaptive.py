@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .._numeric import progress_mean
 from .._validate import as_array, as_float, check_count, check_positive, positive_float
 from ..errors import InputError
 from ..result import Result
@@ -239,7 +240,8 @@ def simulate_adaptive(
     ad = greedy_run(problem, target, lambda bn: root_r * np.sqrt(bn), max_steps=max_steps)
     ds = ad["progress"]
     bn = ad["b_noise"]
-    gamma = float((ds @ np.sqrt(bn)) ** 2 / (ds.sum() * (ds @ bn)))
+    # γ = E_s[√B_noise]² / E_s[B_noise], progress means (App. D, eqs. D.4–D.5)
+    gamma = progress_mean(np.sqrt(bn), increments=ds) ** 2 / progress_mean(bn, increments=ds)
     return AdaptiveResult(
         exchange_rate=r,
         target=float(target),
