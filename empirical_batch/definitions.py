@@ -65,13 +65,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import as_array, as_float, check_positive, positive_float
+from ._validate import as_array, as_float, check_positive
 from .errors import InputError
+from .params import DOMAINS, Domain, validate_params
 from .result import Result
 
 if TYPE_CHECKING:
@@ -136,6 +137,9 @@ class CBSDefinition(Result):
         return f"CBSDefinition({self.key!r}: {self.formula})"
 
 
+Definition = Literal["mccandlish", "bergsma", "zhang", "merrill", "li_peak"]
+"""The keys of `CBS_DEFINITIONS`: the definitions `convert_cbs` converts between."""
+
 CBS_DEFINITIONS: MappingProxyType[str, CBSDefinition] = MappingProxyType({
     "mccandlish": CBSDefinition(
         "mccandlish", "critical batch size (steps/examples hyperbola)", "B_crit",
@@ -184,11 +188,9 @@ def cbs_definitions_frame() -> pd.DataFrame:
     return pd.DataFrame([d.to_dict() for d in CBS_DEFINITIONS.values()])
 
 
-def _overhead(overhead: object) -> float:
-    o = positive_float(overhead, "overhead")
-    return o
+_POS = Domain(0.0)  # a positive real
 
-
+@validate_params(b_crit="b_crit", base_batch="base_batch", overhead="overhead")
 def zhang_cbs_from_b_crit(b_crit: float, *, base_batch: float, overhead: float = 0.2) -> float:
     r"""Zhang et al.'s CBS under the hyperbola with critical batch ``b_crit``.
 
@@ -219,12 +221,13 @@ def zhang_cbs_from_b_crit(b_crit: float, *, base_batch: float, overhead: float =
       Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
       arXiv:2410.21676.
     """
-    bc = positive_float(b_crit, "b_crit")
-    b0 = positive_float(base_batch, "base_batch")
-    o = _overhead(overhead)
+    bc = as_float(b_crit, "b_crit")
+    b0 = as_float(base_batch, "base_batch")
+    o = as_float(overhead, "overhead")
     return (1.0 + o) * b0 + o * bc
 
 
+@validate_params(cbs=_POS, base_batch="base_batch", overhead="overhead")
 def b_crit_from_zhang_cbs(cbs: float, *, base_batch: float, overhead: float = 0.2) -> float:
     r"""$B_{crit}$ from Zhang et al.'s CBS: $B_{crit} = (B^* - (1+o)B_0)/o$.
 
@@ -240,9 +243,9 @@ def b_crit_from_zhang_cbs(cbs: float, *, base_batch: float, overhead: float = 0.
       Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
       arXiv:2410.21676.
     """
-    c = positive_float(cbs, "cbs")
-    b0 = positive_float(base_batch, "base_batch")
-    o = _overhead(overhead)
+    c = as_float(cbs, "cbs")
+    b0 = as_float(base_batch, "base_batch")
+    o = as_float(overhead, "overhead")
     if c <= (1.0 + o) * b0:
         raise InputError(
             f"cbs={c!r} must exceed (1 + overhead)·base_batch = {(1 + o) * b0!r}: under the "
@@ -251,6 +254,7 @@ def b_crit_from_zhang_cbs(cbs: float, *, base_batch: float, overhead: float = 0.
     return (c - (1.0 + o) * b0) / o
 
 
+@validate_params(base_batch="base_batch", overhead="overhead")
 def zhang_cbs_from_sweep(batch_sizes: ArrayLike, steps: ArrayLike, *,
                          base_batch: float | None = None, overhead: float = 0.2) -> float:
     r"""Zhang et al.'s CBS measured directly on a sweep, without the hyperbola.
@@ -289,10 +293,10 @@ def zhang_cbs_from_sweep(batch_sizes: ArrayLike, steps: ArrayLike, *,
                          f"{b.size} and {s.size}")
     if np.unique(b).size != b.size:
         raise InputError("batch_sizes must be distinct (combine seeds first)")
-    o = positive_float(overhead, "overhead")
+    o = as_float(overhead, "overhead")
     order = np.argsort(b)
     b, s = b[order], s[order]
-    b0 = float(b[0]) if base_batch is None else positive_float(base_batch, "base_batch")
+    b0 = float(b[0]) if base_batch is None else as_float(base_batch, "base_batch")
     if b0 not in b:
         raise InputError(f"base_batch={b0!r} must be one of batch_sizes {b.tolist()}")
     keep = b >= b0
@@ -309,6 +313,8 @@ def zhang_cbs_from_sweep(batch_sizes: ArrayLike, steps: ArrayLike, *,
     return float(np.exp(np.interp(np.log(1.0 + o), x, y)))
 
 
+@validate_params(b_crit="b_crit", tolerance=_POS, window=_POS, loss_slope=_POS,
+                 base_batch="base_batch")
 def merrill_cbs_from_b_crit(
     b_crit: float, *, tolerance: float, window: float, loss_slope: float, base_batch: float
 ) -> float:
@@ -334,21 +340,15 @@ def merrill_cbs_from_b_crit(
       Batch Size Revisited: A Simple Empirical Approach to Large-Batch Language Model
       Training. arXiv:2505.23971.
     """
-    bc = positive_float(b_crit, "b_crit")
-    tol = positive_float(tolerance, "tolerance")
-    w = positive_float(window, "window")
-    s = positive_float(loss_slope, "loss_slope")
-    b0 = positive_float(base_batch, "base_batch")
+    bc = as_float(b_crit, "b_crit")
+    tol = as_float(tolerance, "tolerance")
+    w = as_float(window, "window")
+    s = as_float(loss_slope, "loss_slope")
+    b0 = as_float(base_batch, "base_batch")
     q = 1.0 / (1.0 + b0 / bc) - tol / (s * w)
     if q <= 0:
         return float("inf")
     return bc * (1.0 / q - 1.0)
-
-
-def _check_key(key: object, name: str) -> str:
-    if not isinstance(key, str) or key not in CBS_DEFINITIONS:
-        raise InputError(f"{name} must be one of {sorted(CBS_DEFINITIONS)}, got {key!r}")
-    return key
 
 
 _HUB = {"mccandlish", "bergsma"}  # both are B_crit itself
@@ -406,7 +406,12 @@ def _need_approximate(info: Mapping[str, Any]) -> None:
 _INFO_KEYS = {"base_batch", "overhead", "tolerance", "window", "loss_slope", "approximate"}
 
 
-def convert_cbs(value: float, from_def: str, to_def: str, **info: Any) -> float:
+_INFO = {"base_batch": DOMAINS["base_batch"], "overhead": DOMAINS["overhead"],
+         "tolerance": _POS, "window": _POS, "loss_slope": _POS}
+
+
+@validate_params(value=_POS, from_def=Definition, to_def=Definition)
+def convert_cbs(value: float, from_def: Definition, to_def: Definition, **info: Any) -> float:
     r"""Convert a critical batch size between the definitions of `CBS_DEFINITIONS`.
 
     Goes through McCandlish's $B_{crit}$: ``mccandlish`` and ``bergsma`` are the
@@ -444,18 +449,16 @@ def convert_cbs(value: float, from_def: str, to_def: str, **info: Any) -> float:
     * Li, S., et al. (2024). Surge Phenomenon in Optimal Learning Rate and Batch
       Size Scaling. arXiv:2405.14578.
     """
-    v = positive_float(value, "value")
-    _check_key(from_def, "from_def")
-    _check_key(to_def, "to_def")
+    v = as_float(value, "value")
     unknown = set(info) - _INFO_KEYS
     if unknown:
         raise InputError(f"unknown keyword(s) {sorted(unknown)}; expected some of "
                          f"{sorted(_INFO_KEYS)}")
     if "approximate" in info and not isinstance(info["approximate"], bool):
         raise InputError(f"approximate must be a bool, got {info['approximate']!r}")
-    for k in ("base_batch", "overhead", "tolerance", "window", "loss_slope"):
+    for k, domain in _INFO.items():
         if info.get(k) is not None:
-            positive_float(as_float(info[k], k), k)
+            domain.check(as_float(info[k], k), k)
     if from_def == to_def:
         return v
     return _from_b_crit(_to_b_crit(v, from_def, info), to_def, info)

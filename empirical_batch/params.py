@@ -137,6 +137,9 @@ DOMAINS: dict[str, Domain] = {
     # statistics
     "level": Domain(0.0, 1.0, True, True, meaning="confidence level of an interval"),
     "n_boot": Domain(0.0, math.inf, False, True, integer=True, meaning="bootstrap draws"),
+    # definitions of the critical batch size
+    "base_batch": _pos("the batch size linear scaling starts from (B_0)"),
+    "overhead": _pos("steps over linear scaling, as a fraction (Zhang et al.'s o)"),
     # planning
     "devices": Domain(1.0, math.inf, False, True, integer=True, meaning="data-parallel devices"),
 }

@@ -180,3 +180,11 @@ def test_zhang_data_own_definition_against_the_fitted_b_crit():
         predicted = zhang_cbs_from_b_crit(fit.b_crit, base_batch=ZHANG_B0)
         assert 0.5 < predicted / direct < 2.0, (model, direct, predicted)
         assert predicted < 0.35 * fit.b_crit  # Zhang's CBS is 0.2 B_crit + 1.2 B0, not B_crit
+
+
+def test_the_definition_literal_lists_the_keys():
+    from typing import get_args
+
+    from empirical_batch.definitions import Definition
+
+    assert get_args(Definition) == tuple(CBS_DEFINITIONS)

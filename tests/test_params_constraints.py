@@ -51,7 +51,14 @@ def test_the_declared_functions_are_found():
                 "empirical_batch.laws.grid.load_grid",
                 "empirical_batch.laws.predict.predict_batch",
                 "empirical_batch.transfer.transfer",
-                "empirical_batch.noise_log.final_noise_scale"}
+                "empirical_batch.noise_log.final_noise_scale",
+                "empirical_batch.schedule.policies.design_schedule",
+                "empirical_batch.schedule.policies.seesaw_schedule",
+                "empirical_batch.definitions.convert_cbs",
+                "empirical_batch.definitions.zhang_cbs_from_b_crit",
+                "empirical_batch.definitions.b_crit_from_zhang_cbs",
+                "empirical_batch.definitions.zhang_cbs_from_sweep",
+                "empirical_batch.definitions.merrill_cbs_from_b_crit"}
     assert expected <= set(FUNCTIONS), sorted(expected - set(FUNCTIONS))
 
 

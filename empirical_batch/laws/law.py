@@ -19,12 +19,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 from scipy import stats
 
 from ..errors import InputError
+from ..params import Options
 from ..result import Interval, Result
 
 __all__ = ["INPUTS", "QUANTITIES", "ScalingLaw", "check_inputs", "law_from_dict"]
@@ -33,8 +34,14 @@ INPUTS = {"tokens": "tokens", "n_params": "parameters", "compute": "FLOPs",
           "loss": "nats per token"}
 """The inputs a law may take, with their units."""
 
-QUANTITIES = {"b_opt": "optimal batch size", "lr_opt": "optimal learning rate",
-              "b_crit": "critical batch size"}
+Quantity = Literal["b_opt", "lr_opt", "b_crit"]
+"""The quantities a law predicts."""
+
+QUANTITIES = dict(zip(get_args(Quantity), ("optimal batch size", "optimal learning rate",
+                                           "critical batch size"), strict=True))
+"""Each quantity's meaning."""
+
+_QUANTITY = Options.of(Quantity)
 
 
 def check_inputs(inputs: Any) -> tuple[str, ...]:
@@ -114,9 +121,7 @@ class ScalingLaw(Result):
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.quantity not in QUANTITIES:
-            raise InputError(f"quantity must be one of {list(QUANTITIES)}, got "
-                             f"{self.quantity!r}")
+        _QUANTITY.check(self.quantity, "quantity")
         check_inputs(self.inputs)
         if not (len(self.exponents) == len(self.exponent_intervals) == len(self.inputs)
                 == len(self.ranges)):

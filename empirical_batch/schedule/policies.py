@@ -51,21 +51,30 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
 
 from .._numeric import trapezoid
-from .._validate import check_count, positive_float
+from .._validate import as_float, check_count
 from ..errors import InputError
+from ..params import Domain, validate_params
 from ..result import Result
 from ..rules import RULES, default_lr_rule, ratio_rules
 from .trajectory import NoiseTrajectory
 
 __all__ = ["BatchSchedule", "design_schedule", "seesaw_schedule"]
 
-POLICIES = ("app_d", "doubling", "seesaw")
+Policy = Literal["app_d", "doubling"]
+"""The policies `design_schedule` designs (``"seesaw"`` converts a learning-rate
+schedule: `seesaw_schedule`)."""
+Optimizer = Literal["adam", "sgd"]
+"""The optimizer that sets the learning-rate rule: ``sqrt`` for Adam, ``linear`` for SGD."""
+LrSchedule = Literal["step", "cosine", "wsd"]
+"""The learning-rate schedules `seesaw_schedule` converts."""
+
+POLICIES = (*get_args(Policy), "seesaw")
 LR_RULES = tuple(sorted(ratio_rules(), reverse=True))  # ("sqrt", "linear"), from rules
 
 
@@ -197,8 +206,8 @@ def _predict(traj: NoiseTrajectory, starts: np.ndarray, batches: np.ndarray
     return out, cum[:-1]
 
 
-def _check_common(base_batch: object, granularity: object, max_batch: float | None,
-                  lr_rule: str) -> tuple[int, int, float]:
+def _check_common(base_batch: object, granularity: object, max_batch: float | None
+                  ) -> tuple[int, int, float]:
     base_batch = check_count(base_batch, "base_batch", 1)
     granularity = check_count(granularity, "granularity", 1)
     if base_batch % granularity:
@@ -207,17 +216,17 @@ def _check_common(base_batch: object, granularity: object, max_batch: float | No
     mb = math.inf if max_batch is None else float(max_batch)
     if not mb >= base_batch:
         raise InputError(f"max_batch must be >= base_batch={base_batch}, got {max_batch!r}")
-    if lr_rule not in LR_RULES:
-        raise InputError(f"lr_rule must be one of {LR_RULES}, got {lr_rule!r}")
     return base_batch, granularity, mb
 
 
+@validate_params(policy=Policy, optimizer=Optimizer,
+                 exchange_rate=Domain(0.0, meaning="examples per step exchanged"))
 def design_schedule(
     trajectory: NoiseTrajectory,
-    policy: str = "doubling",
+    policy: Policy = "doubling",
     *,
     base_batch: int,
-    optimizer: str = "adam",
+    optimizer: Optimizer = "adam",
     granularity: int = 1,
     max_batch: int | None = None,
     exchange_rate: float | None = None,
@@ -246,13 +255,8 @@ def design_schedule(
     """
     if not isinstance(trajectory, NoiseTrajectory):
         raise InputError(f"trajectory must be a NoiseTrajectory, got {type(trajectory).__name__}")
-    if policy not in ("app_d", "doubling"):
-        raise InputError(f"policy must be 'app_d' or 'doubling' (seesaw_schedule converts a "
-                         f"learning-rate schedule), got {policy!r}")
-    if optimizer not in ("adam", "sgd"):
-        raise InputError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     lr_rule = default_lr_rule(optimizer)  # sqrt for Adam, linear for SGD
-    base_batch, granularity, mb = _check_common(base_batch, granularity, max_batch, lr_rule)
+    base_batch, granularity, mb = _check_common(base_batch, granularity, max_batch)
     levels = _levels(base_batch, granularity, mb)
     g = _grid(trajectory)
     notes = []
@@ -261,7 +265,7 @@ def design_schedule(
         if r is None:
             r = float(trapezoid(trajectory(g), g) / trajectory.total)
         else:
-            r = positive_float(r, "exchange_rate")
+            r = as_float(r, "exchange_rate")
         want = np.sqrt(r * trajectory(g))
         idx = np.abs(np.log(want)[:, None] - np.log(levels)[None, :]).argmin(axis=1)
         idx = np.maximum.accumulate(idx)  # never shrink the batch
@@ -297,7 +301,9 @@ def design_schedule(
     return BatchSchedule(policy, lr_rule, stages, pred, tuple(notes))
 
 
-SHAPES = {"step": ("milestones", "gamma"), "cosine": (), "wsd": ("decay_fraction",)}
+SHAPES = dict(zip(get_args(LrSchedule), (("milestones", "gamma"), (), ("decay_fraction",)),
+                  strict=True))
+"""Each learning-rate schedule's parameters."""
 
 
 def _check_shape(kind: str, shape: Mapping[str, Any]) -> dict[str, Any]:
@@ -306,8 +312,6 @@ def _check_shape(kind: str, shape: Mapping[str, Any]) -> dict[str, Any]:
     ``milestones``: fractions of training, strictly increasing, each in (0, 1);
     ``gamma``: the step factor, in (0, 1]; ``decay_fraction``: in (0, 1].
     """
-    if kind not in SHAPES:
-        raise InputError(f"lr_schedule must be 'step', 'cosine' or 'wsd', got {kind!r}")
     wrong = sorted(set(shape) - set(SHAPES[kind]))
     if wrong:
         allowed = ", ".join(SHAPES[kind]) or "none"
@@ -358,8 +362,9 @@ def _lr_shape(kind: str, frac: np.ndarray, **shape: Any) -> np.ndarray:
                     np.maximum(1.0 - (frac - start) / shape["decay_fraction"], 0.0))
 
 
+@validate_params(lr_schedule=LrSchedule)
 def seesaw_schedule(
-    lr_schedule: str,
+    lr_schedule: LrSchedule,
     *,
     total_steps: int,
     base_batch: int,
@@ -389,7 +394,7 @@ def seesaw_schedule(
     capped = max_batch is None
     if capped:  # a decay to zero would double the batch without end
         max_batch = 32 * base_batch
-    base_batch, granularity, mb = _check_common(base_batch, granularity, max_batch, "sqrt")
+    base_batch, granularity, mb = _check_common(base_batch, granularity, max_batch)
     levels = _levels(base_batch, granularity, mb)
     frac = np.linspace(0.0, 1.0, 20001)
     lr = _lr_shape(lr_schedule, frac, **shape)
