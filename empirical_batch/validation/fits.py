@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..fit import common_target, fit_power_law, steps_to_target
+from ..fit import common_target, fit_power_law
 from ..fit.targets import best_losses, choose_targets, clear_of
 from ..harness.noise import (
     averaged_scale,
@@ -70,7 +70,7 @@ from ..harness.noise import (
     start_value,
     window_values,
 )
-from .curves import FIT_OPTIONS, b_crit_curve
+from .curves import b_crit_curve
 from .uncertainty import N_BOOT, growth_and_exponent
 
 #: measured noise-scale columns: population B_simple (collector path) and B_noise
@@ -250,7 +250,7 @@ def fit_targets(task: str, optimizer: str, sub, scales: pd.DataFrame,
             short = name.split("_avg")[0]
             suffix = name[len(short):]
             rec[f"b_crit_over_{short}{suffix}"] = ratio(rec["b_crit"], rec[name])
-        st = steps_to_target(sub, row["target"], combine=FIT_OPTIONS["combine"]).to_frame()
+        st = curve.tables[i].to_frame()  # the steps the target's fit was made from
         rec["lr_at_grid_edge"] = _lr_edges(st, grid)
         rows.append(rec)
         steps_tabs.append(st.drop(columns=[c for c in ("seed_steps", "seed_examples")
