@@ -65,8 +65,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._validate import as_scalar, positive_float
+from ._validate import as_float, as_scalar
 from .errors import InputError
+from .params import Domain, validate_params
 from .result import Interval, Result
 from .rules import RULES, ratio_rules
 
@@ -212,6 +213,10 @@ def _smoothed(losses: Sequence[float], tail: float, where: str, n_steps: int) ->
     return float(arr[-n:].mean())
 
 
+@validate_params(lr=Domain(0.0, meaning="learning rate at the run's batch size"),
+                 tail=Domain(0.0, 1.0, True, False, meaning="fraction of a branch compared"),
+                 level="level",
+                 tolerance=Domain(0.0, low_open=False, meaning="loss a branch may lose"))
 def branched_critical_batch(
     train_steps: TrainSteps,
     state: Any,
@@ -292,16 +297,10 @@ def branched_critical_batch(
             f"examples={examples!r} is fewer than one step at the largest branch "
             f"({ks[-1]} x {batch_size}); give at least {ks[-1] * batch_size}"
         )
-    lr = positive_float(lr, "lr")
+    lr = as_float(lr, "lr")
     seeds = tuple(int(s) for s in seeds)
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
         raise InputError(f"seeds must hold at least two distinct seeds, got {seeds!r}")
-    if not 0.0 < tail <= 1.0:
-        raise InputError(f"tail must be in (0, 1], got {tail!r}")
-    if not 0.0 < level < 1.0:
-        raise InputError(f"level must be in (0, 1), got {level!r}")
-    if not (math.isfinite(tolerance) and tolerance >= 0):
-        raise InputError(f"tolerance must be finite and >= 0, got {tolerance!r}")
     f = _lr_factor(lr_rule)
     lrs = tuple(float(lr * f(k)) for k in ks)
     if not all(math.isfinite(x) and x > 0 for x in lrs):

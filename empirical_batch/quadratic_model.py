@@ -19,11 +19,11 @@ from ._validate import (
     check_nonnegative,
     check_psd,
     check_symmetric,
-    positive_float,
     scalar_or_array,
 )
 from .errors import InputError
 from .one_step import check_momentum, inverse_batch, noise_scales_from_scalars, over_one_plus
+from .params import Domain, validate_params
 
 __all__ = ["QuadraticModel", "anisotropic_quadratic", "power_law_spectrum"]
 
@@ -397,6 +397,10 @@ class QuadraticModel(Frozen):
         )
 
 
+_DIMENSION = Domain(1.0, low_open=False, integer=True, meaning="parameters of the problem")
+
+
+@validate_params(n=_DIMENSION, noise=Domain(0.0, low_open=False, meaning="noise scale c"))
 def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0,
                           theta: float = 1.0) -> QuadraticModel:
     r"""The built-in demo problem: spectrum $h_i = 1/i$ and noise $\Sigma = cH$.
@@ -412,9 +416,7 @@ def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0,
     >>> round(m.b_noise, 6)  # (1 + 1/4 + 1/9) / (1 + 1/8 + 1/27)
     1.171315
     """
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise InputError(f"n must be a positive integer, got {n!r}")
-    c = positive_float(noise, "noise", allow_zero=True)
+    c = as_float(noise, "noise")
     t = as_float(theta, "theta")
     if t == 0:
         raise InputError("theta must not be 0: the gradient would vanish")
@@ -422,6 +424,7 @@ def anisotropic_quadratic(n: int = 1000, *, noise: float = 100.0,
     return QuadraticModel(gradient=h * t, hessian=h, noise_cov=c * h)
 
 
+@validate_params(n=_DIMENSION)
 def power_law_spectrum(n: int, exponent: float = 1.0) -> np.ndarray:
     r"""Hessian eigenvalues $h_i = i^{-\text{exponent}}$, $i = 1..n$: the spectrum of
     Zhang et al. (2019)'s noisy quadratic model (``exponent=1``), shared by
@@ -437,7 +440,5 @@ def power_law_spectrum(n: int, exponent: float = 1.0) -> np.ndarray:
     >>> power_law_spectrum(3).tolist()
     [1.0, 0.5, 0.3333333333333333]
     """
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise InputError(f"n must be a positive integer, got {n!r}")
     e = as_float(exponent, "exponent")
     return np.arange(1, int(n) + 1, dtype=float) ** (-e)

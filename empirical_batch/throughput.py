@@ -35,7 +35,9 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import optimize
 
+from ._validate import as_float
 from .errors import EmpiricalBatchWarning, InputError, warn
+from .params import Domain, validate_params
 from .result import Result
 
 __all__ = ["ThroughputModel", "fit_throughput"]
@@ -86,12 +88,12 @@ class ThroughputModel(Result):
         out = b / self.step_seconds(micro_batch, devices, accumulation)
         return float(out) if np.ndim(out) == 0 else out
 
+    @validate_params(fraction=Domain(0.0, 1.0, meaning="share of the device's limit"))
     def saturating_micro_batch(self, fraction: float = 0.9) -> float:
         r"""Smallest per-device batch whose throughput reaches ``fraction`` of the
         device's limit $1/\beta_g$ (compute only): $m = f\alpha_g /
         ((1 - f)\beta_g)$. Below it the device idles on fixed costs."""
-        if not 0 < fraction < 1:
-            raise InputError(f"fraction must be in (0, 1), got {fraction!r}")
+        fraction = as_float(fraction, "fraction")
         if self.beta_grad <= 0:
             return math.inf
         return fraction * self.alpha_grad / ((1 - fraction) * self.beta_grad)
