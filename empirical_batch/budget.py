@@ -44,11 +44,11 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from ._validate import check_level, positive_float
+from ._validate import as_float, check_level
 from .errors import InputError, warn
 from .fit.power_law import PowerLaw, fit_power_law
 from .fit.tradeoff_fit import FitWarning
-from .params import removed_keywords
+from .params import Domain, removed_keywords, validate_params
 from .result import Interval, Result
 
 __all__ = ["FixedBudgetFit", "fit_fixed_budget"]
@@ -108,11 +108,12 @@ class FixedBudgetFit(Result):
         out: np.ndarray | float = self.lr_opt(budget)
         return out
 
+    @validate_params(budget=Domain(0.0, meaning="training budget"), b_crit="b_crit")
     def compare(self, b_crit: float, budget: float) -> dict[str, Any]:
         """$B_{opt}(C)$ next to a $B_{crit}$ (e.g. fitted at the loss the
         budget reaches), with what each means."""
-        c = positive_float(budget, "budget")
-        bc = positive_float(b_crit, "b_crit")
+        c = as_float(budget, "budget")
+        bc = as_float(b_crit, "b_crit")
         b = float(self.b_opt(c))
         ratio = b / bc
         if math.isinf(ratio):
@@ -192,6 +193,9 @@ def _residual_bootstrap(x: np.ndarray, y: np.ndarray, n_boot: int, ci: float,
 
 
 @removed_keywords(ci="level")
+@validate_params(tolerance=Domain(0.0, low_open=False, meaning="relative loss tolerance of "
+                                  "the near-optimal band"),
+                 n_boot="n_boot", level="level")
 def fit_fixed_budget(
     frame: pd.DataFrame,
     *,
@@ -249,10 +253,10 @@ def fit_fixed_budget(
     """
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
-    tolerance = positive_float(tolerance, "tolerance", allow_zero=True)
+    tolerance = as_float(tolerance, "tolerance")
     ci = check_level(level)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
-        raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
+    if not isinstance(n_boot, int | np.integer):
+        raise InputError(f"n_boot must be an int, got {n_boot!r}")
     c = _column(frame, budget, "budget")
     b = _column(frame, batch_size, "batch size")
     lr = _column(frame, learning_rate, "learning rate")

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import as_array, check_broadcast, positive_float, scalar_or_array
+from ._validate import as_array, as_float, check_broadcast, scalar_or_array
 from .errors import InputError
-from .params import check
+from .params import Domain, check
 from .result import Result, TableResult, unwrap_table
 from .tradeoff import Tradeoff
 
@@ -92,17 +92,15 @@ class Hardware(Result):
     max_devices: int = 1024
 
     def __post_init__(self) -> None:
-        for name in ("throughput", "price_per_device_hour"):
-            object.__setattr__(self, name, positive_float(getattr(self, name), name))
-        for name in ("step_overhead_s", "allreduce_s", "latency_s"):
-            v = positive_float(getattr(self, name), name, allow_zero=True)
-            object.__setattr__(self, name, v)
-        for name in ("max_device_batch", "max_devices"):
+        for name, domain in _HARDWARE.items():
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            if domain.integer and (isinstance(v, bool) or not isinstance(v, int | np.integer)):
                 raise InputError(f"{name} must be an integer, got {v!r}")
-            if v < 1:
-                raise InputError(f"{name} must be >= 1, got {v!r}")
+            x = as_float(v, name)
+            domain.check(x, name)
+            if not domain.integer:
+                object.__setattr__(self, name, x)
+                continue
             if v > _EXACT:
                 raise InputError(f"{name} must be at most 2^53 (larger integers are not "
                                  f"exact as floats), got {v!r}")
@@ -126,6 +124,20 @@ class Hardware(Result):
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+_SECONDS = Domain(0.0, low_open=False, meaning="seconds")
+_COUNT = Domain(1.0, low_open=False, integer=True, meaning="a count")
+_HARDWARE = {
+    "throughput": Domain(0.0, meaning="examples per second one device processes"),
+    "max_device_batch": _COUNT,
+    "step_overhead_s": _SECONDS,
+    "allreduce_s": _SECONDS,
+    "latency_s": _SECONDS,
+    "price_per_device_hour": Domain(0.0, meaning="price of one device for one hour"),
+    "max_devices": _COUNT,
+}
+"""The domain of each `Hardware` field."""
 
 
 def _powers_of_two(lo: float, hi: float) -> np.ndarray:

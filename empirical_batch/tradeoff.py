@@ -32,11 +32,10 @@ from ._validate import (
     check_broadcast,
     check_count,
     check_positive,
-    positive_float,
     scalar_or_array,
 )
 from .errors import InputError
-from .params import check
+from .params import Domain, check, validate_params
 from .result import Result
 
 __all__ = ["AdaptiveSchedule", "Tradeoff", "adaptive_schedule"]
@@ -76,6 +75,7 @@ class Tradeoff(Result):
                              f"e_min={self.e_min!r} and s_min={self.s_min!r}")
 
     @classmethod
+    @validate_params(b_crit="b_crit")
     def from_b_crit(cls, b_crit: float, *, s_min: float | None = None,
                     e_min: float | None = None) -> Tradeoff:
         """The tradeoff with critical batch ``b_crit`` and one of ``s_min``, ``e_min``.
@@ -83,7 +83,7 @@ class Tradeoff(Result):
         >>> Tradeoff.from_b_crit(64, s_min=1000)
         Tradeoff(s_min=1000.0, e_min=64000.0)
         """
-        b = float(check("b_crit", as_float(b_crit, "b_crit")))
+        b = as_float(b_crit, "b_crit")
         if (s_min is None) == (e_min is None):
             raise InputError("give exactly one of s_min and e_min with b_crit")
         if s_min is not None:
@@ -91,6 +91,7 @@ class Tradeoff(Result):
         e = as_float(e_min, "e_min")
         return cls(s_min=e / b, e_min=e)
 
+    @validate_params(sigma="sigma")
     def sample_steps(self, batch_sizes: ArrayLike, *, n_seeds: int = 1, sigma: float = 0.1,
                      rng: int | np.random.Generator | None = None) -> Any:
         r"""A synthetic steps-to-target table: $S(B)\,e^{\sigma z}$ per seed.
@@ -105,7 +106,7 @@ class Tradeoff(Result):
         import pandas as pd
 
         n_seeds = check_count(n_seeds, "n_seeds", 1)
-        s = positive_float(sigma, "sigma", allow_zero=True)
+        s = as_float(sigma, "sigma")
         gen = np.random.default_rng(rng)
         b = np.repeat(check_positive(batch_sizes, "batch_sizes").reshape(-1), n_seeds)
         steps = np.asarray(self.steps(b)) * np.exp(s * gen.standard_normal(b.size))
@@ -263,6 +264,7 @@ class AdaptiveSchedule(Result):
         )
 
 
+@validate_params(r=Domain(0.0, meaning="exchange rate, examples per step"))
 def adaptive_schedule(
     noise_scale: np.ndarray | Callable[[np.ndarray], np.ndarray],
     s: ArrayLike,
@@ -313,7 +315,7 @@ def adaptive_schedule(
         raise InputError(f"noise_scale must be >= 0, got {b.min()!r}")
     if not np.any(b > 0):
         raise InputError("noise_scale must not be zero everywhere")
-    rate = positive_float(r, "r")
+    rate = as_float(r, "r")
     root = np.sqrt(b)
     batch = np.sqrt(rate) * root
     s_min = float(grid[-1] - grid[0])

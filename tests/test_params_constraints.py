@@ -61,7 +61,9 @@ def test_the_declared_functions_are_found():
                 "empirical_batch.definitions.merrill_cbs_from_b_crit",
                 "empirical_batch.branched.branched_critical_batch",
                 "empirical_batch.quadratic_model.anisotropic_quadratic",
-                "empirical_batch.quadratic_model.power_law_spectrum"}
+                "empirical_batch.quadratic_model.power_law_spectrum",
+                "empirical_batch.budget.fit_fixed_budget",
+                "empirical_batch.tradeoff.adaptive_schedule"}
     assert expected <= set(FUNCTIONS), sorted(expected - set(FUNCTIONS))
 
 

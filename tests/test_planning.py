@@ -110,7 +110,7 @@ def test_bad_planner_input():
         Hardware(allreduce_s=-1.0)
     with pytest.raises(TypeError, match="max_devices must be an integer"):
         Hardware(max_devices=2.5)
-    with pytest.raises(ValueError, match="max_device_batch must be >= 1"):
+    with pytest.raises(ValueError, match="max_device_batch must be an integer >= 1"):
         Hardware(max_device_batch=0)
     t = Tradeoff(10, 100)
     with pytest.raises(TypeError, match="tradeoff must be a Tradeoff"):
