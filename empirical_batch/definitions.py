@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import as_array, as_float, check_positive
+from ._validate import as_array, as_float
 from .errors import InputError
 from .params import DOMAINS, Domain, validate_params
 from .result import Result
@@ -254,7 +254,8 @@ def b_crit_from_zhang_cbs(cbs: float, *, base_batch: float, overhead: float = 0.
     return (c - (1.0 + o) * b0) / o
 
 
-@validate_params(base_batch="base_batch", overhead="overhead")
+@validate_params(batch_sizes="batch_sizes", steps="steps", base_batch="base_batch",
+                 overhead="overhead")
 def zhang_cbs_from_sweep(batch_sizes: ArrayLike, steps: ArrayLike, *,
                          base_batch: float | None = None, overhead: float = 0.2) -> float:
     r"""Zhang et al.'s CBS measured directly on a sweep, without the hyperbola.
@@ -286,8 +287,8 @@ def zhang_cbs_from_sweep(batch_sizes: ArrayLike, steps: ArrayLike, *,
       Kakade, S. (2024). How Does Critical Batch Size Scale in Pre-training?
       arXiv:2410.21676.
     """
-    b = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
-    s = check_positive(as_array(steps, "steps", ndim=1), "steps")
+    b = as_array(batch_sizes, "batch_sizes", ndim=1)
+    s = as_array(steps, "steps", ndim=1)
     if b.size != s.size or b.size < 2:
         raise InputError(f"batch_sizes and steps must have the same length >= 2, got "
                          f"{b.size} and {s.size}")
