@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 
 from ._validate import as_array, as_float, check_symmetric, scalar_or_array
 from .errors import InputError
-from .params import check
+from .params import Domain, check, validate_params
 
 __all__ = [
     "check_momentum",
@@ -173,6 +173,7 @@ def noise_scales_from_scalars(g2: ArrayLike, ghg: ArrayLike, trace_sigma: ArrayL
     return {k: scalar_or_array(v) for k, v in out.items()}
 
 
+@validate_params(b_noise=Domain(0.0, meaning="noise scale B_noise, the surge's peak"))
 def surge_eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike) -> Any:
     r"""Optimal learning rate of an Adam-like (sign-descent) optimizer (Li et al. 2024).
 
@@ -199,8 +200,6 @@ def surge_eps_opt(batch_size: ArrayLike, eps_max: ArrayLike, b_noise: ArrayLike)
     0.8
     """
     b, e, n = _scales(batch_size, eps_max, b_noise, "eps_max")
-    if np.any(n <= 0):
-        raise InputError(f"b_noise must be > 0 for the surge law, got {n!r}")
     # = 2 e sqrt(t)/(1 + t) with t = min(B, Bn)/max(B, Bn) <= 1 (the law is symmetric
     # in B and Bn), formed from mantissas and exponents: no overflow or underflow on the
     # way, only a result past the float range itself is lost

@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike
 
 from ._validate import as_array, as_float, check_broadcast, scalar_or_array
 from .errors import InputError
-from .params import Domain, check
+from .params import Domain, check, validate_params
 from .result import Result, TableResult, unwrap_table
 from .tradeoff import Tradeoff
 
@@ -155,8 +155,6 @@ def _int_list(values: object, name: str) -> np.ndarray:
     arr = as_array(values, name, ndim=1)
     if arr.size == 0:
         raise InputError(f"{name} must not be empty")
-    if np.any(arr < 1) or np.any(arr != np.round(arr)):
-        raise InputError(f"{name} must be positive integers, got {arr.tolist()!r}")
     if np.any(arr > _EXACT):
         raise InputError(f"{name} must be at most 2^53 = {_EXACT} (larger integers are "
                          f"not exact as floats), got {arr.max()!r}")
@@ -236,6 +234,7 @@ def _whole_split(share: int, cap: int) -> int:
     return k
 
 
+@validate_params(batch_sizes=_COUNT, devices="devices")
 def plan(
     tradeoff: Tradeoff,
     hardware: Hardware | None = None,

@@ -63,7 +63,9 @@ def test_the_declared_functions_are_found():
                 "empirical_batch.quadratic_model.anisotropic_quadratic",
                 "empirical_batch.quadratic_model.power_law_spectrum",
                 "empirical_batch.budget.fit_fixed_budget",
-                "empirical_batch.tradeoff.adaptive_schedule"}
+                "empirical_batch.tradeoff.adaptive_schedule",
+                "empirical_batch.planning.plan",
+                "empirical_batch.one_step.surge_eps_opt"}
     assert expected <= set(FUNCTIONS), sorted(expected - set(FUNCTIONS))
 
 

@@ -304,6 +304,11 @@ def design_schedule(
 SHAPES = dict(zip(get_args(LrSchedule), (("milestones", "gamma"), (), ("decay_fraction",)),
                   strict=True))
 """Each learning-rate schedule's parameters."""
+_SHAPE_DOMAINS = {
+    "gamma": Domain(0.0, 1.0, True, False, meaning="the step schedule's decay factor"),
+    "decay_fraction": Domain(0.0, 1.0, True, False,
+                             meaning="the share of training spent decaying"),
+}
 
 
 def _check_shape(kind: str, shape: Mapping[str, Any]) -> dict[str, Any]:
@@ -333,19 +338,13 @@ def _check_shape(kind: str, shape: Mapping[str, Any]) -> dict[str, Any]:
                              f"{m.tolist()}{hint}")
         if np.any(np.diff(m) <= 0):
             raise InputError(f"milestones must be strictly increasing, got {m.tolist()}")
-        gamma = shape.get("gamma", 0.1)
-        if isinstance(gamma, bool) or not isinstance(gamma, int | float | np.floating) \
-                or not 0 < gamma <= 1:
-            raise InputError(f"gamma (the step schedule's decay factor) must be in (0, 1], "
-                             f"got {gamma!r}")
-        out = {"milestones": m, "gamma": float(gamma)}
+        gamma = as_float(shape.get("gamma", 0.1), "gamma")
+        _SHAPE_DOMAINS["gamma"].check(gamma, "gamma")
+        out = {"milestones": m, "gamma": gamma}
     elif kind == "wsd":
-        d = shape.get("decay_fraction", 0.2)
-        if isinstance(d, bool) or not isinstance(d, int | float | np.floating) \
-                or not 0 < d <= 1:
-            raise InputError(f"decay_fraction (the share of training spent decaying) must be "
-                             f"in (0, 1], got {d!r}")
-        out = {"decay_fraction": float(d)}
+        d = as_float(shape.get("decay_fraction", 0.2), "decay_fraction")
+        _SHAPE_DOMAINS["decay_fraction"].check(d, "decay_fraction")
+        out = {"decay_fraction": d}
     return out
 
 
