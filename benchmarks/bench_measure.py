@@ -1,7 +1,11 @@
 """Overhead of the noise-scale collectors on a training step (CPU; CUDA if available).
 
-For a small MLP, a small transformer and a GPT-2-small-sized decoder (``gpt2``: 12
-layers, width 768, 12 heads, vocabulary 50257 tied to the output layer, 124M parameters;
+For a small MLP, small decoders of several shapes (``transformer``: 16 x 64 tokens,
+width 128, 2 blocks; ``b4t32``: 4 x 32 tokens, where the fixed costs show; ``deep``: 16
+blocks of width 64, 198 parameter tensors, where the per-tensor costs show; ``t128`` to
+``t1024``: sequences of 128 to 1024 tokens at width 128, where the per-example forms'
+regimes change; see ``SHAPES``) and a GPT-2-small-sized decoder (``gpt2``: 12 layers,
+width 768, 12 heads, vocabulary 50257 tied to the output layer, 124M parameters;
 sequence 1024 by default, bf16 autocast with ``--bf16``), times a plain training step
 against the same step with each collector and prints the overhead as % of the plain step:
 
@@ -10,25 +14,29 @@ against the same step with each collector and prints the overhead as % of the pl
 - per-example (in step): ``PerExampleNoiseScale`` hooks on the ordinary step
   (baseline: the plain single-batch step);
 - per-example (extra pass): ``per_example_sq_norms`` called once per step;
+- LayerNorm-only (decoders): ``PerExampleNoiseScale(params="layernorm")`` next to a plain
+  nanoGNS-style re-implementation (hooks on the LayerNorm layers, per-example
+  ``|Σ_t δ ⊙ x̂|²`` and ``|Σ_t δ|²`` summed on the device; no checks);
+- control: the plain step timed a second time, as a variant of its own; its "overhead"
+  is the timing noise of the run;
 - DDP hook: ``DDPNoiseScaleHook`` on a 2-rank gloo DDP step (baseline: DDP with its
   default all-reduce), CPU only, timed on rank 0; beside it a plain re-implementation of
   the k-diffusion-style hook (squared norm of each bucket before and after the
   all-reduce, summed on the device; no checks), as the reference cost.
 
 For ``gpt2`` the rows are the production settings: the collectors with ``sync_every=100``
-(one device-to-host transfer per 100 steps) next to ``sync_every=1``; the LayerNorm-only
-proxy (``PerExampleNoiseScale(params="layernorm")``, Gray et al. 2024) next to a plain
-nanoGNS-style re-implementation (hooks on the LayerNorm layers, per-example
-``|Σ_t δ ⊙ x̂|²`` and ``|Σ_t δ|²`` summed on the device; no checks); and the full
-per-example collector. The extra-pass row is left out for it (a second backward pass).
+(one device-to-host transfer per 100 steps) next to ``sync_every=1``, and the full
+per-example collector. The extra-pass row is left out for it (a second backward pass). A
+batch smaller than k has no micro-batch rows.
 
 Beside them, in the same interleaved run, the same plain step with another library's
 per-example norms where it is installed (``pip install .[bench]``; see
-``measure_peers.py``: ``torch.func`` vmap(grad), Opacus ``GradSampleModule`` and ghost
-norms, BackPACK ``BatchL2Grad``); a peer that is missing or refuses the model is skipped
-with a note under the table. Two more tables follow: each method's per-example squared
-norms against a float64 reference (one backward pass per example on a float64 copy of
-the model), and the ATen ops each collector adds per step for 4 and 200 parameter tensors
+``measure_peers.py``: ``torch.func`` vmap(grad) as an extra pass and as the whole step
+(single pass), Opacus ``GradSampleModule`` and ghost norms, BackPACK ``BatchL2Grad``); a
+peer that is missing or refuses the model is skipped with a note under the table. Two
+more tables follow: each method's per-example squared norms against a float64 reference
+(one backward pass per example on a float64 copy of the model), and the ATen ops and
+Python function calls each collector adds per step for 4 and 200 parameter tensors
 (``op_counts.py``; device-independent).
 
 Variants are interleaved (A B C A B C ...) and the median per-step time is reported,
@@ -39,7 +47,7 @@ process waits for a core, which wall-clock medians still pick up.
 
 Usage::
 
-    python benchmarks/bench_measure.py            # CPU, 1 thread per process
+    python benchmarks/bench_measure.py            # CPU, 1 thread per process (~10 min)
     python benchmarks/bench_measure.py --device cuda --reps 15
     python benchmarks/bench_measure.py --quick    # smoke run
     python benchmarks/bench_measure.py --timer cpu --no-ddp   # CPU time, shared machine
@@ -163,6 +171,25 @@ def lm_loss(logits, tok):
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tok[:, 1:].reshape(-1))
 
 
+# decoders of other shapes (vocabulary 256, 4 heads): name -> (batch, sequence, width,
+# layers); "transformer" is (--transformer-batch, 64, --d-model, 2)
+SHAPES = {
+    "b4t32": (4, 32, 128, 2),  # a small batch of short sequences: the fixed costs show
+    "deep": (8, 32, 64, 16),  # 16 blocks: 198 parameter tensors, the per-tensor costs show
+    "t128": (8, 128, 128, 2),  # longer sequences: the per-example forms' regimes
+    "t256": (4, 256, 128, 2),
+    "t512": (2, 512, 128, 2),
+    "t1024": (2, 1024, 128, 2),
+}
+
+
+def shape(name, batch, d_model=128):
+    """(batch, sequence, width, layers) of a decoder model name."""
+    if name == "transformer":
+        return batch, 64, d_model, 2
+    return SHAPES[name]
+
+
 def make(name, batch, device, d_model=128, seq=1024):
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
@@ -176,8 +203,10 @@ def make(name, batch, device, d_model=128, seq=1024):
         x = torch.randn(batch, 256, generator=g)
         y = torch.randint(0, 10, (batch,), generator=g)
         return model.to(device), x.to(device), y.to(device), F.cross_entropy
-    tok = torch.randint(0, 256, (batch, 64), generator=g)
-    return TinyTransformer(d=d_model).to(device), tok.to(device), tok.to(device), lm_loss
+    _, t, d, layers = shape(name, batch, d_model)
+    tok = torch.randint(0, 256, (batch, t), generator=g)
+    model = TinyTransformer(d=d, layers=layers, seq=t)
+    return model.to(device), tok.to(device), tok.to(device), lm_loss
 
 
 # ---------------------------------------------------------------- timing
@@ -245,20 +274,24 @@ def single_process(name, batch, reps, steps, device, d_model=128, clock=time.per
         if ref is not None:
             pairs.append((key, ref))
 
-    add("plain, k=4 accumulation", None, accumulate=True)
-    add("micro-batch (GradientNoiseScale)", "plain, k=4 accumulation",
-        lambda m: GradientNoiseScale(m, micro_batch_size=mb, accumulation_steps=K),
-        accumulate=True)
-    if realistic:
+    if mb >= 1:  # (a batch smaller than k: no micro-batch rows)
+        add("plain, k=4 accumulation", None, accumulate=True)
+        add("micro-batch (GradientNoiseScale)", "plain, k=4 accumulation",
+            lambda m: GradientNoiseScale(m, micro_batch_size=mb, accumulation_steps=K),
+            accumulate=True)
+    if realistic and mb >= 1:
         add(f"micro-batch, sync_every={sync}", "plain, k=4 accumulation",
             lambda m: GradientNoiseScale(m, micro_batch_size=mb, accumulation_steps=K,
                                          sync_every=sync, max_history=1000),
             accumulate=True)
     add("plain, 1 batch", None)
+    # the same plain step again: its "overhead" is the timing noise of this run
+    add("control: the plain step timed twice", "plain, 1 batch")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # coverage warnings: the benchmark models are known
-        if realistic:
-            add(f"LayerNorm-only per-example, sync_every={sync}", "plain, 1 batch",
+        if name != "mlp":
+            add("LayerNorm-only per-example" + (f", sync_every={sync}" if realistic else ""),
+                "plain, 1 batch",
                 lambda m: PerExampleNoiseScale(m, params="layernorm", sync_every=sync,
                                                max_history=1000))
             add("LayerNorm-only, nanoGNS-style reference", "plain, 1 batch",
@@ -400,17 +433,12 @@ def agreement(name, device, d_model=128, seq=1024, peers=PEERS, batch=4):
 
 
 def op_count_rows():
-    """ATen ops per step each collector adds for 4 and 200 parameter tensors (CPU
-    profiler; the same on any device, see ``op_counts.py``)."""
+    """ATen ops and Python calls per step each collector adds for 4 and 200 parameter
+    tensors (CPU profiler; the same on any device, see ``op_counts.py``)."""
     rows = []
-    for collector, label in (("micro-batch", "micro-batch (GradientNoiseScale), k=4"),
-                             ("per-example", "per-example, linear layers, T=4 (Gram)"),
-                             ("per-example-materialised",
-                              "per-example, linear layers, T=16 d=8 (materialised)"),
-                             ("layernorm", "LayerNorm-only per-example")):
-        kw = {"seq": 16, "d": 8} if collector.endswith("materialised") else {}
-        kind = collector.removesuffix("-materialised")
-        rows.append((label, *(op_counts.added_ops(kind, n, **kw) for n in (4, 200))))
+    for kind, kw, label in op_counts.ROWS:
+        rows.append((label, *(op_counts.added_ops(kind, n, **kw) for n in (4, 200)),
+                     *(op_counts.added_python_calls(kind, n, **kw) for n in (4, 200))))
     return rows
 
 
@@ -422,7 +450,10 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=3, help="steps per timed repetition")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process (CPU)")
     p.add_argument("--no-ddp", action="store_true")
-    p.add_argument("--models", default="mlp,transformer", help="comma-separated subset")
+    p.add_argument("--models", default="mlp,transformer,b4t32,deep,t128,t256,t512,t1024",
+                   help="comma-separated subset of mlp, transformer, gpt2 and the decoder "
+                        f"shapes {', '.join(SHAPES)} (batch, sequence, width, layers: "
+                        f"{', '.join(f'{k}={v}' for k, v in SHAPES.items())})")
     p.add_argument("--mlp-batch", type=int, default=256, help=f"examples per step (k={K})")
     p.add_argument("--transformer-batch", type=int, default=16)
     p.add_argument("--d-model", type=int, default=128, help="transformer width")
@@ -449,7 +480,8 @@ def main(argv=None):
     WARMUP = a.warmup
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
-    batches = {"mlp": a.mlp_batch, "transformer": a.transformer_batch, "gpt2": a.gpt2_batch}
+    batches = {"mlp": a.mlp_batch, "transformer": a.transformer_batch, "gpt2": a.gpt2_batch,
+               **{k: v[0] for k, v in SHAPES.items()}}
     names = a.models.split(",")
     unknown = sorted(set(names) - set(batches))
     if unknown:
@@ -459,8 +491,11 @@ def main(argv=None):
     bad = sorted(set(peers) - set(PEERS))
     if bad:
         p.error(f"--peers: unknown {bad}; choose from {list(PEERS)}")
-    extra = {"transformer": f"x64 tokens d={a.d_model}",
-             "gpt2": f"x{a.gpt2_seq} tokens (124M parameters)"}
+    extra = {"gpt2": f"x{a.gpt2_seq} tokens (124M parameters)"}
+    for m in batches:
+        if m == "transformer" or m in SHAPES:
+            _, t, d, layers = shape(m, batches[m], a.d_model)
+            extra[m] = f"x{t} tokens d={d} layers={layers} ({4 + 12 * layers + 2} tensors)"
     sizes = ", ".join(f"{m}={b}{extra.get(m, '')}" for m, b in batches.items())
     print(f"device={device} torch={torch.__version__} threads={a.threads} reps={a.reps} "
           f"steps/rep={a.steps} batch: {sizes}, k={K}, timer={a.timer}, "
@@ -471,7 +506,7 @@ def main(argv=None):
     for name, batch in batches.items():  # each model's rows as soon as they are timed
         rows = single_process(name, batch, a.reps, a.steps, device, a.d_model, clock,
                               bf16=a.bf16, seq=a.gpt2_seq, peers=peers, notes=notes)
-        if not a.no_ddp and device.type == "cpu" and name != "gpt2":
+        if not a.no_ddp and device.type == "cpu" and name in ("mlp", "transformer"):
             rows += ddp(name, batch, a.reps, a.steps, a.threads, a.d_model)
         for model, key, ref, t in rows:
             over = 100 * (t / ref - 1)
@@ -489,12 +524,14 @@ def main(argv=None):
                                                      peers):
                 print(f"| {model} | {method} | {err:.1e} | {cov} |")
     if not a.no_op_counts:
-        print("\nATen ops a collector adds per step (torch.profiler, ops issued by Python "
-              "and autograd), linear or LayerNorm stack:")
-        print("| collector | 4 tensors | 200 tensors |")
-        print("| --- | ---: | ---: |")
-        for label, n4, n200 in op_count_rows():
-            print(f"| {label} | {n4} | {n200} |")
+        print("\nATen ops (torch.profiler, ops issued by Python and autograd) and Python "
+              "function calls (sys.setprofile) a collector adds per step, linear or "
+              "LayerNorm stack:")
+        print("| collector | ATen ops, 4 tensors | 200 tensors | Python calls, 4 tensors | "
+              "200 tensors |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for label, n4, n200, p4, p200 in op_count_rows():
+            print(f"| {label} | {n4} | {n200} | {p4} | {p200} |")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ $|\\nabla\\ell_i|^2$ of a batch-mean loss, shape ``(B,)``, on the device:
 
 - ``torch.func``: ``vmap(grad)`` over the examples, a second pass after the ordinary
   step (`per_example_sq_norms(method="vmap")`);
+- ``torch.func`` single pass: the training step itself made of ``vmap(grad)`` (the
+  per-sample gradients, their squared norms, and ``.grad`` set to their mean; no
+  ordinary backward), as in the ``torch.func`` per-sample-gradients tutorial;
 - Opacus ``GradSampleModule``: per-example gradients materialised in ``grad_sample``;
 - Opacus ghost norms: ``GradSampleModuleFastGradientClipping(use_ghost_clipping=True)``,
   the norms of Li et al. (2022) without per-example gradients (one backward pass: the
@@ -28,6 +31,8 @@ from empirical_batch.measure import per_example_sq_norms
 
 # Opacus's hooks on a model whose inputs (token ids) need no gradient
 warnings.filterwarnings("ignore", message="Full backward hook is firing")
+# BackPACK on the modules it has no rule for (they are left out: see make_peer)
+warnings.filterwarnings("ignore", message="Extension saving to")
 
 
 class Skip(Exception):
@@ -47,6 +52,8 @@ def make_peer(name: str, model, loss_fn):
         def after(x, y):
             return per_example_sq_norms(model, loss_fn, x, y, method="vmap")
         return model, after, None
+    if name == SINGLE_PASS:
+        return model, None, None
     if name == "Opacus GradSampleModule":
         _opacus()
         from opacus import GradSampleModule
@@ -91,8 +98,37 @@ def make_peer(name: str, model, loss_fn):
     raise ValueError(f"unknown peer {name!r}")
 
 
-PEERS = ("torch.func vmap(grad) (extra pass)", "Opacus GradSampleModule",
+SINGLE_PASS = "torch.func per-sample step (single pass)"
+PEERS = ("torch.func vmap(grad) (extra pass)", SINGLE_PASS, "Opacus GradSampleModule",
          "Opacus ghost norms", "BackPACK BatchL2Grad")
+
+
+def single_pass(model, loss_fn):
+    """``step(x, y) -> (B,) norms``: per-sample gradients by ``vmap(grad)`` of the loss of
+    one example, their squared norms, and ``.grad`` = their mean (the batch-mean loss's
+    gradient), in one pass."""
+    from torch.func import functional_call, grad, vmap
+
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+
+    def one(ps, x, y):
+        out = functional_call(model, {**buffers, **ps}, (x.unsqueeze(0),))
+        return loss_fn(out, y.unsqueeze(0))
+
+    per_sample = vmap(grad(one), in_dims=(None, 0, 0))
+
+    def step(x, y):
+        gs = per_sample({n: params[n].detach() for n in names}, x, y)
+        sq = None
+        for n in names:
+            g = gs[n]
+            part = g.reshape(g.shape[0], -1).square().sum(1)
+            sq = part if sq is None else sq + part
+            params[n].grad = g.mean(0)
+        return sq
+    return step
 
 
 def backward(name: str, loss):
@@ -118,6 +154,16 @@ def peer_step(name, base, x, y, loss_fn, lr=1e-4, bf16=False):
         except Exception as err:  # the peer refuses the model
             raise Skip(f"{type(err).__name__}: {str(err).splitlines()[0][:90]}") from err
     opt = torch.optim.SGD(module.parameters(), lr=lr)
+    if name == SINGLE_PASS:
+        fused = single_pass(module, loss_fn)
+
+        def step():
+            with torch.autocast(x.device.type, torch.bfloat16, enabled=bf16):
+                fused(x, y)
+            opt.step()
+            module.zero_grad(set_to_none=True)
+        step()
+        return step
 
     def step():
         with torch.autocast(x.device.type, torch.bfloat16, enabled=bf16):
@@ -146,8 +192,11 @@ def peer_norms(name, base, x, y, loss_fn):
         model = copy.deepcopy(base)
         try:
             module, after, covered = make_peer(name, model, loss_fn)
-            backward(name, loss_fn(module(x), y))
-            out = after(x, y)
+            if name == SINGLE_PASS:
+                out = single_pass(module, loss_fn)(x, y)
+            else:
+                backward(name, loss_fn(module(x), y))
+                out = after(x, y)
         except Skip:
             raise
         except Exception as err:

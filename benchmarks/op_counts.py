@@ -13,6 +13,10 @@ that are not called from inside another ``aten::`` op (the ops issued by Python 
 autograd: on CUDA, ``torch._foreach_norm`` over any number of tensors is one such op and
 a few fused kernels, while the CPU runs it as a loop of per-tensor norms inside it), with
 the collector minus without it, on the second of two identical steps.
+
+The same steps also give the Python function calls a collector adds (`python_calls`:
+frames entered, counted with ``sys.setprofile``): on a GPU the Python a step runs per
+parameter tensor costs host time that neither the op count nor a FLOP count shows.
 """
 
 from __future__ import annotations
@@ -70,14 +74,42 @@ def _top_level_aten(event) -> bool:
     return True
 
 
+def python_calls(fn) -> int:
+    """Number of Python function calls (frames entered, builtins not counted) while
+    ``fn()`` runs: the per-tensor Python that a constant ATen op count hides."""
+    import sys
+
+    n = 0
+
+    def count(frame, event, arg):
+        nonlocal n
+        if event == "call":
+            n += 1
+
+    sys.setprofile(count)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return n
+
+
+def added_python_calls(collector: str, n_tensors: int, **kw) -> int:
+    """Python function calls per step that ``collector`` adds to the plain step (hooks,
+    callbacks, the collector's own code; the same arguments as `added_ops`)."""
+    return added_ops(collector, n_tensors, counter=python_calls, **kw)
+
+
 def added_ops(collector: str, n_tensors: int, *, batch: int = 8, seq: int = 4,
-              d: int = 16) -> int:
+              d: int = 16, counter=None) -> int:
     """ATen ops per step that ``collector`` adds to the plain step.
 
     ``collector``: ``"micro-batch"`` (`GradientNoiseScale`, k = 4) or
     ``"per-example"`` (`PerExampleNoiseScale`) on the linear stack, or
     ``"layernorm"`` (`PerExampleNoiseScale(params="layernorm")`) on the LayerNorm stack.
+    ``counter``: what to count (default `aten_ops`; `python_calls` for Python calls).
     """
+    counter = aten_ops if counter is None else counter
     from empirical_batch.measure import GradientNoiseScale, PerExampleNoiseScale
 
     def step_fn(with_collector: bool):
@@ -113,7 +145,7 @@ def added_ops(collector: str, n_tensors: int, *, batch: int = 8, seq: int = 4,
     for with_collector in (False, True):
         fn = step_fn(with_collector)
         fn()  # warm-up: the first step may set things up
-        counts.append(aten_ops(fn))
+        counts.append(counter(fn))
     return counts[1] - counts[0]
 
 
@@ -125,14 +157,19 @@ def main() -> None:
 
     torch.set_num_threads(1)
     print(f"empirical_batch from {os.path.dirname(empirical_batch.__file__)}")
-    print("| collector | 4 tensors | 200 tensors |")
-    print("| --- | ---: | ---: |")
-    for kind, kw, label in (("micro-batch", {}, "micro-batch, k=4"),
-                            ("per-example", {}, "per-example, T=4 (Gram)"),
-                            ("per-example", {"seq": 16, "d": 8},
-                             "per-example, T=16 d=8 (materialised)"),
-                            ("layernorm", {}, "LayerNorm-only per-example")):
-        print(f"| {label} | {added_ops(kind, 4, **kw)} | {added_ops(kind, 200, **kw)} |")
+    print("| collector | ATen ops, 4 tensors | 200 tensors | Python calls, 4 tensors | "
+          "200 tensors |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for kind, kw, label in ROWS:
+        print(f"| {label} | {added_ops(kind, 4, **kw)} | {added_ops(kind, 200, **kw)} | "
+              f"{added_python_calls(kind, 4, **kw)} | {added_python_calls(kind, 200, **kw)} |")
+
+
+ROWS = (("micro-batch", {}, "micro-batch (GradientNoiseScale), k=4"),
+        ("per-example", {}, "per-example, linear layers, T=4 (Gram)"),
+        ("per-example", {"seq": 16, "d": 8}, "per-example, linear layers, T=16 d=8 "
+         "(materialised)"),
+        ("layernorm", {}, "LayerNorm-only per-example"))
 
 
 if __name__ == "__main__":

@@ -60,6 +60,87 @@ def test_layernorm_ops_at_most_4_per_tensor():
     assert ops <= 4 * 200, ops
 
 
+def test_micro_batch_python_is_one_hook_call_per_tensor_and_pass():
+    """The per-step Python of the micro-batch collector: each parameter's hook (a few
+    bytecodes) once per backward pass, everything else the same for 4 and 200 tensors."""
+    small = op_counts.added_python_calls("micro-batch", 4)
+    large = op_counts.added_python_calls("micro-batch", 200)
+    assert large - small == (200 - 4) * op_counts.K, (small, large)
+
+
+def test_layernorm_only_reads_only_the_layernorm_gradients():
+    """params="layernorm" hooks and norms the LayerNorm parameters only: a model with
+    many other tensors adds nothing per step for them."""
+    torch.manual_seed(0)
+
+    def model(n_linear):
+        layers = [nn.Linear(6, 6) for _ in range(n_linear)]
+        return nn.Sequential(*layers, nn.LayerNorm(6), nn.Linear(6, 1))
+
+    x = torch.randn(4, 3, 6)
+    calls = []
+    for n in (2, 60):
+        m = model(n)
+        pe = PerExampleNoiseScale(m, params="layernorm", sync_every=1)
+        m(x).square().mean().backward()
+        ids, sq = pe._big
+        assert sorted(ids) == sorted(id(p) for p in m[n].parameters()) and sq.numel() == 2
+        pe.step()
+        m.zero_grad(set_to_none=True)
+        assert np.isnan(pe.grad_coverage)  # an explicit selection reads nothing else
+
+        def step(m=m, pe=pe):
+            m(x).square().mean().backward()
+            pe.step()
+            m.zero_grad(set_to_none=True)
+        calls.append(op_counts.python_calls(step))
+        m2 = model(n)
+
+        def plain(m2=m2):
+            m2(x).square().mean().backward()
+            m2.zero_grad(set_to_none=True)
+        plain()
+        calls[-1] -= op_counts.python_calls(plain)
+    assert calls[0] == calls[1], calls
+
+
+def test_micro_batch_checkpointed_model_gives_the_same_norms():
+    """Reentrant and non-reentrant activation checkpointing (a nested backward pass per
+    checkpointed segment) give the norms of the plain model."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Net(nn.Module):
+        def __init__(self, mode):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(5, 6), nn.Linear(6, 6), nn.Linear(6, 1)
+            self.mode = mode
+
+        def forward(self, x):
+            h = self.a(x)
+            if self.mode is None:
+                h = torch.tanh(self.b(torch.tanh(h)))
+            else:
+                h = checkpoint(lambda t: torch.tanh(self.b(torch.tanh(t))), h,
+                               use_reentrant=self.mode)
+            return self.c(h)
+
+    frames = []
+    for mode in (None, True, False):
+        torch.manual_seed(0)
+        m = Net(mode).double()
+        gns = GradientNoiseScale(m, micro_batch_size=4, accumulation_steps=3)
+        g = torch.Generator().manual_seed(1)
+        for _ in range(3):
+            for _ in range(3):
+                (m(torch.randn(4, 5, generator=g).double()).square().mean() / 3).backward()
+            gns.step()
+            m.zero_grad()
+        frames.append(gns.to_frame())
+    for f in frames[1:]:
+        for col in ("sq_norm_small", "sq_norm_big"):
+            np.testing.assert_allclose(f[col], frames[0][col], rtol=1e-12)
+
+
 # ---------------------------------------------------------------- torch.compile
 def _micro_run(model, steps=3, k=4, b=8):
     x, y = orc.dataset()

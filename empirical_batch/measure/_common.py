@@ -144,17 +144,25 @@ def total_sq_norm(tensors) -> torch.Tensor:
     return (parts[0] if len(parts) == 1 else torch.cat(parts)).square().sum()
 
 
-def sq_norm_vector(tensors: list[torch.Tensor], keys: list) -> tuple[list, torch.Tensor]:
+def sq_norm_vector(tensors: list[torch.Tensor], keys: list, *,
+                   uniform: bool = False) -> tuple[list, torch.Tensor]:
     r"""$|t_i|^2$ of each tensor as one float64 vector (float32 on MPS), with the
     ``keys`` in the vector's order.
 
     One ``torch._foreach_norm`` per (device, dtype) group (in the tensor's dtype,
     float32 for fp16/bf16), then one stack, cast and square: a fixed number of kernels
     however many tensors. With several groups the vector lists them group by group.
+    ``uniform=True``: the caller knows that all tensors share one device and dtype (no
+    per-tensor grouping; the same vector).
     """
     if not tensors:
         raise InputError("no tensors to take the norm of")
     dev = tensors[0].device
+    if uniform:
+        dtype = tensors[0].dtype
+        kw = {} if dtype in FULL_DTYPES else {"dtype": torch.float32}
+        norms = torch._foreach_norm(tensors, 2, **kw)
+        return keys, torch.stack(norms).to(device=dev, dtype=acc_dtype(dev)).square()
     groups: dict[tuple, list[int]] = {}
     for k, t in enumerate(tensors):
         groups.setdefault((t.device, t.dtype), []).append(k)

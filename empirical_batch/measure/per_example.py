@@ -30,7 +30,8 @@ the Gram form when $T(d_{in}+d_{out}) \le d_{in} d_{out}$. Both are computed wit
 handful of kernels per layer (the bias folded into the same products).
 
 ``nn.Embedding`` (tokens $x_{it}$): $|\nabla_E\ell_i|^2 = B^2\sum_{t,s}
-[x_{it}=x_{is}]\,\delta_{it}\cdot\delta_{is}$ (padding tokens excluded);
+[x_{it}=x_{is}]\,\delta_{it}\cdot\delta_{is}$ (padding tokens excluded), or, when the
+vocabulary is at most $8T$, the squared norm of each example's gradient table;
 ``nn.LayerNorm`` (normalised input $\hat x$): $|\nabla_w\ell_i|^2 =
 B^2|\sum_t\delta_{it}\odot\hat x_{it}|^2$, $|\nabla_b\ell_i|^2 =
 B^2|\sum_t\delta_{it}|^2$. Any other parameter goes through ``torch.func``.
@@ -45,6 +46,8 @@ resolution of the total still counts; the result is float64.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -97,6 +100,13 @@ def _rowsq(x: torch.Tensor) -> torch.Tensor:
     return x.square().sum(tuple(range(1, x.ndim)))
 
 
+def _example_sq(x: torch.Tensor) -> torch.Tensor:
+    """|x_i|² per example (first dimension) as the square of one fused norm per example:
+    no temporary of ``x``'s size (unlike `_rowsq`, whose ``square()`` allocates one; on a
+    CPU a fresh buffer of megabytes costs page faults that can exceed the product)."""
+    return torch.linalg.vector_norm(x.reshape(x.shape[0], -1), dim=1).square()
+
+
 # per-example gradient elements the materialised form holds at once (1 GiB in float32)
 MATERIALISED_ELEMENTS = 2**28
 
@@ -138,6 +148,154 @@ def _linear_sq(a: torch.Tensor, d: torch.Tensor, weight: bool, bias: bool) -> to
     # so that the per-example gradients held at once stay under MATERIALISED_ELEMENTS
     return torch.cat([_rowsq(_bmm(dc.mT, ac))
                       for ac, dc in zip(a.split(chunk), d.split(chunk), strict=True)])
+
+
+class LinearWithNorms(torch.autograd.Function):
+    r"""``F.linear`` whose backward forms the per-example weight gradients once and
+    derives both the parameters' gradients and the per-example squared norms from them.
+
+    In the materialised regime the per-example gradients $G_i = \sum_t\delta_{it}
+    [a_{it}, 1]^\top$ cost as much as the weight gradient itself; forming them in the
+    layer's backward (one batched product) and summing them over the examples gives the
+    weight and bias gradients (autograd's values up to the order of the float sums), so
+    the weight gradient is computed once instead of twice (the bias part
+    $\sum_t\delta_{it}$ apart, without copying the input to append a column of ones).
+    ``sink((B,) tensor)`` receives $|G_i|^2$ per example, without the $B^2$ factor, in
+    the products' dtype (the bias part only when the bias is trained). The backward is made of
+    differentiable ops (double backward works); the norms are taken on detached tensors.
+    """
+
+    @staticmethod
+    def forward(ctx, a, weight, bias, sink):
+        ctx.save_for_backward(a, weight)
+        ctx.sink = sink
+        out = F.linear(a, weight, bias)
+        # F.linear of a 3-D input returns a view of its 2-D product: autograd forbids an
+        # in-place op (an in-place activation) on a view made in a custom Function
+        return torch.ops.aten._unsafe_view(out, out.shape) if out._is_view() else out
+
+    @staticmethod
+    def backward(ctx, d):
+        a, weight = ctx.saved_tensors
+        _, w_grad, b_grad, _ = ctx.needs_input_grad
+        grad_a = d.matmul(weight) if ctx.needs_input_grad[0] else None
+        bsz, d_in, d_out = a.shape[0], a.shape[-1], d.shape[-1]
+        a3, d3 = a.reshape(bsz, -1, d_in), d.reshape(bsz, -1, d_out)
+        gb = d3.sum(1) if b_grad else None  # (B, d_out): the per-example bias gradients
+        grad_w, sq = None, []
+        if w_grad:
+            chunk = max(1, MATERIALISED_ELEMENTS // (d_in * d_out))
+            for ac, dc in zip(a3.split(chunk), d3.split(chunk), strict=True):
+                g = torch.bmm(dc.mT, ac)  # (b, d_out, d_in): the per-example gradients
+                sq.append(_example_sq(g.detach()))
+                part = g.sum(0)
+                grad_w = part if grad_w is None else grad_w + part
+        per_example = (sq[0] if len(sq) == 1 else torch.cat(sq)) if sq else None
+        if gb is not None:
+            sq_b = _example_sq(gb.detach())
+            per_example = sq_b if per_example is None else per_example + sq_b
+        ctx.sink(per_example)
+        return grad_a, grad_w, gb.sum(0) if gb is not None else None, None
+
+
+def time_linear_forms(bsz: int, t: int, d_in: int, d_out: int, bias: bool, dtype,
+                      device, reps: int = 3) -> tuple[float, float]:
+    """Seconds (best of ``reps``) that the two exact per-example forms of a linear layer
+    add to a training step, on random tensors of the layer's shapes: the Gram form
+    (`_linear_sq`, beside autograd's weight gradient), and the per-example gradients
+    of `LinearWithNorms` (the batched product, its squared norms and its sum over the
+    examples) less the weight-gradient product they replace."""
+    import time
+
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(bsz, t, d_in, generator=g, device=device, dtype=dtype)
+    d = torch.randn(bsz, t, d_out, generator=g, device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+
+    def best(fn):
+        fn()  # warm-up
+        out = math.inf
+        for _ in range(reps):
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            out = min(out, time.perf_counter() - t0)
+        return out
+
+    def gram():
+        ga = _bmm(a, a.mT)
+        if bias:
+            ga.add_(1)
+        return (ga * _bmm(d, d.mT)).sum((1, 2))
+
+    chunk = max(1, MATERIALISED_ELEMENTS // (d_in * d_out))
+
+    def per_example():
+        for ac, dc in zip(a.split(chunk), d.split(chunk), strict=True):
+            pe = torch.bmm(dc.mT, ac)
+            _example_sq(pe)
+            pe.sum(0)
+        if bias:
+            _example_sq(d.sum(1))
+
+    def weight_grad():
+        return d.reshape(-1, d_out).mT.mm(a.reshape(-1, d_in))
+
+    with torch.no_grad():
+        return best(gram), best(per_example) - best(weight_grad)
+
+
+# (sequence rounded up to a power of 2, widths, bias, dtype, device) -> the per-example
+# gradients of LinearWithNorms cost less than the Gram form (measured)
+_FORMS: dict[tuple, bool] = {}
+
+
+def per_example_gradients_win(bsz: int, t: int, d_in: int, d_out: int, bias: bool, dtype,
+                              device) -> bool:
+    """Whether `LinearWithNorms` (the per-example gradients, formed once) adds less to a
+    step than the Gram form for a linear layer of these shapes.
+
+    Measured with `time_linear_forms` (a few products on random tensors of the layer's
+    shapes, on its device) the first time a layer of these widths meets a sequence length
+    in a new power-of-2 bucket, then cached for the process (so a training run with
+    sequences of varying length measures a handful of times). Where the Gram form needs
+    fewer operations by more than a factor of 4 it is taken without measuring.
+    """
+    if 4 * t * (d_in + d_out) <= d_in * d_out:
+        return False
+    key = (1 << max(0, t - 1).bit_length(), d_in, d_out, bias, dtype, str(device))
+    hit = _FORMS.get(key)
+    if hit is None:
+        gram, per_example = time_linear_forms(bsz, t, d_in, d_out, bias, dtype, device)
+        hit = _FORMS[key] = per_example < gram
+    return hit
+
+
+def embedding_materialised(t: int, vocab: int) -> bool:
+    r"""Whether an embedding's per-example gradients (a ``(vocab, d)`` table per
+    example) are formed instead of the Gram form ($T^2$ products of output gradients):
+    when the table holds at most 8 times the layer's output ($vocab \le 8T$, a position
+    embedding or a small vocabulary; then the $T^2 d$ products cost more than writing
+    and reading it) and the sequence is not short ($T \ge 16$)."""
+    return t >= 16 and vocab <= 8 * t
+
+
+def _embedding_sq(idx: torch.Tensor, d: torch.Tensor, vocab: int) -> torch.Tensor:
+    """|grad_i|² of an embedding from its per-example gradient tables, a few examples at
+    a time (at most MATERIALISED_ELEMENTS held): ``d`` (B, T, dim) already masked at
+    padding tokens, ``idx`` (B, T)."""
+    bsz, dim = d.shape[0], d.shape[-1]
+    chunk = max(1, MATERIALISED_ELEMENTS // (vocab * dim))
+    out = []
+    for i0 in range(0, bsz, chunk):
+        ic, dc = idx[i0:i0 + chunk], d[i0:i0 + chunk]
+        n = ic.shape[0]
+        rows = (ic + torch.arange(n, device=ic.device).unsqueeze(1) * vocab).reshape(-1)
+        table = torch.zeros(n * vocab, dim, dtype=dc.dtype, device=dc.device)
+        table.index_add_(0, rows, dc.reshape(-1, dim))
+        out.append(_example_sq(table.view(n, -1)))
+    return out[0] if len(out) == 1 else torch.cat(out)
 
 
 def layer_kind(m: nn.Module) -> str | None:
@@ -236,6 +394,9 @@ def module_sq_norms(m: nn.Module, inputs: list, grads: list) -> torch.Tensor:
         pad = m.padding_idx
         if isinstance(pad, int):
             d = d * torch.ne(idx, pad).unsqueeze(-1)
+        vocab = int(m.num_embeddings)  # type: ignore[arg-type]
+        if embedding_materialised(idx.shape[1], vocab):
+            return _embedding_sq(idx, d, vocab)
         same = idx.unsqueeze(2) == idx.unsqueeze(1)
         return (torch.bmm(d, d.mT) * same).sum((1, 2))
     wgrad = bool(m.weight.requires_grad)
@@ -381,6 +542,12 @@ def _vmap_sq(model, loss_fn, inputs, targets, chosen) -> list[torch.Tensor]:
     return [_rowsq(work_tensor(v)) for v in g.values()]
 
 
+try:
+    from torch._C._functorch import maybe_current_level as _functorch_level
+except ImportError:  # pragma: no cover - older/newer torch without this helper
+    _functorch_level = None  # type: ignore[assignment]
+
+
 def inside_torch_func() -> bool:
     """True inside a ``torch.func`` transform (vmap, grad, jvp): not a training pass.
 
@@ -388,8 +555,4 @@ def inside_torch_func() -> bool:
     ``functional_call`` under such transforms, which also fires forward hooks; those
     passes must not count as a training step's forward.
     """
-    try:
-        from torch._C._functorch import maybe_current_level
-    except ImportError:  # pragma: no cover - older/newer torch without this helper
-        return False
-    return maybe_current_level() is not None
+    return _functorch_level is not None and _functorch_level() is not None

@@ -4,8 +4,12 @@ Hooks on the fast-path layers (`empirical_batch.measure.per_example`: ``nn.Linea
 Hugging Face's ``Conv1D``, ``nn.Embedding``, ``nn.LayerNorm``) record each layer's input
 and output gradient during the ordinary forward/backward and add the per-example
 squared norms (no second pass; per layer the cheaper of the Gram form and that layer's
-per-example gradient, a few kernels per layer); a post-accumulate-grad hook on every
-parameter notes which received a gradient, and at the end of the backward pass (a
+per-example gradient, a few kernels per layer; an ``nn.Linear`` whose per-example
+gradients cost less than the Gram form, measured once per shape, forms them once in
+its own backward and takes ``.grad`` as their sum: `LinearWithNorms`, so its weight
+gradient is not computed twice); a post-accumulate-grad hook on every measured parameter
+(with ``params=None`` also on the others, for `grad_coverage`) notes which received a
+gradient, and at the end of the backward pass (a
 callback queued on autograd's engine) one ``torch._foreach_norm`` takes the batch
 gradient's squared norms (so clipping or unscaling before `PerExampleNoiseScale.step`
 changes nothing, and the number of kernels does not grow with the number of tensors), and
@@ -41,7 +45,9 @@ the LayerNorm parameters' gradient only (a small fraction of the cost), and
 from __future__ import annotations
 
 import math
+import types
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import pandas as pd
@@ -52,6 +58,7 @@ from .._validate import as_scalar
 from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
+    FULL_DTYPES,
     EstimatorMixin,
     graph_task_id,
     resolve_scale,
@@ -60,16 +67,44 @@ from ._common import (
     stack_scalars,
 )
 from .per_example import (
+    LinearWithNorms,
     check_no_batchnorm,
     functional_layers,
     inside_torch_func,
     layer_kind,
     module_sq_norms,
+    per_example_gradients_win,
     tied_parameters,
     work_tensor,
 )
 
 __all__ = ["Coverage", "CoverageWarning", "PerExampleNoiseScale"]
+
+# linear layers under a collector -> its _fused_sink (weak: a copy of the model, made
+# with copy.deepcopy, is not in it and runs the plain forward)
+_FUSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_FUSED_NODE = LinearWithNorms._backward_cls
+
+
+def _compiling() -> bool:
+    is_compiling = getattr(torch.compiler, "is_compiling", None)
+    return bool(is_compiling and is_compiling())
+
+
+def _fused_forward(self, input):
+    """The forward of an ``nn.Linear`` under a `PerExampleNoiseScale`: `LinearWithNorms`
+    where the collector chooses it, else ``nn.Linear.forward``."""
+    decide = _FUSED.get(self)
+    sink = decide(self, input) if decide is not None else None
+    if sink is None:
+        return nn.Linear.forward(self, input)
+    return LinearWithNorms.apply(input, self.weight, self.bias, sink)
+
+
+_fused_forward.__name__ = "forward"  # a pickled model reads back with the plain forward
+
+_task_id = getattr(torch._C, "_current_graph_task_id", None) or graph_task_id
+_queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 
 
 class CoverageWarning(EmpiricalBatchWarning):
@@ -231,8 +266,15 @@ class PerExampleNoiseScale(EstimatorMixin):
         self._fwd_calls: dict[int, int] = {}
         # parameters whose .grad was accumulated this step, and |.grad|² of each at the end
         # of the backward pass (one fused norm): (ids in the vector's order, vector)
-        self._received: dict[int, nn.Parameter] = {}
+        # (post-accumulate-grad hooks: a list's append on the measured parameters, no
+        # Python frame; with params=None a Python hook on the others, for grad_coverage;
+        # an explicit selection, the LayerNorm-only proxy included, reads only its own)
+        self._received: list[nn.Parameter] = []
         self._queued_task: int | None = None
+        self._explicit = params is not None
+        hooked = [p for _, p in every if id(p) in covered or not self._explicit]
+        self._uniform = len({(p.device, p.dtype) for p in hooked}) == 1
+        self._used_cache: dict[tuple, set[str]] = {}
         self._big: tuple[list[int], torch.Tensor] | None = None
         self._index_cache: dict[tuple, tuple] = {}
         self._covered = covered
@@ -241,8 +283,23 @@ class PerExampleNoiseScale(EstimatorMixin):
         self._tie_missing = False
         self._broadcast: set[str] = set()  # groups left out: called with a batch of one
         self._grad_share = [0.0, 0]  # Σ covered/total squared norm, steps
+        # linear layers whose backward may form the per-example gradients once and derive
+        # .grad from them (LinearWithNorms), where that is measured to cost less
+        self._fused: dict[int, nn.Module] = {}
+        self._sinks: dict[int, object] = {}
+        self._decided: dict[tuple, object] = {}  # (layer, input shape, dtype) -> sink
+        for _, m in mods:
+            if layer_kind(m) == "linear" and isinstance(m, nn.Linear) and \
+                    "forward" not in m.__dict__ and id(m.weight) not in self._pairs and \
+                    m.weight.requires_grad and m not in _FUSED:
+                group = self._module_group[id(m)]
+                self._sinks[id(m)] = lambda sq, group=group: self._fused_part(group, sq)
+                _FUSED[m] = self._fused_sink
+                m.forward = types.MethodType(_fused_forward, m)  # type: ignore[method-assign]
+                self._fused[id(m)] = m
         self._handles = [m.register_forward_hook(self._fwd) for _, m in mods]
-        self._handles += [p.register_post_accumulate_grad_hook(self._post) for _, p in every]
+        self._handles += [p.register_post_accumulate_grad_hook(
+            self._received.append if id(p) in covered else self._post) for p in hooked]
 
     @staticmethod
     def _tie_pairs(mods, shared: set[int], tied) -> dict[int, tuple]:
@@ -268,21 +325,64 @@ class PerExampleNoiseScale(EstimatorMixin):
 
     # ------------------------------------------------------------------ hooks
     def _post(self, param):
-        # once per parameter per backward: Python bookkeeping only; the norms are taken
-        # together at the end of the backward pass
-        if param.grad is not None:
-            self._received[id(param)] = param
-            task = graph_task_id()
-            if task != self._queued_task:  # the first hook of this backward pass
-                self._queued_task = task
-                torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
+        # a parameter outside the measured layers (params=None): noted for grad_coverage;
+        # the measured ones are noted by a list's append and queue the end-of-pass
+        # callback from their layer's output hook
+        self._received.append(param)
+        self._queue_end()
+
+    def _queue_end(self) -> None:
+        """Queue `_end_of_backward` once per backward pass (autograd graph task)."""
+        task = _task_id()
+        if task != self._queued_task:
+            self._queued_task = task
+            _queue_callback(self._end_of_backward)
 
     @torch.no_grad()
     def _end_of_backward(self) -> None:
         self._queued_task = None
-        grads = [(id(p), p.grad) for p in self._received.values() if p.grad is not None]
-        if grads:
-            self._big = sq_norm_vector([g for _, g in grads], [i for i, _ in grads])
+        params = self._received
+        if not params:
+            return
+        ids = list(map(id, params))
+        if len(set(ids)) < len(ids):  # a second backward pass in the step: each once
+            params = list({id(p): p for p in params}.values())
+            ids = list(map(id, params))
+        got = [p.grad for p in params]
+        gs = [g for g in got if g is not None]
+        if len(gs) < len(got):
+            ids = [i for i, g in zip(ids, got, strict=True) if g is not None]
+        if gs:
+            self._big = sq_norm_vector(gs, ids, uniform=self._uniform)
+
+    def _fused_sink(self, m, x):
+        """The sink for `LinearWithNorms` when layer ``m`` called on ``x`` is to form its
+        per-example gradients once in its backward (``None``: the plain forward, and the
+        norms from the output hook). The measured choice is cached per layer and input
+        shape, so a layer that keeps the plain forward costs one dictionary look-up."""
+        if x.ndim < 3 or not torch.is_grad_enabled():
+            return None
+        key = (id(m), x.shape, x.dtype)
+        sink = self._decided.get(key, self)
+        if sink is self:  # first call with this shape: decide (and measure if need be)
+            sink = None
+            if x.dtype in FULL_DTYPES and x.dtype == m.weight.dtype:
+                bsz, d_in = x.shape[0], x.shape[-1]
+                t = x.numel() // max(1, bsz * d_in)
+                bias = m.bias is not None and m.bias.requires_grad
+                if per_example_gradients_win(bsz, t, d_in, m.weight.shape[0], bias,
+                                             x.dtype, x.device):
+                    sink = self._sinks[id(m)]
+            self._decided[key] = sink
+        if sink is None or torch.is_autocast_enabled(x.device.type) or \
+                inside_torch_func() or _compiling() or \
+                self._module_group[id(m)] in self._broadcast:
+            return None
+        return sink
+
+    def _fused_part(self, group, sq) -> None:
+        self._queue_end()
+        self._parts.append((group, sq))
 
     def _fwd(self, m, inp, out):
         if not out.requires_grad or not torch.is_grad_enabled() or inside_torch_func():
@@ -291,6 +391,8 @@ class PerExampleNoiseScale(EstimatorMixin):
         if group in self._broadcast:
             return
         self._fwd_calls[id(m)] = self._fwd_calls.get(id(m), 0) + 1
+        if type(out.grad_fn) is _FUSED_NODE:  # LinearWithNorms feeds the sink
+            return
         a = inp[0]  # the products run under no_grad: no detach needed
         pid = id(getattr(m, "weight", None))
         pair = self._pairs.get(pid)
@@ -298,6 +400,7 @@ class PerExampleNoiseScale(EstimatorMixin):
             self._tie_idx[pid] = a  # the tokens, for the cross term
 
         def on_grad(d):
+            self._queue_end()
             self._parts.append((group, module_sq_norms(m, [a], [d])))
             if pair is not None:
                 self._tie_term(m, pair, pid, a, d)
@@ -333,6 +436,13 @@ class PerExampleNoiseScale(EstimatorMixin):
         for h in self._handles:
             h.remove()
         self._handles = []
+        for m in self._fused.values():
+            f = m.__dict__.get("forward")
+            if getattr(f, "__func__", None) is _fused_forward:
+                del m.forward
+            if _FUSED.get(m) == self._fused_sink:
+                del _FUSED[m]
+        self._fused = {}
 
     # ------------------------------------------------------------------ step
     def step(self, *, loss_scale=None):
@@ -349,7 +459,8 @@ class PerExampleNoiseScale(EstimatorMixin):
         parts, self._parts = self._parts, []
         calls, self._fwd_calls = self._fwd_calls, {}
         big, self._big = self._big, None
-        received, self._received = self._received, {}
+        received = self._received[:]
+        self._received.clear()  # the hooks hold this list
         tie_missing, self._tie_missing = self._tie_missing, False
         self._tie_idx.clear()
         self._tie_m.clear()
@@ -369,7 +480,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         if tie_missing:
             raise UsageError("the tied embedding and output layer did not both run in "
                                "forward order (embedding first): the cross term is missing")
-        used = {self._group[i] for i in received if i in self._covered}
+        used = self._used_groups(received)
         called = {self._module_group[i] for i in calls}
         if used - called:
             raise UsageError(
@@ -401,8 +512,10 @@ class PerExampleNoiseScale(EstimatorMixin):
         b2 = bsz * bsz
         n_g = len(groups)
 
+        explicit = self._explicit
+
         def finish(vals):
-            if vals[2] > 0 and math.isfinite(vals[2]):
+            if not explicit and vals[2] > 0 and math.isfinite(vals[2]):
                 self._grad_share[0] += vals[1] / vals[2]
                 self._grad_share[1] += 1
             for j, g in enumerate(groups):
@@ -413,6 +526,17 @@ class PerExampleNoiseScale(EstimatorMixin):
             return self._feed(vals[0] * b2, 1, vals[1], bsz, scale)
 
         return self._defer(torch.cat(rows), finish)
+
+    def _used_groups(self, received) -> set[str]:
+        """The measured layers (groups) whose parameters received a gradient, cached by
+        the parameters seen (the same every step)."""
+        key = tuple(map(id, received))
+        hit = self._used_cache.get(key)
+        if hit is None:
+            if len(self._used_cache) > 64:
+                self._used_cache.clear()
+            hit = self._used_cache[key] = {self._group[i] for i in key if i in self._covered}
+        return hit
 
     def _indices(self, ids, part_groups, groups, dev):
         """Index tensors for this step's reductions, cached (the same every step): the
@@ -443,6 +567,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         self._broadcast |= groups
         gone = {i for i in self._covered if self._group[i] in groups}
         self._index_cache.clear()
+        self._used_cache.clear()
         self._covered -= gone
         self.params = [(n, p) for n, p in self.params if id(p) not in gone]
         for g in groups:
@@ -470,7 +595,8 @@ class PerExampleNoiseScale(EstimatorMixin):
     def grad_coverage(self) -> float:
         r"""Mean over the measured steps of $|\bar g_{measured}|^2/|\bar g|^2$: the share
         of the batch gradient's squared norm in the measured parameters (NaN before the
-        first step)."""
+        first step, and with an explicit ``params=`` selection, the LayerNorm-only proxy
+        included: the collector then reads only the selected parameters' gradients)."""
         total, n = self._grad_share
         return total / n if n else math.nan
 

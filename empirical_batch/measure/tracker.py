@@ -61,6 +61,7 @@ from .._validate import as_scalar
 from ..errors import EmpiricalBatchWarning, InputError, UsageError
 from ..estimators import GNSEstimator
 from ._common import (
+    FULL_DTYPES,
     EstimatorMixin,
     acc_dtype,
     check_batch_size,
@@ -71,6 +72,9 @@ from ._common import (
 )
 
 __all__ = ["GradientNoiseScale"]
+
+_task_id = getattr(torch._C, "_current_graph_task_id", None) or graph_task_id
+_queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 
 _CONVENTIONS = ("mean/k", "mean")
 
@@ -207,16 +211,23 @@ class GradientNoiseScale(EstimatorMixin):
         self.skipped = {"non_finite": 0, "no_optimizer_state": 0, "single_backward": 0,
                         "accumulation_mismatch": 0}
         self._micro: list[torch.Tensor] = []  # Σ_p |g_{j,p}|² of pass j (0-d, device)
-        self._count: dict[int, int] = {}  # backward passes that reached each parameter
+        # built once: the tracked parameters, and whether they share one device and dtype
+        # (then the norms need no grouping, the usual case)
+        self._plist = [p for _, p in self.params]
+        self._uniform = len({(p.device, p.dtype) for p in self._plist}) == 1
+        self._count = [0] * len(self._plist)  # backward passes that reached each parameter
         self._n = 0  # max of _count: the current pass
-        # per backward pass (autograd graph task): (param, grad or None = read .grad)
-        self._pending_grads: dict[int, list[tuple[nn.Parameter, torch.Tensor | None]]] = {}
+        # per backward pass (autograd graph task): [(index, grad or None = read .grad)]
+        self._pending_grads: dict[int, list[tuple[int, torch.Tensor | None]]] = {}
+        self._task = -1  # the task the last hook ran in, and its list
+        self._items: list[tuple[int, torch.Tensor | None]] = []
         self._big: torch.Tensor | None = None  # |.grad|² after the k-th (or later) pass
         self._denoms: dict[int, torch.Tensor] = {}  # preconditioner, once per step
         self._not_accumulated = False
         self._no_state = False
         self._warned = False
-        self._handles = [p.register_hook(self._make_hook(p)) for _, p in self.params]
+        self._handles = [p.register_hook(self._make_hook(i, p))
+                         for i, p in enumerate(self._plist)]
 
     def __repr__(self) -> str:
         n = sum(p.numel() for _, p in self.params)
@@ -226,43 +237,56 @@ class GradientNoiseScale(EstimatorMixin):
                 f"{self.accumulation_steps} per step, {self._state_text()})")
 
     # ----------------------------------------------------------------- hooks
-    def _make_hook(self, p):
-        key, count, pending = id(p), self._count, self._pending_grads
-        queue = torch.autograd.Variable._execution_engine.queue_callback
+    def _make_hook(self, i, p):
+        count, gid = self._count, _task_id
 
         def hook(grad):
-            # once per parameter per backward: Python bookkeeping only, no kernel
-            c = count[key] = count.get(key, 0) + 1
+            # once per parameter per backward: a few bytecodes, no kernel; the norms are
+            # taken for all parameters together at the end of the pass
+            if gid() != self._task:
+                self._enter_task()
+            c = count[i] = count[i] + 1
             if c > self._n:
                 self._n = c
-            task = graph_task_id()
-            mine = pending.get(task)
-            if mine is None:  # the first hook of this backward pass
-                mine = pending[task] = []
-                queue(lambda: self._end_of_pass(task))
             # with .grad None, autograd moves `grad` into .grad unless another reference
             # holds it (then it copies): read it from there at the end of the pass
-            mine.append((p, grad if p.grad is not None else None))
-            return None
+            self._items.append((i, grad if p.grad is not None else None))
 
         return hook
+
+    def _enter_task(self) -> None:
+        """The first hook of a backward pass (autograd graph task), or the return to one
+        after a nested pass (reentrant checkpointing): its list of gradients, and one
+        end-of-pass callback per pass."""
+        task = self._task = _task_id()
+        items = self._pending_grads.get(task)
+        if items is None:
+            items = self._pending_grads[task] = []
+            _queue_callback(lambda: self._end_of_pass(task))
+        self._items = items
 
     @torch.no_grad()
     def _end_of_pass(self, task: int) -> None:
         """End of a backward pass: this micro-batch's squared norm in one fused norm
         (and, from the k-th pass on, that of ``.grad``)."""
-        pending = self._pending_grads.pop(task, [])
-        grads = []
-        for p, g in pending:
-            if g is None:
-                g = p.grad
-                if g is None:  # torch.autograd.grad: nothing reached .grad
-                    self._not_accumulated = True
-                    continue
-            grads.append((p, g))
-        if not grads:
+        items = self._pending_grads.pop(task, [])
+        if task == self._task:
+            self._task = -1
+        if not items:
             return
-        sq = self._sq_norm(grads)
+        plist = self._plist
+        if self.preconditioned:
+            grads = [(plist[i], plist[i].grad if g is None else g) for i, g in items]
+            if any(g is None for _, g in grads):  # torch.autograd.grad: nothing in .grad
+                self._not_accumulated = True
+                grads = [(p, g) for p, g in grads if g is not None]
+            sq = self._sq_norm(grads) if grads else None
+        else:
+            got = [plist[i].grad if g is None else g for i, g in items]
+            gs = [g for g in got if g is not None]  # (`None in got` calls Tensor.__eq__)
+            if len(gs) < len(got):  # torch.autograd.grad: nothing reached .grad
+                self._not_accumulated = True
+            sq = self._total(gs) if gs else None
         if sq is None:
             return
         j = self._n - 1
@@ -275,28 +299,42 @@ class GradientNoiseScale(EstimatorMixin):
         if self._n >= self.accumulation_steps:
             self._big = self._grad_sq_norm()
 
+    def _total(self, gs: list[torch.Tensor]) -> torch.Tensor:
+        """Σ |g|² of gradients of the tracked parameters: one ``_foreach_norm``, its
+        squares summed in float64 (`total_sq_norm`, without its per-tensor grouping
+        when every parameter has one device and dtype)."""
+        if not self._uniform:
+            return total_sq_norm(gs)
+        dtype = gs[0].dtype
+        kw = {} if dtype in FULL_DTYPES else {"dtype": torch.float32}
+        norms = torch._foreach_norm(gs, 2, **kw)
+        return torch.stack(norms).to(acc_dtype(gs[0].device)).square().sum()
+
     def _sq_norm(self, grads) -> torch.Tensor | None:
         """Σ |g|² over ``(param, grad)`` pairs: one ``_foreach_norm`` per dtype, summed
         in float64 (divided by the Adam denominator first when preconditioned)."""
-        gs = [g.detach() for _, g in grads] if self.preconditioned else [g for _, g in grads]
-        if self.preconditioned:
-            denoms = []
-            for p, _ in grads:
-                d = self._denoms.get(id(p))
+        if not self.preconditioned:
+            return self._total([g for _, g in grads])
+        gs = [g.detach() for _, g in grads]
+        denoms = []
+        for p, _ in grads:
+            d = self._denoms.get(id(p))
+            if d is None:
+                d = self._denominator(p)
                 if d is None:
-                    d = self._denominator(p)
-                    if d is None:
-                        self._no_state = True
-                        return None
-                    self._denoms[id(p)] = d
-                denoms.append(d)
-            gs = list(torch._foreach_div(gs, denoms))
-        return total_sq_norm(gs)
+                    self._no_state = True
+                    return None
+                self._denoms[id(p)] = d
+            denoms.append(d)
+        return total_sq_norm(list(torch._foreach_div(gs, denoms)))
 
     def _grad_sq_norm(self) -> torch.Tensor | None:
         """|.grad|² over the tracked parameters (``None`` if none has a gradient)."""
-        grads = [(p, p.grad) for _, p in self.params if p.grad is not None]
-        return self._sq_norm(grads) if grads else None
+        if self.preconditioned:
+            grads = [(p, p.grad) for p in self._plist if p.grad is not None]
+            return self._sq_norm(grads) if grads else None
+        gs = [g for g in [p.grad for p in self._plist] if g is not None]
+        return self._total(gs) if gs else None
 
     def _denominator(self, p):
         if self.optimizer is None:
@@ -319,14 +357,16 @@ class GradientNoiseScale(EstimatorMixin):
             h.remove()
         self._handles = []
         self.params = []
+        self._plist = []
         self.optimizer = None
         self._reset_step()
 
     def _reset_step(self) -> None:
         self._micro, self._big, self._no_state = [], None, False
         self._not_accumulated = False
-        self._count.clear()  # the hooks hold these
+        self._count[:] = [0] * len(self._count)  # the hooks hold this list
         self._pending_grads.clear()
+        self._task, self._items = -1, []
         self._denoms.clear()
         self._n = 0
 
@@ -410,7 +450,7 @@ class GradientNoiseScale(EstimatorMixin):
             ``(g2, trace_sigma)`` of this step, or ``None`` when it was skipped
             (non-finite norms, no optimizer state in preconditioned mode, ``skip``).
         """
-        if not self._count:
+        if not self._n:
             raise UsageError(
                 "step() called before any backward pass reached the tracked parameters "
                 "(call it after loss.backward() and before optimizer.zero_grad())"
