@@ -154,3 +154,35 @@ def test_timing_of_the_two_forms_runs():
     gram, per_example = pe_mod.time_linear_forms(2, 8, 4, 4, True, torch.float32, "cpu",
                                                  reps=1)
     assert gram > 0 and np.isfinite(per_example)
+
+
+def test_no_timing_inside_a_compiled_trace(monkeypatch):
+    """Under torch.compile the layers run their own forward (the trace sees no
+    LinearWithNorms and no timing); the norms equal the eager ones."""
+    torch._dynamo.reset()
+    monkeypatch.setattr(pe_mod, "_FORMS", {})
+    seen = []
+    real = pe_mod.time_linear_forms
+
+    def spy(*args, **kw):
+        seen.append(torch.compiler.is_compiling())
+        return real(*args, **kw)
+    monkeypatch.setattr(pe_mod, "time_linear_forms", spy)
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2)).double()
+    x = torch.randn(4, 9, 3, dtype=torch.float64)
+
+    def run(model, measured):
+        col = PerExampleNoiseScale(measured, sync_every=1)
+        model(x).square().mean().backward()
+        col.step()
+        measured.zero_grad()
+        col.remove()
+        return col.to_frame()
+
+    twin = nn.Sequential(*[m for m in base])
+    got = run(torch.compile(twin, backend="aot_eager"), twin)
+    assert not any(seen)
+    want = run(base, base)
+    for col in ("sq_norm_small", "sq_norm_big"):
+        np.testing.assert_allclose(got[col], want[col], rtol=1e-12)

@@ -365,6 +365,8 @@ class PerExampleNoiseScale(EstimatorMixin):
         key = (id(m), x.shape, x.dtype)
         sink = self._decided.get(key, self)
         if sink is self:  # first call with this shape: decide (and measure if need be)
+            if _compiling() or inside_torch_func():  # no timing inside a transform or trace
+                return None
             sink = None
             if x.dtype in FULL_DTYPES and x.dtype == m.weight.dtype:
                 bsz, d_in = x.shape[0], x.shape[-1]
