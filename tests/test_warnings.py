@@ -59,6 +59,25 @@ def test_a_fit_warning_names_the_callers_line_not_the_keyword_wrapper():
     assert _only(record, FitWarning).filename == __file__
 
 
+def test_the_library_warns_only_through_warn():
+    """Every warning goes through `warn` (no hand-counted ``stacklevel``)."""
+    import ast
+    from pathlib import Path
+
+    import empirical_batch
+
+    root = Path(empirical_batch.__file__).parent
+    calls = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "warn" and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "warnings"):
+                calls.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert [c for c in calls if not c.startswith("errors.py:")] == []
+    assert len(calls) == 1  # the one call, inside `warn`
+
+
 @pytest.mark.parametrize("category", [UserWarning, DeprecationWarning])
 def test_warn_keeps_the_category(category):
     with pytest.warns(category, match="text"):

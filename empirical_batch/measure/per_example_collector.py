@@ -46,16 +46,14 @@ from __future__ import annotations
 
 import math
 import types
-import warnings
 import weakref
-from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from torch import nn
 
 from .._validate import as_scalar
-from ..errors import EmpiricalBatchWarning, InputError, UsageError
+from ..errors import InputError, UsageError, warn
 from ..estimators import GNSEstimator
 from ._common import (
     FULL_DTYPES,
@@ -66,6 +64,7 @@ from ._common import (
     sq_norm_vector,
     stack_scalars,
 )
+from .coverage import Coverage, CoverageWarning, select_measured
 from .per_example import (
     LinearWithNorms,
     check_no_batchnorm,
@@ -105,46 +104,6 @@ _fused_forward.__name__ = "forward"  # a pickled model reads back with the plain
 
 _task_id = getattr(torch._C, "_current_graph_task_id", None) or graph_task_id
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
-
-
-class CoverageWarning(EmpiricalBatchWarning):
-    """The per-example collector measures less of the model than asked for."""
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """What part of the model a `PerExampleNoiseScale` measures.
-
-    ``parameters`` is the fraction of the model's trainable parameter elements whose
-    per-example gradients are measured; ``uncovered`` names the trainable parameters
-    that are not (outside the fast-path layers, or left out by ``params=``); ``tied``
-    the shared parameters measured with their cross term.
-    """
-
-    parameters: float
-    n_parameters: int
-    covered: tuple[str, ...]
-    uncovered: tuple[str, ...]
-    tied: tuple[str, ...]
-
-    def __str__(self) -> str:
-        text = f"{100 * self.parameters:.1f}% of {self.n_parameters:,} parameters"
-        if self.uncovered:
-            more = f" (+{len(self.uncovered) - 3} more)" if len(self.uncovered) > 3 else ""
-            text += f"; not measured: {', '.join(self.uncovered[:3])}{more}"
-        return text
-
-
-def _select(model: nn.Module, params):
-    if isinstance(params, str):
-        if params != "layernorm":
-            raise InputError(f"params must be None, 'layernorm' or parameters/names, got "
-                             f"{params!r}")
-        params = [p for m in model.modules() if layer_kind(m) == "layernorm"
-                  for p in m.parameters(recurse=False) if p.requires_grad]
-        if not params:
-            raise InputError("params='layernorm': the model has no trainable nn.LayerNorm")
-    return select_params(model, params)
 
 
 class PerExampleNoiseScale(EstimatorMixin):
@@ -207,7 +166,7 @@ class PerExampleNoiseScale(EstimatorMixin):
         self._batchnorms = [(n or type(model).__name__, m) for n, m in model.named_modules()
                             if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         every = select_params(model, None)
-        chosen = every if params is None else _select(model, params)
+        chosen = every if params is None else select_measured(model, params)
         ids = {id(p) for _, p in chosen}
         tied = tied_parameters(model)
         functional = functional_layers(model)
@@ -237,9 +196,8 @@ class PerExampleNoiseScale(EstimatorMixin):
             uncovered=tuple(names[i] for i in names if i not in covered),
             tied=tuple(names[i] for i in names if i in covered and i in tied))
         if params is None and self.coverage.parameters < min_coverage:
-            warnings.warn(f"PerExampleNoiseScale measures {self.coverage}; the result is the "
-                          "noise scale of that part of the gradient", CoverageWarning,
-                          stacklevel=2)
+            warn(f"PerExampleNoiseScale measures {self.coverage}; the result is the "
+                          "noise scale of that part of the gradient", CoverageWarning)
         self.params = [(n, p) for n, p in every if id(p) in covered]
         self.scaler = scaler
         self._estimator = GNSEstimator(beta, max_history=max_history)
@@ -581,13 +539,12 @@ class PerExampleNoiseScale(EstimatorMixin):
         self.coverage = Coverage(parameters=share, n_parameters=c.n_parameters,
                                  covered=tuple(n for n in c.covered if n in names),
                                  uncovered=(*c.uncovered, *left), tied=c.tied)
-        warnings.warn(
+        warn(
             f"{', '.join(sorted(groups))}: called with a batch of one and broadcast over "
             f"the {bsz} examples, so per-example norms are not available; left out from now "
             f"on (PerExampleNoiseScale now measures {self.coverage}); give the layer "
             f"per-example inputs to measure it (for GPT-2, call the model with "
-            f"position_ids expanded to the batch)", CoverageWarning,
-            stacklevel=3)
+            f"position_ids expanded to the batch)", CoverageWarning)
         if not self.params:
             raise UsageError("no measurable layer is left")
         return [(g, v) for g, v in parts if g not in groups]

@@ -50,7 +50,6 @@ in the unit the $n_j$ count (tokens for a token-normalised loss).
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -58,7 +57,7 @@ import torch
 from torch import nn
 
 from .._validate import as_scalar
-from ..errors import EmpiricalBatchWarning, InputError, UsageError
+from ..errors import EmpiricalBatchWarning, InputError, UsageError, warn
 from ..estimators import GNSEstimator
 from ._common import (
     FULL_DTYPES,
@@ -471,11 +470,11 @@ class GradientNoiseScale(EstimatorMixin):
             self.skipped["accumulation_mismatch"] += 1
             if not self._warned:
                 self._warned = True
-                warnings.warn(
+                warn(
                     f"{n} backward passes since the last step(), but accumulation_steps="
                     f"{self.accumulation_steps}: the step is skipped (pass "
                     "micro_batch_size= per backward pass for a ragged step)",
-                    EmpiricalBatchWarning, stacklevel=2)
+                    EmpiricalBatchWarning)
             return None
         sizes = self._sizes(micro_batch_size, n)
         c = self._weights(weights, n)
