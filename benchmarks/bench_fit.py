@@ -71,23 +71,23 @@ def main() -> None:
     args = p.parse_args()
     warnings.filterwarnings("once", category=FitWarning)  # the same warning every round
     targets = np.linspace(2.0, -1.0, args.targets)
+    curve_stage = f"critical_batch_curve ({args.targets} targets × {args.n_boot} draws)"
     stages = {
         "build synthetic sweep": lambda: make_sweep(args.rows),
         "load_sweep (validate)": lambda: load_sweep(df),
-        f"critical_batch_curve ({args.targets} targets × {args.n_boot} draws)":
-            lambda: critical_batch_curve(sweep, targets, n_boot=args.n_boot, seed=0),
+        curve_stage: lambda: critical_batch_curve(sweep, targets, n_boot=args.n_boot, seed=0),
     }
     df = make_sweep(args.rows)
     sweep = load_sweep(df)
     times: dict[str, list[list[float]]] = {name: [[], []] for name in stages}
+    last: dict[str, object] = {}
     for _ in range(args.rounds):
         for name, fn in stages.items():
             for k in range(2):  # the stage, then its control
                 t0 = time.perf_counter()
-                out = fn()
+                last[name] = fn()
                 times[name][k].append(time.perf_counter() - t0)
-            if name.startswith("critical_batch_curve"):
-                curve = out
+    curve = last[curve_stage]  # the same fit in every round (seed 0)
     rows = [(name, float(np.median(a)), float(np.median(b))) for name, (a, b) in times.items()]
     t_curve = rows[-1][1]
     print(f"sweep: {len(df):,} rows, {df['run'].nunique()} runs, "

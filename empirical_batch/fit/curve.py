@@ -3,7 +3,7 @@ r"""$B_{crit}$ as a function of the target: one `fit_tradeoff` per target (§3).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -177,7 +177,7 @@ def critical_batch_curve(
     notes: list[str] = []
     tables: list[StepsTable] = []
     for t in it:
-        table = replace(steps_table(p, float(t), combine), unit=unit)
+        table = steps_table(p, float(t), combine, unit)
         fit, note = _fit_target(table, float(t), errors, level=lvl, n_boot=n_boot,
                                 seed=rng, combine=combine, interval=interval,
                                 bounded=bounded)

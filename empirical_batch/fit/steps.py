@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -459,8 +459,8 @@ def steps_to_target(
     """
     sweep = as_sweep(sweep)
     target, limit = _check_target(target, combine, max_stable_lr)
-    table = steps_table(prepare(sweep, config, limit), target, combine)
-    return replace(table, unit=sweep_unit(sweep, unit))
+    return steps_table(prepare(sweep, config, limit), target, combine,
+                       sweep_unit(sweep, unit))
 
 
 def _check_target(target: float, combine: str,
@@ -491,10 +491,11 @@ def sweep_unit(sweep: Sweep, unit: str | None) -> str:
     return unit
 
 
-def steps_table(p: Prepared, target: float, combine: str) -> StepsTable:
-    """`steps_to_target` on prepared data (one target)."""
+def steps_table(p: Prepared, target: float, combine: str,
+                unit: str = "examples") -> StepsTable:
+    """`steps_to_target` on prepared data (one target; batch sizes in ``unit``)."""
     pr = per_run(p, target)
-    return best_per_size(p, pr, config_table(p, pr, combine), target, combine)
+    return best_per_size(p, pr, config_table(p, pr, combine), target, combine, unit)
 
 
 def _beyond_is_unstable(p: Prepared, ct: pd.DataFrame, batch: float,
@@ -518,7 +519,7 @@ def _beyond_is_unstable(p: Prepared, ct: pd.DataFrame, batch: float,
 
 
 def best_per_size(p: Prepared, pr: dict[str, np.ndarray], ct: pd.DataFrame, target: float,
-                  combine: str) -> StepsTable:
+                  combine: str, unit: str = "examples") -> StepsTable:
     """The `steps_to_target` table from per-run results and the configuration table."""
     cfg_cols = [c for c in p.config if c not in ("learning_rate", "batch_size")]
     b_all = ct["batch_size"].to_numpy()
@@ -569,7 +570,7 @@ def best_per_size(p: Prepared, pr: dict[str, np.ndarray], ct: pd.DataFrame, targ
     return StepsTable(
         frame=out, target=float(target), metric_name=p.metric_name,
         higher_is_better=p.higher_is_better, combine=combine, config=p.config,
-        best_metric=-best if p.higher_is_better else best,
+        best_metric=-best if p.higher_is_better else best, unit=unit,
     )
 
 
