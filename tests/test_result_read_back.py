@@ -395,3 +395,15 @@ def test_the_fits_of_fit_json_read_back(tmp_path, capsys):
     assert all(isinstance(f, TradeoffFit) for f in back) and len(back) == 2
     assert [f.b_crit for f in back] == pytest.approx([f["b_crit"] for f in fits])
     assert {f["group"]["model"] for f in fits} == {"small", "big"}
+
+
+def test_a_tables_dtypes_are_restored_and_bad_ones_refused():
+    from empirical_batch._revive import frame
+
+    table = {"columns": ["seed", "x"], "rows": [[1, 0.5], [None, 1.5]], "dtypes": {"seed": "Int64"}}
+    back = frame(table)
+    assert str(back["seed"].dtype) == "Int64" and back["seed"].iloc[1] is pd.NA
+    with pytest.raises(DataError, match="'dtypes' must map its columns"):
+        frame({**table, "dtypes": {"no_such_column": "Int64"}})
+    with pytest.raises(DataError, match="'dtypes' must map its columns"):
+        frame({**table, "dtypes": ["Int64"]})
