@@ -349,11 +349,12 @@ def test_interval_at_another_level_is_the_percentile_of_the_draws(fit, name, lev
 
 
 def test_interval_without_draws_names_what_it_lacks(fit):
-    with pytest.raises(UsageError, match=r"no bootstrap draws of b_crit.*level=0.95 only"):
-        fit.interval("b_crit", 0.9)
     assert fit.interval("b_crit") is fit.b_crit_interval
     back = read_result(fit.to_json())
     assert back.draws == {} and same(back, fit) == []
+    assert back.b_crit_profile == fit.b_crit_profile is not None
+    with pytest.raises(UsageError, match=r"no bootstrap draws of b_crit.*level=0.95 only"):
+        back.interval("b_crit", 0.9)  # the "profile" interval is calibrated on the draws
     with pytest.raises(UsageError, match="no bootstrap draws of s_min"):
         back.interval("s_min", 0.9)
     assert back.interval("s_min", 0.95) == fit.s_min_interval

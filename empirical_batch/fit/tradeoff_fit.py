@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_float, check_level, check_positive
-from ..errors import EmpiricalBatchWarning, FitError, InputError, warn
+from ..errors import EmpiricalBatchWarning, FitError, InputError, UsageError, warn
 from ..params import removed_keywords, validate_params
 from ..result import Interval, Result, unwrap_table
 from ..tradeoff import Tradeoff
@@ -24,9 +24,11 @@ from ..units import UnitMismatch, check_unit
 from .profile import active_bound
 from .steps import Combine, StepsTable, check_combine, check_seeds, seed_groups
 from .tradeoff_intervals import (
+    BCritProfile,
     Intervals,
     PointFit,
     SeedPoints,
+    b_crit_interval_at,
     b_crit_status,
     fit_intervals,
     point_fit,
@@ -97,10 +99,17 @@ class TradeoffFit(Result):
     unit : str
         What ``batch_sizes``, ``b_crit`` and ``e_min`` count: ``"examples"``,
         ``"sequences"`` or ``"tokens"`` (`empirical_batch.units`); steps are steps.
+    b_crit_profile : BCritProfile or None
+        What ``b_crit_interval`` is recomputed from at another level: the fitted points,
+        the estimate and the interval method (`BCritProfile`);
+        ``fit.interval("b_crit", 0.8)`` is the interval `fit_tradeoff` gives at level
+        0.8 with the same draws. None for a fit not made by `fit_tradeoff`.
     draws : dict of str to ndarray
-        The bootstrap draws of ``s_min`` and ``e_min`` (empty with ``n_boot=0`` and in a
-        fit read back from JSON): ``fit.interval("s_min", 0.9)`` is their interval at
-        another level (`Result.interval`).
+        The bootstrap draws of ``s_min``, ``e_min``, ``b_crit`` and the profile
+        statistic at the estimate (``stat``, what calibrates the ``"profile"``
+        interval); empty with ``n_boot=0`` and in a fit read back from JSON:
+        ``fit.interval("s_min", 0.9)`` is their interval at another level
+        (`Result.interval`).
     """
 
     s_min: float
@@ -125,6 +134,7 @@ class TradeoffFit(Result):
     status: str = "identified"
     warnings: tuple[str, ...] = ()
     unit: str = "examples"
+    b_crit_profile: BCritProfile | None = field(default=None, repr=False)
     draws: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
     #: the fitted curve's (S_min, E_min): for a bound, the optimum at the searched
     #: range's edge, which draws the curve but is no estimate (not in to_dict)
@@ -149,6 +159,29 @@ class TradeoffFit(Result):
             return ci
         return (Interval(math.nan, math.nan, ci.level) if self.status == "unidentified"
                 else Interval(0.0, ci.high, ci.level))
+
+    def interval(self, name: str, level: float | None = None) -> Interval:
+        """The interval of ``name`` at ``level`` (`Result.interval`); ``"b_crit"`` at
+        another level than the fit's is recomputed from `b_crit_profile` and the draws
+        (`b_crit_interval_at`): what `fit_tradeoff` gives at that level."""
+        if name != "b_crit" or level is None:
+            return super().interval(name, level)
+        level = check_level(level)
+        if level == self.level:
+            return self.b_crit_interval
+        if self.b_crit_profile is None:
+            raise UsageError(
+                f"{type(self).__name__} stores no profile of b_crit (it was not made by "
+                f"fit_tradeoff): its interval is at level={self.level:g} only; recompute "
+                f"it with level={level:g}")
+        try:
+            low, high = b_crit_interval_at(self.b_crit_profile, level, self.draws,
+                                           self.n_boot)
+        except UsageError as exc:
+            raise UsageError(f"{type(self).__name__} stores {exc}: its interval is at "
+                             f"level={self.level:g} only; refit with level={level:g} "
+                             "(interval='f' needs no draws)") from None
+        return Interval(low, high, level)
 
     @property
     def tradeoff(self) -> Tradeoff:
@@ -334,7 +367,7 @@ def fit_tradeoff(table: StepsTable | pd.DataFrame, *, level: float | None = None
     notes = _warnings(pts, pt, interval)
     for w in notes:
         warn(w, FitWarning)
-    return _assemble(pts, pt, ivl, b_ci, status, notes)
+    return _assemble(pts, pt, ivl, b_ci, status, notes, interval, bounded)
 
 
 def read_points(table: StepsTable | pd.DataFrame, level: float | None, n_boot: int,
@@ -399,7 +432,8 @@ def _check_steps(b: np.ndarray, groups: Sequence[np.ndarray]) -> None:
 
 
 def _assemble(pts: SeedPoints, pt: PointFit, ivl: Intervals, b_ci: tuple[float, float],
-              status: str, notes: tuple[str, ...]) -> TradeoffFit:
+              status: str, notes: tuple[str, ...], interval: str,
+              bounded: bool) -> TradeoffFit:
     """The last stage of `fit_tradeoff`: the stages' results as a `TradeoffFit`."""
     b, ci, target = pts.batch_sizes, pts.level, pts.target
     s_min = math.exp(pt.lsm)
@@ -428,7 +462,10 @@ def _assemble(pts: SeedPoints, pt: PointFit, ivl: Intervals, b_ci: tuple[float, 
         status=status,
         warnings=notes,
         unit=pts.unit,
-        draws={} if ivl.draws is None else {k: ivl.draws[k] for k in ("s_min", "e_min")},
+        b_crit_profile=BCritProfile(method=interval, log_batch_sizes=tuple(pt.log_b.tolist()),
+                                    log_steps=tuple(pt.y.tolist()), log_b_crit=pt.lc,
+                                    bounded=bounded),
+        draws={} if ivl.draws is None else dict(ivl.draws),
     )
 
 

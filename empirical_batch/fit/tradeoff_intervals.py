@@ -3,7 +3,9 @@ r"""The point fit of the tradeoff, its bootstrap, and the interval and status of
 The stages of `fit_tradeoff` between reading its table (`SeedPoints`) and assembling
 its result: `point_fit` (a `PointFit`), `fit_intervals` (`Intervals`, from the draws
 of `_bootstrap`) and `b_crit_status`. How the intervals are formed: see
-`empirical_batch.fit`; the profile over $B_{crit}$ is in `empirical_batch.fit.profile`."""
+`empirical_batch.fit`; the profile over $B_{crit}$ is in `empirical_batch.fit.profile`.
+`BCritProfile` keeps what the interval of $B_{crit}$ is recomputed from at another
+level (`b_crit_interval_at`): the same stages, at that level."""
 
 from __future__ import annotations
 
@@ -14,11 +16,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .profile import fit_many, fit_point, fit_status, profile_grid, profile_interval, rss_at
+from ..errors import UsageError
+from ..result import Result
+from .profile import (
+    fit_many,
+    fit_point,
+    fit_status,
+    profile_grid,
+    profile_interval,
+    profile_rss,
+    rss_at,
+)
 from .steps import StepsTable, combine_seeds
 
-__all__ = ["Intervals", "PointFit", "SeedPoints", "b_crit_status", "fit_intervals",
-           "point_fit"]
+__all__ = ["BCritProfile", "Intervals", "PointFit", "SeedPoints", "b_crit_interval_at",
+           "b_crit_status", "fit_intervals", "point_fit"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,10 +82,91 @@ def point_fit(b: np.ndarray, groups: Sequence[np.ndarray], combine: str,
     y = np.log([float(combine_seeds(g, combine)) for g in groups])
     grid = profile_grid(log_b)
     lc, lsm, prof = fit_point(y, log_b, grid, bounded)
+    return _point(log_b, y, grid, prof, lc, lsm)
+
+
+def _point(log_b: np.ndarray, y: np.ndarray, grid: np.ndarray, prof: np.ndarray, lc: float,
+           lsm: float) -> PointFit:
     fitted = lsm + np.logaddexp(0.0, lc - log_b)
     resid = y - fitted
     return PointFit(log_b=log_b, y=y, grid=grid, prof=prof, lc=lc, lsm=lsm, fitted=fitted,
                     resid=resid, rss_min=float(np.sum(resid**2)))
+
+
+@dataclass(frozen=True, repr=False)
+class BCritProfile(Result):
+    r"""What a `TradeoffFit`'s interval of $B_{crit}$ is recomputed from at any level
+    (``fit.interval("b_crit", level)``, `b_crit_interval_at`): the fitted points, the
+    estimate and how the interval was formed.
+
+    The profile statistic is $F(B) = [\mathrm{RSS}(B) - \mathrm{RSS}_{min}] /
+    [\mathrm{RSS}_{min}/(n-2)]$, the residual sum of squares profiled over $B_{crit}$
+    (its $\log S_{min}$ fitted at each $B$); the interval at level $\ell$ is the set
+    $\{B : F(B) \le c_\ell\}$. By Wilks' theorem (Wilks 1938, Ann. Math. Statist.
+    9:60) the likelihood-ratio statistic of one parameter is asymptotically
+    $\chi^2_1$; with the variance estimated from the residuals of a least-squares fit
+    its small-sample form is this $F$ against the F(1, n − 2) quantile, which tends to
+    the $\chi^2_1$ one as $n$ grows (the profile-likelihood interval of nonlinear
+    regression: Bates and Watts 1988, *Nonlinear Regression Analysis and Its
+    Applications*). ``method`` (the fit's ``interval``) says how $c_\ell$ is chosen:
+    ``"f"`` the F(1, n − 2) quantile at $\ell$ (from these fields alone);
+    ``"profile"`` the $\ell$ quantile of $F$ at the estimate over the bootstrap draws
+    (the fit's ``draws["stat"]``); ``"percentile"`` no profile set: the draws'
+    percentiles of $B_{crit}$ (``draws["b_crit"]``).
+
+    Attributes
+    ----------
+    method : str
+        ``"profile"``, ``"f"`` or ``"percentile"``.
+    log_batch_sizes, log_steps : tuple of float
+        The fitted points: $\log B_i$ and $\log S_i$ (seeds combined), as fitted.
+    log_b_crit : float
+        The point estimate $\log \hat B_{crit}$ (at the searched range's edge for a
+        bound).
+    bounded : bool
+        Whether the fit constrained $S_{min}$ and $E_{min}$ (``bounded=True``).
+    """
+
+    method: str
+    log_batch_sizes: tuple[float, ...]
+    log_steps: tuple[float, ...]
+    log_b_crit: float
+    bounded: bool
+
+
+def profile_point(profile: BCritProfile) -> PointFit:
+    """The `PointFit` whose profile `profile` keeps: the same grid, profile RSS and
+    residuals as `point_fit` computed (the same operations on the same values)."""
+    log_b = np.asarray(profile.log_batch_sizes, dtype=float)
+    y = np.asarray(profile.log_steps, dtype=float)
+    grid = profile_grid(log_b)
+    lc, bounded = float(profile.log_b_crit), bool(profile.bounded)
+    prof = profile_rss(y[None, :], log_b, grid, bounded)[0][0]
+    lsm = float(rss_at(y[None, :], log_b, np.array([lc]), bounded)[1][0])
+    return _point(log_b, y, grid, prof, lc, lsm)
+
+
+def b_crit_interval_at(profile: BCritProfile, level: float,
+                       draws: dict[str, np.ndarray], n_boot: int) -> tuple[float, float]:
+    """The interval of $B_{crit}$ at ``level`` of the fit whose profile is ``profile``:
+    what `fit_tradeoff` gives at that level with the same draws (`b_crit_set`, then
+    `b_crit_status`). NaN with ``n_boot=0`` for a method that needs draws (as the fit
+    itself); `UsageError` where the fit drew them but holds none (read back from JSON,
+    which keeps no draws)."""
+    method = profile.method
+    if method not in ("profile", "f", "percentile"):
+        raise UsageError(f"the profile's method must be 'profile', 'f' or 'percentile', "
+                         f"got {method!r}")
+    boot = None
+    if method != "f" and n_boot > 0:
+        key = "stat" if method == "profile" else "b_crit"
+        if key not in draws:
+            raise UsageError(f"no bootstrap draws of b_crit, which its {method!r} "
+                             "interval is formed from (a fit read back from JSON keeps none)")
+        boot = draws
+    pt = profile_point(profile)
+    b_ci = b_crit_set(pt, method, level, boot, profile.bounded)
+    return b_crit_status(pt, b_ci, method, level, profile.bounded)[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,23 +186,31 @@ def fit_intervals(pts: SeedPoints, pt: PointFit, interval: str, bounded: bool,
     """The third stage of `fit_tradeoff`: the bootstrap draws (`_bootstrap`), percentile
     intervals of S_min and E_min, and the interval of B_crit chosen by ``interval``
     (percentile, or a profile set: `_profile_set`)."""
-    ci, lc = pts.level, pt.lc
-    nan2 = (math.nan, math.nan)
-    b_ci = s_ci = e_ci = nan2
+    ci = pts.level
+    s_ci = e_ci = (math.nan, math.nan)
     boot = None
     if pts.n_boot > 0:
         boot = _bootstrap(pts.groups, pts.combine, pts.bootstrap, pt.y, pt.fitted, pt.resid,
-                          pt.log_b, lc, pts.n_boot, rng, bounded)
+                          pt.log_b, pt.lc, pts.n_boot, rng, bounded)
         q = [(1 - ci) / 2, (1 + ci) / 2]
         s_ci = _pair(np.quantile(boot["s_min"], q))
         e_ci = _pair(np.quantile(boot["e_min"], q))
-        if interval == "percentile":
-            lo, hi = np.quantile(boot["b_crit"], q)
-            b_ci = (min(float(lo), math.exp(lc)), max(float(hi), math.exp(lc)))
-    # the profile-set intervals: "f" needs no draws, "profile" calibrates on them
-    if interval == "f" or (interval == "profile" and boot is not None):
-        b_ci = _profile_set(pt, interval, ci, boot, bounded)
+    b_ci = b_crit_set(pt, interval, ci, boot, bounded)
     return Intervals(b_crit=b_ci, s_min=s_ci, e_min=e_ci, draws=boot)
+
+
+def b_crit_set(pt: PointFit, interval: str, ci: float, boot: dict[str, np.ndarray] | None,
+               bounded: bool) -> tuple[float, float]:
+    """The interval of B_crit at level ``ci`` before `b_crit_status`: the draws'
+    percentiles widened to hold the estimate (``"percentile"``) or a profile set
+    (`_profile_set`: ``"f"`` needs no draws, ``"profile"`` calibrates on them); NaN
+    where the method needs draws and there are none."""
+    if interval == "percentile" and boot is not None:
+        lo, hi = np.quantile(boot["b_crit"], [(1 - ci) / 2, (1 + ci) / 2])
+        return (min(float(lo), math.exp(pt.lc)), max(float(hi), math.exp(pt.lc)))
+    if interval == "f" or (interval == "profile" and boot is not None):
+        return _profile_set(pt, interval, ci, boot, bounded)
+    return (math.nan, math.nan)
 
 
 def _profile_set(pt: PointFit, interval: str, ci: float,
