@@ -8,9 +8,15 @@ replacement's name (`removed_keywords`).
 
 A public function declares its parameters' constraints once, with `validate_params`
 (as scikit-learn's ``validate_params`` and ``_parameter_constraints``): a parameter's
-name in `DOMAINS`, a `Domain`, or a ``Literal[...]`` type of its options, which is also
+name in `DOMAINS`, a `Domain`, a ``Literal[...]`` type of its options, which is also
 the parameter's annotation, so that a type checker and the runtime check read the same
-declaration. The constraints are on the function as ``parameter_constraints``.
+declaration, or a type (`Kind`: `INTEGER`, an exact integer, not a bool; `REAL`;
+`BOOLEAN`; `CALLABLE`; `PATH_LIKE`; `instance_of` a class), alone or within a domain
+(``INTEGER.within("n_boot")``); a list of these allows any of them (``[INTEGER, None]``:
+None too). The constraints are on the function as ``parameter_constraints``. The fields
+of an options dataclass are declared the same way (`check_fields`). Relations between
+parameters, the shapes of arrays and what a data file holds are checked in the function
+bodies (as scikit-learn does).
 
 >>> float(check("momentum", 0.9))
 0.9
@@ -20,21 +26,25 @@ declaration. The constraints are on the function as ``parameter_constraints``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
-from collections.abc import Callable
+import numbers
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 
 import numpy as np
 
-from ._validate import as_array
+from ._validate import as_array, as_scalar
 from .errors import InputError, NotFoundError
 
 __all__ = [
-    "DOMAINS", "Domain", "Options", "check", "domain_table", "markdown_table",
-    "removed_keywords", "validate_params",
+    "BOOLEAN", "CALLABLE", "DOMAINS", "INTEGER", "PATH_LIKE", "REAL", "AnyOf", "Domain",
+    "Kind", "Options", "Within", "check", "check_fields", "domain_table", "instance_of",
+    "markdown_table", "removed_keywords", "validate_params",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -222,11 +232,148 @@ class Options:
         return value
 
 
-Constraint = Domain | Options
+def _got(value: Any) -> str:
+    """The value received, as the messages name it: its type and its repr."""
+    return f"{type(value).__name__} {value!r}"
 
 
-def _constraint(spec: str | Domain | Options | Any) -> Constraint:
-    if isinstance(spec, Domain | Options):
+@dataclass(frozen=True)
+class Kind:
+    """A type constraint: what the value is (`INTEGER`, `REAL`, `BOOLEAN`, `CALLABLE`,
+    `PATH_LIKE`, `instance_of`), as scikit-learn's ``[Integral]``, ``"boolean"``,
+    ``callable``. numpy scalars (and 0-d arrays) count as the Python number they hold.
+    ``within(domain)`` adds a numeric domain (`Within`)."""
+
+    what: str  # as the message says it: "an integer"
+    test: Callable[[Any], bool] = dataclasses.field(compare=False)
+    #: the classes of `instance_of` (empty for the other kinds)
+    classes: tuple[type, ...] = ()
+
+    def __str__(self) -> str:
+        return self.what
+
+    def accepts(self, value: Any) -> bool:
+        return bool(self.test(as_scalar(value)))
+
+    def check(self, value: Any, name: str) -> Any:
+        """``value``, or `InputError` naming ``name``, the type and what was received."""
+        if not self.accepts(value):
+            raise InputError(f"{name} must be {self}, got {_got(value)}")
+        return value
+
+    def within(self, domain: str | Domain) -> Within:
+        """This type within ``domain`` (a name of `DOMAINS` or a `Domain`)."""
+        if self not in (INTEGER, REAL):
+            raise InputError(f"only INTEGER and REAL take a domain, not {self}")
+        if isinstance(domain, str):
+            if domain not in DOMAINS:
+                raise NotFoundError(f"no declared domain for {domain!r}; declared: "
+                                    f"{sorted(DOMAINS)}")
+            domain = DOMAINS[domain]
+        return Within(self, domain)
+
+
+def _is_integer(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+INTEGER = Kind("an integer", _is_integer)
+"""An exact integer (Python's or numpy's), not a bool and not a float."""
+REAL = Kind("a real number", _is_real)
+"""A real number (an integer or a float, Python's or numpy's), not a bool."""
+BOOLEAN = Kind("a bool", lambda v: isinstance(v, bool))
+"""``True`` or ``False`` (numpy's bool too)."""
+CALLABLE = Kind("callable", callable)
+"""A function or any callable object."""
+PATH_LIKE = Kind("a path (str or os.PathLike)", lambda v: isinstance(v, str | os.PathLike))
+"""A file path: a string or an ``os.PathLike`` (``pathlib.Path``)."""
+
+
+def instance_of(*classes: type, what: str | None = None) -> Kind:
+    """A type constraint: an instance of one of ``classes``; ``what`` names them in the
+    message (default: "a Sweep or a DataFrame")."""
+    if not classes or not all(isinstance(c, type) for c in classes):
+        raise InputError(f"instance_of() takes classes, got {classes!r}")
+    names = [("an " if c.__name__[0].lower() in "aeiou" else "a ") + c.__name__
+             for c in classes]
+    text = what or (" or ".join(names) if len(names) < 3
+                    else ", ".join(names[:-1]) + " or " + names[-1])
+    return Kind(text, lambda v: isinstance(v, classes), classes)
+
+
+@dataclass(frozen=True)
+class Within:
+    """A number of a type (`INTEGER` or `REAL`) in a `Domain`: ``INTEGER.within("n_boot")``
+    is an exact integer >= 0 (scikit-learn's ``Interval(Integral, 0, None)``). A scalar:
+    an array is refused."""
+
+    kind: Kind
+    domain: Domain
+
+    def __str__(self) -> str:
+        req = self.domain.requirement().removeprefix("an integer ")
+        if req == "finite":
+            return f"{self.kind} (finite)"
+        return f"{self.kind} {req}"
+
+    def accepts(self, value: Any) -> bool:
+        v = as_scalar(value)
+        if not self.kind.accepts(v):
+            return False
+        try:
+            x = float(v)
+        except OverflowError:  # an integer too large for a float
+            return False
+        return math.isfinite(x) and bool(self.domain.contains(np.asarray(x)))
+
+    def check(self, value: Any, name: str) -> Any:
+        """``value``, or `InputError` naming ``name``, the type and domain and what was
+        received."""
+        if not self.accepts(value):
+            v = as_scalar(value)
+            got = _got(value) if not self.kind.accepts(v) else repr(v)
+            raise InputError(f"{name} must be {self}, got {got}")
+        return value
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """Any of several constraints (a list in `validate_params`, as scikit-learn's); None
+    among them allows None."""
+
+    constraints: tuple[Constraint, ...]
+    none: bool = False
+
+    def __str__(self) -> str:
+        parts = [str(c) for c in self.constraints] + (["None"] if self.none else [])
+        return ", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else parts[0]
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return self.none
+        for c in self.constraints:
+            try:
+                c.check(value, "value")
+            except InputError:
+                continue
+            return True
+        return False
+
+    def check(self, value: Any, name: str) -> Any:
+        if not self.accepts(value):
+            raise InputError(f"{name} must be {self}, got {_got(value)}")
+        return value
+
+
+Constraint = Domain | Options | Kind | Within | AnyOf
+
+
+def _constraint(spec: Any) -> Constraint:
+    if isinstance(spec, Domain | Options | Kind | Within | AnyOf):
         return spec
     if isinstance(spec, str):
         try:
@@ -234,17 +381,26 @@ def _constraint(spec: str | Domain | Options | Any) -> Constraint:
         except KeyError:
             raise NotFoundError(f"no declared domain for {spec!r}; declared: "
                                 f"{sorted(DOMAINS)}") from None
+    if isinstance(spec, list):
+        if not spec or all(s is None for s in spec):
+            raise InputError(f"a list of constraints needs one that is not None, got {spec!r}")
+        return AnyOf(tuple(_constraint(s) for s in spec if s is not None),
+                     none=any(s is None for s in spec))
     return Options.of(spec)
 
 
-def validate_params(**constraints: str | Domain | Options | Any) -> Callable[[F], F]:
+def validate_params(**constraints: Any) -> Callable[[F], F]:
     """Decorator: check the named arguments of each call against their constraints,
-    before the function runs; the error names the parameter and its domain or options.
+    before the function runs; the error names the parameter, its domain, options or
+    type, and the value received.
 
     Each keyword names a parameter of the function; its value is a name in `DOMAINS`,
-    a `Domain`, an `Options` or a ``Literal[...]`` type (its options). ``None`` passes
-    where it is the parameter's default (the function then chooses the value). The
-    constraints are kept on the function as ``parameter_constraints``.
+    a `Domain`, an `Options` or a ``Literal[...]`` type (its options), a type (`Kind`:
+    `INTEGER`, `REAL`, `BOOLEAN`, `CALLABLE`, `PATH_LIKE`, `instance_of`), a type within a
+    domain (`Within`: ``INTEGER.within("n_boot")``), or a list of these, any of which
+    will do (None in it allows None). ``None`` also passes where it is the parameter's
+    default (the function then chooses the value). The constraints are kept on the
+    function as ``parameter_constraints``.
 
     >>> from typing import Literal
     >>> @validate_params(level="level", how=Literal["mean", "min"])
@@ -281,6 +437,37 @@ def validate_params(**constraints: str | Domain | Options | Any) -> Callable[[F]
         return cast(F, wrapper)
 
     return deco
+
+
+def check_fields(obj: Any, constraints: Mapping[str, Any], *,
+                 error: Callable[[str, str], Exception] | None = None) -> None:
+    """Check the fields of ``obj`` (an options dataclass) against their declared
+    constraints, as `validate_params` checks a call's arguments (a field whose default
+    is None may be None). ``error(field, message)`` makes the exception (default an
+    `InputError` of the message, which starts with the field's name).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Opts:
+    ...     hidden: int = 64
+    >>> check_fields(Opts(hidden=0), {"hidden": INTEGER.within(Domain(0, integer=True))})
+    Traceback (most recent call last):
+    ...
+    empirical_batch.errors.InputError: hidden must be an integer > 0, got 0
+    """
+    defaults = {f.name: f.default for f in dataclasses.fields(obj)}
+    for name, spec in constraints.items():
+        if name not in defaults:
+            raise InputError(f"check_fields: {type(obj).__name__} has no field {name!r}")
+        value = getattr(obj, name)
+        if value is None and defaults[name] is None:
+            continue
+        try:
+            _constraint(spec).check(value, name)
+        except InputError as exc:
+            if error is None:
+                raise
+            raise error(name, str(exc)) from None
 
 
 if __name__ == "__main__":
