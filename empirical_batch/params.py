@@ -261,8 +261,9 @@ class Kind:
             raise InputError(f"{name} must be {self}, got {_got(value)}")
         return value
 
-    def within(self, domain: str | Domain) -> Within:
-        """This type within ``domain`` (a name of `DOMAINS` or a `Domain`)."""
+    def within(self, domain: str | Domain, what: str | None = None) -> Within:
+        """This type within ``domain`` (a name of `DOMAINS` or a `Domain`); ``what``
+        says it in the message instead ("a positive integer")."""
         if self not in (INTEGER, REAL):
             raise InputError(f"only INTEGER and REAL take a domain, not {self}")
         if isinstance(domain, str):
@@ -270,7 +271,7 @@ class Kind:
                 raise NotFoundError(f"no declared domain for {domain!r}; declared: "
                                     f"{sorted(DOMAINS)}")
             domain = DOMAINS[domain]
-        return Within(self, domain)
+        return Within(self, domain, what)
 
 
 def _is_integer(v: Any) -> bool:
@@ -313,8 +314,12 @@ class Within:
 
     kind: Kind
     domain: Domain
+    #: the type and domain in words, for the message (default: "an integer >= 0")
+    what: str | None = None
 
     def __str__(self) -> str:
+        if self.what is not None:
+            return self.what
         req = self.domain.requirement().removeprefix("an integer ")
         if req == "finite":
             return f"{self.kind} (finite)"

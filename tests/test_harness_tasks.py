@@ -75,6 +75,24 @@ def test_config_errors_are_clear(name, opts, match):
         make_task(name, **opts)
 
 
+@pytest.mark.parametrize("name", ["teacher_student", "digits", "sequence", "text_lm"])
+def test_every_option_declares_its_constraint_and_a_wrong_type_is_named(name):
+    """Each task's options are declared once (``option_constraints``): every field of its
+    ``Options`` has a constraint, and a bool or a float for an integer option, or a string
+    for a number, is refused naming the task, the option and the value received."""
+    import dataclasses
+
+    cls = TASKS[name]
+    fields = {f.name: f.type for f in dataclasses.fields(cls.Options)}
+    assert set(cls.option_constraints) == set(fields), name
+    for field, kind in fields.items():
+        bad = {"int": [True, 2.0], "float": ["0.5", True], "str": [3]}[kind]
+        for value in bad:
+            with pytest.raises(TaskConfigError, match=rf"^task {name!r}: option {field!r} "
+                                                       rf"must be .*, got "):
+                make_task(name, **{field: value})
+
+
 def test_cli_reports_bad_task_in_one_line(tmp_path, capsys):
     code = main(["harness", "--config", "tiny", "--tasks", "mnist", "--out", str(tmp_path)])
     err = capsys.readouterr().err

@@ -11,9 +11,10 @@ generated task it is a large fixed sample of the training distribution).
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import torch
@@ -21,6 +22,7 @@ from torch import nn
 
 from ..._optional import check_installed
 from ...errors import InputError
+from ...params import INTEGER, REAL, Domain, check_fields
 
 #: held while a model draws its initial weights from torch's global generator
 _GLOBAL_RNG = threading.Lock()
@@ -30,32 +32,24 @@ class TaskConfigError(InputError):
     """A task was given an option it does not have or a value it cannot use."""
 
 
-def _check(cond: bool, task: str, name: str, what: str, value: Any) -> None:
-    if not cond:
-        raise TaskConfigError(f"task {task!r}: option {name!r} {what}, got {value!r}")
+POSITIVE_INT = INTEGER.within(Domain(0.0, math.inf, integer=True), "a positive integer")
+"""An option's constraint: an exact integer > 0 (not a bool, not a float)."""
+FRACTION = REAL.within(Domain(0.0, 1.0), "a number strictly between 0 and 1")
+"""An option's constraint: a real number in (0, 1)."""
+NONNEGATIVE = REAL.within(Domain(0.0, math.inf, low_open=False), "a finite number >= 0")
+"""An option's constraint: a finite real number >= 0."""
 
 
-def positive_int(task: str, name: str, value: Any) -> None:
-    _check(
-        isinstance(value, int) and not isinstance(value, bool) and value > 0,
-        task, name, "must be a positive integer", value,
-    )
+def check_options(task: str, options: Any, constraints: Mapping[str, Any]) -> None:
+    """Check the fields of a task's ``options`` against the task's declared
+    ``option_constraints`` (`empirical_batch.params.check_fields`): a `TaskConfigError`
+    naming the task, the option, what it must be and the value received."""
 
+    def error(field: str, message: str) -> TaskConfigError:
+        return TaskConfigError(f"task {task!r}: option {field!r} "
+                               f"{message.removeprefix(field + ' ')}")
 
-def integer(task: str, name: str, value: Any) -> None:
-    _check(isinstance(value, int) and not isinstance(value, bool),
-           task, name, "must be an integer", value)
-
-
-def nonneg_float(task: str, name: str, value: Any) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    _check(ok and value >= 0 and value == value and value != float("inf"),
-           task, name, "must be a finite number >= 0", value)
-
-
-def fraction(task: str, name: str, value: Any) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    _check(ok and 0 < value < 1, task, name, "must be a number strictly between 0 and 1", value)
+    check_fields(options, constraints, error=error)
 
 
 class MLP(nn.Module):
@@ -76,14 +70,19 @@ class Task(ABC):
     """A training problem for the harness.
 
     Subclasses define a frozen dataclass ``Options`` (their configuration, with
-    defaults), ``validate`` (raising `TaskConfigError`) and the abstract
-    methods below. Construct with keyword overrides: ``Digits(hidden=32)``.
-    Unknown option names and bad values raise `TaskConfigError` naming the
-    task, the option and what is wrong.
+    defaults), ``option_constraints`` (each option's type and domain, declared once as
+    `empirical_batch.params.validate_params` declares a function's: `POSITIVE_INT`,
+    `FRACTION`, `NONNEGATIVE`, ``INTEGER``, ...), ``validate`` where options must agree
+    with each other or with a file (raising `TaskConfigError`) and the abstract methods
+    below. Construct with keyword overrides: ``Digits(hidden=32)``. Unknown option names
+    and bad values raise `TaskConfigError` naming the task, the option and what is
+    wrong.
     """
 
     name: ClassVar[str]
     Options: ClassVar[type]
+    #: each option's constraint, checked at construction before `validate` (`check_options`)
+    option_constraints: ClassVar[Mapping[str, Any]] = {}
     #: what one element of a batch is ("example", "sequence of 32 tokens", ...)
     unit: ClassVar[str] = "example"
     #: a language model (the report compares its B_crit(L) with Kaplan et al. 2020's α_B)
@@ -102,6 +101,7 @@ class Task(ABC):
                 f"its options are: {', '.join(sorted(fields))}"
             )
         self.options = self.Options(**options)
+        check_options(self.name, self.options, self.option_constraints)
         self.validate(self.options)
         self.device = torch.device("cpu")
         self.dtype = torch.float32
@@ -109,9 +109,11 @@ class Task(ABC):
 
     # -- configuration -------------------------------------------------------------
     @classmethod
-    @abstractmethod
     def validate(cls, options) -> None:
-        """Raise `TaskConfigError` for an unusable option value."""
+        """Raise `TaskConfigError` where options that each meet their constraint
+        (``option_constraints``) cannot be used together, or name a file that cannot be
+        used; none by default."""
+        return None
 
     def to(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Task:
         """Build (or move) the task's tensors on ``device`` in ``dtype``; returns self."""

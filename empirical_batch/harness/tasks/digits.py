@@ -10,7 +10,9 @@ cross-entropy.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -18,7 +20,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..._optional import optional_import
-from .base import MLP, Task, fraction, integer, positive_int
+from ...params import INTEGER
+from .base import FRACTION, MLP, POSITIVE_INT, Task
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,8 @@ class Digits(Task):
     Options = DigitsOptions
     requires = ("sklearn",)
 
-    @classmethod
-    def validate(cls, o) -> None:
-        positive_int(cls.name, "hidden", o.hidden)
-        fraction(cls.name, "eval_fraction", o.eval_fraction)
-        integer(cls.name, "split_seed", o.split_seed)
+    option_constraints: ClassVar[Mapping[str, Any]] = {
+        "hidden": POSITIVE_INT, "eval_fraction": FRACTION, "split_seed": INTEGER}
 
     def _build(self) -> None:
         with optional_import("sklearn", by="the digits task", extra="harness"):

@@ -14,14 +14,17 @@ batch of B holds B × ``context`` predicted characters.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .base import Task, TaskConfigError, fraction, positive_int
+from ...params import INTEGER
+from .base import FRACTION, POSITIVE_INT, Task, TaskConfigError
 
 _WORDS = {
     "det": ["the", "a", "one"],
@@ -191,12 +194,13 @@ class Sequence(CharLM):
     name = "sequence"
     Options = SequenceOptions
 
+    option_constraints: ClassVar[Mapping[str, Any]] = {
+        **dict.fromkeys(("context", "d_model", "n_heads", "n_layers", "corpus_chars",
+                         "eval_windows", "objective_windows"), POSITIVE_INT),
+        "eval_fraction": FRACTION, "grammar_seed": INTEGER}
+
     @classmethod
     def validate(cls, o) -> None:
-        for key in ("context", "d_model", "n_heads", "n_layers", "corpus_chars",
-                    "eval_windows", "objective_windows"):
-            positive_int(cls.name, key, getattr(o, key))
-        fraction(cls.name, "eval_fraction", o.eval_fraction)
         if o.d_model % o.n_heads:
             raise TaskConfigError(
                 f"task {cls.name!r}: option 'd_model' ({o.d_model}) must be divisible by "

@@ -10,12 +10,15 @@ $\\sigma^2$ plus whatever the student cannot represent.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from .base import MLP, Task, integer, nonneg_float, positive_int
+from ...params import INTEGER
+from .base import MLP, NONNEGATIVE, POSITIVE_INT, Task
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,10 @@ class TeacherStudent(Task):
     name = "teacher_student"
     Options = TeacherStudentOptions
 
-    @classmethod
-    def validate(cls, o) -> None:
-        for key in ("dim", "teacher_hidden", "hidden", "eval_size", "objective_size"):
-            positive_int(cls.name, key, getattr(o, key))
-        nonneg_float(cls.name, "label_noise", o.label_noise)
-        integer(cls.name, "teacher_seed", o.teacher_seed)
+    option_constraints: ClassVar[Mapping[str, Any]] = {
+        **dict.fromkeys(("dim", "teacher_hidden", "hidden", "eval_size", "objective_size"),
+                        POSITIVE_INT),
+        "label_noise": NONNEGATIVE, "teacher_seed": INTEGER}
 
     def _build(self) -> None:
         o = self.options

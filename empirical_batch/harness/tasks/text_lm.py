@@ -32,18 +32,22 @@ sha256; the option ``sha256`` makes a run refuse any other file.
 
 from __future__ import annotations
 
+import math
 import os
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
 
 from ..._io import file_sha256
 from ...datasets import tiny_shakespeare
 from ...errors import DatasetError
-from .base import TaskConfigError, fraction, integer, positive_int
+from ...params import INTEGER, Domain, Kind, instance_of
+from .base import FRACTION, POSITIVE_INT, TaskConfigError
 from .sequence import CharLM
 
 #: environment variable naming the text file (when the option ``path`` is empty)
@@ -99,30 +103,24 @@ class TextLM(CharLM):
     name = "text_lm"
     Options = TextLMOptions
 
+    option_constraints: ClassVar[Mapping[str, Any]] = {
+        **dict.fromkeys(("context", "d_model", "n_heads", "n_layers", "eval_windows",
+                         "objective_windows"), POSITIVE_INT),
+        "max_chars": INTEGER.within(Domain(0.0, math.inf, low_open=False),
+                                    ">= 0 (an integer; 0 = the whole file)"),
+        "seed": INTEGER, "eval_fraction": FRACTION,
+        "path": instance_of(str, what="a string"),
+        "sha256": Kind("'' or 64 hex digits", lambda v: isinstance(v, str) and (
+            not v or (len(v) == 64 and not set(v.lower()) - set(string.hexdigits)))),
+    }
+
     @classmethod
     def validate(cls, o) -> None:
-        for key in ("context", "d_model", "n_heads", "n_layers", "eval_windows",
-                    "objective_windows"):
-            positive_int(cls.name, key, getattr(o, key))
-        integer(cls.name, "max_chars", o.max_chars)
-        integer(cls.name, "seed", o.seed)
-        fraction(cls.name, "eval_fraction", o.eval_fraction)
-        if o.max_chars < 0:
-            raise TaskConfigError(f"task {cls.name!r}: option 'max_chars' must be >= 0 "
-                                  f"(0 = the whole file), got {o.max_chars}")
         if o.d_model % o.n_heads:
             raise TaskConfigError(
                 f"task {cls.name!r}: option 'd_model' ({o.d_model}) must be divisible by "
                 f"'n_heads' ({o.n_heads})"
             )
-        if not isinstance(o.path, str):
-            raise TaskConfigError(f"task {cls.name!r}: option 'path' must be a string, "
-                                  f"got {o.path!r}")
-        if not isinstance(o.sha256, str) or (
-            o.sha256 and (len(o.sha256) != 64 or set(o.sha256.lower()) - set(string.hexdigits))
-        ):
-            raise TaskConfigError(f"task {cls.name!r}: option 'sha256' must be '' or 64 hex "
-                                  f"digits, got {o.sha256!r}")
         path = cls.resolve_path(o)
         if not path.is_file():
             how = ("option 'path'" if o.path else
