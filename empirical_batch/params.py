@@ -42,7 +42,8 @@ from ._validate import as_array, as_scalar
 from .errors import InputError, NotFoundError
 
 __all__ = [
-    "BOOLEAN", "CALLABLE", "DOMAINS", "INTEGER", "PATH_LIKE", "REAL", "AnyOf", "Domain",
+    "BOOLEAN", "CALLABLE", "DOMAINS", "FINITE", "INTEGER", "NON_NEGATIVE", "PATH_LIKE",
+    "POSITIVE", "REAL", "AnyOf", "Domain",
     "Kind", "Options", "Within", "check", "check_fields", "domain_table", "instance_of",
     "markdown_table", "removed_keywords", "validate_params",
 ]
@@ -117,6 +118,13 @@ def _pos(meaning: str) -> Domain:
 def _nonneg(meaning: str) -> Domain:
     return Domain(0.0, math.inf, False, True, meaning=meaning)
 
+
+FINITE = Domain()
+"""Any finite real number (for a type within a domain: ``REAL.within(FINITE)``)."""
+POSITIVE = Domain(0.0, math.inf)
+"""The finite reals > 0."""
+NON_NEGATIVE = Domain(0.0, math.inf, low_open=False)
+"""The finite reals >= 0."""
 
 DOMAINS: dict[str, Domain] = {
     # batch sizes and sizes of data

@@ -12,9 +12,18 @@ from numpy.typing import ArrayLike
 
 from .._validate import as_array, check_level
 from ..errors import InputError
-from ..params import removed_keywords, validate_params
+from ..params import FINITE, INTEGER, removed_keywords, validate_params
 from ..result import Result
-from .steps import Combine, FrameView, StepsTable, as_sweep, prepare, steps_table, sweep_unit
+from .steps import (
+    SWEEP,
+    Combine,
+    FrameView,
+    StepsTable,
+    as_sweep,
+    prepare,
+    steps_table,
+    sweep_unit,
+)
 from .tradeoff_fit import (
     IntervalMethod,
     NotEnoughBatchSizes,
@@ -120,7 +129,8 @@ Errors = Literal["raise", "report"]
 
 
 @removed_keywords(ci="level")
-@validate_params(combine=Combine, level="level", errors=Errors, interval=IntervalMethod)
+@validate_params(sweep=SWEEP, targets=FINITE, combine=Combine, level="level",
+                 n_boot=INTEGER.within("n_boot"), errors=Errors, interval=IntervalMethod)
 def critical_batch_curve(
     sweep: Any,
     targets: ArrayLike,
@@ -162,8 +172,6 @@ def critical_batch_curve(
     """
     sweep = as_sweep(sweep)
     targets = as_array(targets, "targets", ndim=(0, 1)).reshape(-1)
-    if not np.all(np.isfinite(targets)):
-        raise InputError(f"targets must be finite, got {targets.tolist()}")
     lvl = check_level(level)
     unit = sweep_unit(sweep, unit)
     p = prepare(sweep, config)

@@ -32,8 +32,8 @@ from scipy import optimize, stats
 from .._numeric import exp_or_inf
 from .._validate import as_float, check_level, check_positive, scalar_or_array
 from ..errors import InputError, warn
-from ..params import removed_keywords, validate_params
-from ..result import Interval, Result, unwrap_table
+from ..params import INTEGER, instance_of, removed_keywords, validate_params
+from ..result import Interval, Result, TableResult, unwrap_table
 from ..sweeps import Sweep
 from .profile import profile_grid
 from .steps import (
@@ -317,7 +317,10 @@ def _lr_profile(Y: np.ndarray, log_b: np.ndarray, grid: np.ndarray,
 
 
 @removed_keywords(ci="level")
-@validate_params(combine=Combine, level="level", family=Family)
+@validate_params(source=instance_of(Sweep, pd.DataFrame, TableResult,
+                                    what="a Sweep or DataFrame"),
+                 combine=Combine, level="level", n_boot=INTEGER.within("n_boot"),
+                 family=Family)
 def fit_lr_scaling(
     source: Any,
     target: float | None = None,
@@ -366,8 +369,6 @@ def fit_lr_scaling(
     best rate from a grid.
     """
     ci = check_level(level)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
-        raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
     if family in ("sgd", "surge") and alpha is not None:
         raise InputError(f"alpha applies to family='power' only, not {family!r}")
     b, lr, refined, tradeoff_fit = _best_rates(unwrap_table(source), target, combine, ci,
@@ -405,7 +406,7 @@ def _best_rates(source: Any, target: float | None, combine: str, ci: float, n_bo
         table = best_per_size(p, pr, cfg, target, combine)
         if int(table["reached"].sum()) >= 3:
             tradeoff_fit = fit_tradeoff(table, level=ci, n_boot=n_boot, seed=seed)
-    elif isinstance(source, pd.DataFrame):
+    else:  # a DataFrame of best rates (fit_lr_scaling declares source)
         for c in ("batch_size", "learning_rate"):
             if c not in source.columns:
                 raise InputError(f"table needs column {c!r}; got {list(source.columns)}")
@@ -415,8 +416,6 @@ def _best_rates(source: Any, target: float | None, combine: str, ci: float, n_bo
         b = check_positive(t["batch_size"].to_numpy(dtype=float), "batch_size")
         lr = check_positive(t["learning_rate"].to_numpy(dtype=float), "learning_rate")
         refined = np.zeros(len(b), dtype=bool)
-    else:
-        raise InputError(f"source must be a Sweep or DataFrame, got {type(source).__name__}")
     return b, lr, refined, tradeoff_fit
 
 

@@ -12,8 +12,8 @@ import pandas as pd
 
 from .._validate import as_float
 from ..errors import InputError, NotFoundError
-from ..params import Options, validate_params
-from ..result import Result, table_dict, unwrap_table
+from ..params import FINITE, POSITIVE, REAL, Options, instance_of, validate_params
+from ..result import Result, TableResult, table_dict, unwrap_table
 from ..sweeps import Sweep, load_sweep
 from ..units import UnitMismatch, check_unit
 
@@ -196,15 +196,16 @@ class Prepared:
     max_stable_lr: float = math.nan  # given to steps_to_target: rates at or above diverge
 
 
+SWEEP = instance_of(Sweep, pd.DataFrame, TableResult, what="a Sweep or a DataFrame")
+"""The constraint of a ``sweep`` parameter: a Sweep, a DataFrame in the sweep schema or
+a result holding one (`empirical_batch.simulate.SimulatedSweep`)."""
+
+
 def as_sweep(sweep: object) -> Sweep:
     """A `Sweep` from a Sweep, a DataFrame in the sweep schema or a result holding one
-    (`empirical_batch.simulate.SimulatedSweep`)."""
-    sweep = unwrap_table(sweep)
-    if isinstance(sweep, Sweep):
-        return sweep
-    if isinstance(sweep, pd.DataFrame):
-        return load_sweep(sweep)
-    raise InputError(f"sweep must be a Sweep or a DataFrame, got {type(sweep).__name__}")
+    (the callers declare `SWEEP`)."""
+    sweep = unwrap_table(SWEEP.check(sweep, "sweep"))
+    return sweep if isinstance(sweep, Sweep) else load_sweep(sweep)
 
 
 LIMIT = "max_stable_lr"  # optional sweep column: the rate at and above which runs diverge
@@ -386,7 +387,8 @@ def _seeds_of(p: Prepared, pr: dict[str, np.ndarray],
     return pr["steps"][runs], pr["examples"][runs], int(pr["at_first_point"][runs].sum())
 
 
-@validate_params(combine=Combine)
+@validate_params(sweep=SWEEP, target=REAL.within(FINITE), combine=Combine,
+                 max_stable_lr=REAL.within(POSITIVE))
 def steps_to_target(
     sweep: object,
     target: float,
@@ -465,18 +467,11 @@ def steps_to_target(
 
 def _check_target(target: float, combine: str,
                   max_stable_lr: float | None) -> tuple[float, float]:
-    """The options of `steps_to_target` checked: the target (finite) and the limit on
-    the learning rate (NaN when none is given)."""
-    target = as_float(target, "target")
-    if not math.isfinite(target):
-        raise InputError(f"target must be a finite number, got {target!r}")
+    """The options of `steps_to_target` as floats: the target and the limit on the
+    learning rate (NaN when none is given); their domains are declared."""
     check_combine(combine)
-    limit = math.nan
-    if max_stable_lr is not None:
-        limit = as_float(max_stable_lr, "max_stable_lr")
-        if not limit > 0:
-            raise InputError(f"max_stable_lr must be > 0, got {max_stable_lr!r}")
-    return target, limit
+    limit = math.nan if max_stable_lr is None else as_float(max_stable_lr, "max_stable_lr")
+    return as_float(target, "target"), limit
 
 
 def sweep_unit(sweep: Sweep, unit: str | None) -> str:

@@ -17,8 +17,8 @@ import pandas as pd
 
 from .._validate import as_float, check_level, check_positive
 from ..errors import EmpiricalBatchWarning, FitError, InputError, UsageError, warn
-from ..params import removed_keywords, validate_params
-from ..result import Interval, Result, unwrap_table
+from ..params import INTEGER, instance_of, removed_keywords, validate_params
+from ..result import Interval, Result, TableResult, unwrap_table
 from ..tradeoff import Tradeoff
 from ..units import UnitMismatch, check_unit
 from .profile import active_bound
@@ -287,8 +287,10 @@ IntervalMethod = Literal["profile", "f", "percentile"]
 
 
 @removed_keywords(ci="level")
-@validate_params(level="level", combine=Combine, bootstrap=Bootstrap,
-                 interval=IntervalMethod)
+@validate_params(table=instance_of(StepsTable, pd.DataFrame, TableResult,
+                                   what="a StepsTable or a pandas DataFrame"),
+                 level="level", n_boot=INTEGER.within("n_boot"), combine=Combine,
+                 bootstrap=Bootstrap, interval=IntervalMethod)
 def fit_tradeoff(table: StepsTable | pd.DataFrame, *, level: float | None = None,
                  n_boot: int = 1000, seed: int | np.random.Generator | None = 0,
                  combine: Combine | None = None, bootstrap: Bootstrap = "auto",
@@ -480,12 +482,8 @@ def _unit(stepstable: StepsTable | None, unit: str | None) -> str:
     return unit
 
 
-def _check_table(table: object) -> pd.DataFrame:
+def _check_table(table: Any) -> pd.DataFrame:
     frame = table.frame if isinstance(table, StepsTable) else unwrap_table(table)
-    if not isinstance(frame, pd.DataFrame):
-        raise InputError(
-            f"table must be a StepsTable or a pandas DataFrame, got {type(table).__name__}"
-        )
     if "batch_size" not in frame.columns or not (
         "steps" in frame.columns or "examples" in frame.columns
     ):
@@ -498,10 +496,8 @@ def _check_table(table: object) -> pd.DataFrame:
 
 
 def _check_options(ci: float, n_boot: int) -> tuple[float, int]:
-    """The level as a float and ``n_boot`` as an int (the options, the level's domain
-    and ``combine`` are checked by `fit_tradeoff`'s `validate_params`)."""
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
-        raise InputError(f"n_boot must be a non-negative int, got {n_boot!r}")
+    """The level as a float and ``n_boot`` as an int (the options, the level's domain,
+    ``n_boot`` and ``combine`` are checked by `fit_tradeoff`'s `validate_params`)."""
     return as_float(ci, "level"), int(n_boot)
 
 
