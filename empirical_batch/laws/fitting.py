@@ -31,6 +31,7 @@ from scipy import stats
 from .._validate import check_level
 from ..errors import FitError, InputError, warn
 from ..fit.tradeoff_fit import FitWarning
+from ..params import instance_of, validate_params
 from ..result import Interval, Result
 from .law import INPUTS, QUANTITIES, ScalingLaw, check_inputs
 from .optima import CellOptima
@@ -93,10 +94,11 @@ def fit_points(x: np.ndarray, y: np.ndarray, inputs: tuple[str, ...], *, quantit
         formula=" · ".join(f"{i}^k" for i in inputs), notes=tuple(notes))
 
 
+OPTIMA = instance_of(CellOptima, what="a CellOptima (cell_optima)")
+"""The constraint of an ``optima`` parameter."""
+
+
 def _usable(optima: CellOptima, quantity: str, inputs: tuple[str, ...]) -> pd.DataFrame:
-    if not isinstance(optima, CellOptima):
-        raise InputError(f"optima must be a CellOptima (cell_optima), got "
-                         f"{type(optima).__name__}")
     if quantity not in optima.quantities:
         raise InputError(f"a {optima.kind} grid gives {list(optima.quantities)}, not "
                          f"{quantity!r}" + (" (b_crit needs a steps-to-target grid)"
@@ -119,6 +121,7 @@ def _usable(optima: CellOptima, quantity: str, inputs: tuple[str, ...]) -> pd.Da
     return usable
 
 
+@validate_params(optima=OPTIMA, level="level")
 def fit_law(optima: CellOptima, quantity: str = "b_opt", inputs: Any = ("tokens",), *,
             level: float | None = None, name: str | None = None) -> ScalingLaw:
     """Fit ``quantity`` (``b_opt``, ``lr_opt`` or ``b_crit``) as a power law in
@@ -177,6 +180,7 @@ def _aicc(law: ScalingLaw) -> float:
     return n * math.log(rss / n) + 2 * p + 2 * p * (p + 1) / (n - p - 1)
 
 
+@validate_params(optima=OPTIMA, level="level")
 def select_law(optima: CellOptima, quantity: str = "b_opt", *, alpha: float = 0.05,
                level: float | None = None) -> LawSelection:
     """Fit $y = aD^k$ and $y = aN^{k_N}D^{k_D}$; keep "N and D" only when the F test

@@ -50,7 +50,7 @@ import pandas as pd
 
 from .._validate import positive_float
 from ..errors import DataError, InputError
-from ..params import validate_params
+from ..params import PATH_LIKE, instance_of, validate_params
 from ..units import UnitMismatch, check_unit
 from .schema import RunGrid, finish_grid, numeric_column
 
@@ -115,7 +115,8 @@ def _unit_of(frame: pd.DataFrame, unit: str | None, where: str) -> str:
     return check_unit(unit, "unit")
 
 
-@validate_params(layout=Layout)
+@validate_params(source=[PATH_LIKE, instance_of(pd.DataFrame, what="a pandas DataFrame")],
+                 layout=Layout)
 def load_grid(source: Any, *, layout: Layout = "auto", unit: str | None = None,
               columns: Mapping[str, str] | None = None, seq_len: float | None = None,
               target: float | None = None, metric: str | None = None,
@@ -140,7 +141,7 @@ def load_grid(source: Any, *, layout: Layout = "auto", unit: str | None = None,
         The ``batch_science`` layout: the objective column, its target and direction
         (see `load_batch_science`).
     """
-    if isinstance(source, str | Path) and Path(source).is_dir():
+    if not isinstance(source, pd.DataFrame) and Path(source).is_dir():
         if layout not in ("auto", "batch_science"):
             raise InputError(f"{source} is a directory: only the batch_science layout is one")
         from .batch_science import load_batch_science
@@ -153,13 +154,10 @@ def load_grid(source: Any, *, layout: Layout = "auto", unit: str | None = None,
         raise InputError(f"the batch_science layout is a directory; {source!r} is not one")
     if isinstance(source, pd.DataFrame):
         frame, where = source.copy(), "the table"
-    elif isinstance(source, str | Path):
+    else:  # a path (declared)
         from .._io import read_csv
 
         frame, where = read_csv(source), str(source)
-    else:
-        raise InputError(f"source must be a path or a pandas DataFrame, got "
-                         f"{type(source).__name__}")
     if layout == "auto":
         layout = _detect(_rename(frame, columns))
     if layout == "steplaw":

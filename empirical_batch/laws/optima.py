@@ -43,10 +43,10 @@ from typing import Literal, get_args
 import numpy as np
 import pandas as pd
 
-from .._validate import check_count, check_level, positive_float
+from .._validate import check_count, check_level
 from ..errors import FitError, InputError
 from ..fit.tradeoff_fit import FitWarning, NotEnoughBatchSizes, fit_tradeoff
-from ..params import validate_params
+from ..params import NON_NEGATIVE, REAL, instance_of, validate_params
 from ..result import TableResult
 from .grid import RunGrid
 
@@ -93,15 +93,14 @@ Estimator = Literal["band", "vertex"]
 ESTIMATORS = get_args(Estimator)
 
 
-@validate_params(level="level", estimator=Estimator)
+@validate_params(grid=instance_of(RunGrid, what="a RunGrid (load_grid)"),
+                 band=REAL.within(NON_NEGATIVE), level="level", estimator=Estimator)
 def cell_optima(grid: RunGrid, *, band: float = DEFAULT_BAND, n_boot: int = 200,
                 level: float | None = None, seed: int = 0,
                 estimator: Estimator = "band") -> CellOptima:
     """$B_{opt}$ and $\\eta_{opt}$ (loss grids) or $B_{crit}$ (steps grids) per cell,
     with intervals and edge flags (see the module's text)."""
-    if not isinstance(grid, RunGrid):
-        raise InputError(f"grid must be a RunGrid (load_grid), got {type(grid).__name__}")
-    band = positive_float(band, "band", allow_zero=True)
+    band = float(band)
     n_boot = check_count(n_boot, "n_boot", 0)
     lvl = check_level(level)
     rng = np.random.default_rng(seed)

@@ -44,7 +44,7 @@ from scipy import stats
 
 from ..errors import InputError, warn
 from ..fit.tradeoff_fit import FitWarning
-from ..params import Options, validate_params
+from ..params import POSITIVE, REAL, Options, instance_of, validate_params
 from ..result import Interval, Result
 from .law import INPUTS, ScalingLaw
 
@@ -54,6 +54,8 @@ __all__ = ["Anchor", "BatchPrediction", "PredictedBatch", "load_prediction", "pr
 Rounding = Literal["pow2", "multiple", "none"]
 """How a predicted batch size is rounded: to a power of two, a multiple of the granule, or not."""
 ROUNDING = get_args(Rounding)
+GRANULE = REAL.within(POSITIVE, "a real number > 0 (devices × micro-batch)")
+"""The constraint of ``granule``: the batch sizes' step."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,13 +83,12 @@ class Anchor:
                              f"value {v} and be > 0")
 
 
+@validate_params(granule=GRANULE)
 def round_batch(value: float, mode: Rounding = "pow2",
                 granule: float = 1.0) -> tuple[float, str]:
     """``value`` rounded (``"pow2"``, ``"multiple"`` of ``granule``, ``"none"``), and a
     note where the power of two had to move to a multiple of the granule."""
-    Options.of(Rounding).check(mode, "rounding")
-    if not (math.isfinite(granule) and granule > 0):
-        raise InputError(f"the granule (devices × micro-batch) must be > 0, got {granule!r}")
+    Options.of(Rounding).check(mode, "rounding")  # named as predict_batch's option
     if not math.isfinite(value) or value <= 0 or mode == "none":
         return value, ""
     if mode == "pow2":
@@ -178,7 +179,8 @@ def _fmt(d: Mapping[str, float]) -> str:
     return ", ".join(f"{k}={v:.4g}" for k, v in d.items())
 
 
-@validate_params(rounding=Rounding, level="level")
+@validate_params(law=instance_of(ScalingLaw), rounding=Rounding, granule=GRANULE,
+                 level="level")
 def predict_batch(law: ScalingLaw, at: Mapping[str, float], *, anchor: Anchor | None = None,
                   rounding: Rounding = "pow2", granule: float = 1.0,
                   exponent_intervals: Mapping[str, tuple[float, float]] | None = None,
@@ -189,8 +191,6 @@ def predict_batch(law: ScalingLaw, at: Mapping[str, float], *, anchor: Anchor | 
     (``{"tokens": (0.3, 0.45)}``); the law's own intervals take precedence only where
     they exist.
     """
-    if not isinstance(law, ScalingLaw):
-        raise InputError(f"law must be a ScalingLaw, got {type(law).__name__}")
     x = law.at(at)
     point = dict(zip(law.inputs, (float(v) for v in x), strict=True))
     extra = sorted(set(at) - set(law.inputs))
