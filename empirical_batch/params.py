@@ -328,7 +328,9 @@ class Within:
     def __str__(self) -> str:
         if self.what is not None:
             return self.what
-        req = self.domain.requirement().removeprefix("an integer ")
+        if self.domain.integer:  # "an integer >= 2" (of INTEGER, or of REAL: 2.0 too)
+            return self.domain.requirement()
+        req = self.domain.requirement()
         if req == "finite":
             return f"{self.kind} (finite)"
         return f"{self.kind} {req}"

@@ -16,7 +16,8 @@ import numpy as np
 
 from .._validate import as_array, check_positive, scalar_or_array
 from ..errors import InputError
-from .powers import DTYPES, table_parts
+from ..params import validate_params
+from .powers import Dtype, table_parts
 from .problem import QuadraticProblem
 
 CHUNK = 1 << 19
@@ -288,14 +289,13 @@ def _plain_expected_loss(problem: QuadraticProblem, a, b, k,
         return (p[inverse] + noise).reshape(shape)
 
 
-def expected_loss(problem: QuadraticProblem, lr, batch_size, steps, dtype: str = "float64"):
+@validate_params(dtype=Dtype)
+def expected_loss(problem: QuadraticProblem, lr, batch_size, steps, dtype: Dtype = "float64"):
     """Exact expected loss: see `NoisyQuadratic.expected_loss`. Memory is bounded by
     ``CHUNK`` elements of scratch plus the result, whatever the grid. ``dtype="float32"``
     (plain SGD only) keeps the powers of `empirical_batch.simulate.powers` in single
     precision."""
     h = problem.curvature
-    if dtype not in DTYPES:
-        raise InputError(f"dtype must be one of {', '.join(map(repr, DTYPES))}, got {dtype!r}")
     if problem.is_plain:
         a, b = lr_and_batch(lr, batch_size)
         loss = _plain_expected_loss(problem, a, noise_batch(problem, b), check_steps(steps),

@@ -33,8 +33,9 @@ from .._validate import (
     check_positive,
 )
 from ..errors import InputError
-from ..params import removed_keywords
+from ..params import instance_of, removed_keywords, validate_params
 from ..result import Result
+from .powers import Dtype
 from .quadratic import NoisyQuadratic
 
 __all__ = ["MonteCarloResult", "log_steps", "monte_carlo_sgd"]
@@ -100,6 +101,7 @@ class MonteCarloResult(Result):
 
 
 @removed_keywords(seeds="n_seeds")
+@validate_params(problem=instance_of(NoisyQuadratic), dtype=Dtype)
 def monte_carlo_sgd(
     problem: NoisyQuadratic,
     batch_sizes,
@@ -111,7 +113,7 @@ def monte_carlo_sgd(
     n_points: int = 50,
     seed: int = 0,
     device: str = "cpu",
-    dtype: str = "float32",
+    dtype: Dtype = "float32",
     dataset_size: int | None = None,
     progress: bool = False,
     max_elements: int = 1 << 26,
@@ -152,8 +154,6 @@ def monte_carlo_sgd(
     with optional_import("torch", by="monte_carlo_sgd"):
         import torch
 
-    if not isinstance(problem, NoisyQuadratic):
-        raise InputError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
     bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
     lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
     steps = _int_at_least(steps, "steps", 0)
@@ -164,8 +164,6 @@ def monte_carlo_sgd(
         rec = np.unique(as_array(record_steps, "record_steps", ndim=1)).astype(np.int64)
         if rec.size == 0 or rec.min() < 0 or rec.max() > steps:
             raise InputError(f"record_steps must lie in [0, steps={steps}]")
-    if dtype not in ("float32", "float64"):
-        raise InputError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
     if dataset_size is not None:
         dataset_size = check_dataset_size(dataset_size)
         if np.any(bs != np.round(bs)):

@@ -45,6 +45,7 @@ This module holds the problem; its dynamics live in
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 
@@ -60,12 +61,16 @@ from .._validate import (
     positive_float,
 )
 from ..errors import InputError
+from ..params import validate_params
 from ..theory import power_law_spectrum
 from . import dynamics, search, traces
 from .search import BestLR
 from .traces import NoiseScaleTrace
 
 __all__ = ["BestLR", "NoiseScaleTrace", "NoisyQuadratic"]
+
+NoiseLike = Literal["curvature", "constant"]
+"""`NoisyQuadratic.power_law`'s noise: proportional to the curvature, or constant."""
 
 
 def _check_in_range(q) -> None:
@@ -202,13 +207,14 @@ class NoisyQuadratic(Frozen):
         return cls.power_law(dims, exponent=1.0, noise=1.0, init=init, **options)
 
     @classmethod
+    @validate_params(noise_like=NoiseLike)
     def power_law(
         cls,
         dims: int,
         exponent: float = 1.0,
         noise: float = 1.0,
         *,
-        noise_like: str = "curvature",
+        noise_like: NoiseLike = "curvature",
         init=1.0,
         **options,
     ) -> NoisyQuadratic:
@@ -221,14 +227,7 @@ class NoisyQuadratic(Frozen):
         e = as_float(exponent, "exponent")
         s = positive_float(noise, "noise", allow_zero=True)
         h = power_law_spectrum(int(dims), e)
-        if noise_like == "curvature":
-            c = s * h
-        elif noise_like == "constant":
-            c = np.full(int(dims), s)
-        else:
-            raise InputError(
-                f"noise_like must be 'curvature' or 'constant', got {noise_like!r}"
-            )
+        c = s * h if noise_like == "curvature" else np.full(int(dims), s)
         return cls(h, c, init, **options)
 
     # --- basic properties -----------------------------------------------------

@@ -32,6 +32,7 @@ Scaling." NeurIPS 2024, arXiv:2405.14578.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,8 +40,12 @@ import pandas as pd
 
 from .._validate import as_array, check_positive
 from ..errors import InputError
+from ..params import POSITIVE, REAL, Domain, validate_params
 
 __all__ = ["SignStep", "correlated_quadratic", "sign_descent_sweep", "sign_step_monte_carlo"]
+
+N_SAMPLES = REAL.within(Domain(2.0, math.inf, low_open=False, integer=True))
+"""The constraint of ``n_samples``: a whole number >= 2 (2.0 too)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ def _problem(gradient, hessian, noise_std):
     return g, h, np.broadcast_to(s, g.shape).astype(float)
 
 
+@validate_params(batch_size=REAL.within(POSITIVE), n_samples=N_SAMPLES)
 def sign_step_monte_carlo(gradient, hessian, noise_std, batch_size, *, n_samples=20_000,
                           seed=0) -> SignStep:
     r"""One sign-descent step at batch size ``batch_size``: Monte Carlo expectations.
@@ -74,9 +80,7 @@ def sign_step_monte_carlo(gradient, hessian, noise_std, batch_size, *, n_samples
     coordinate of the gradient (a batch of $B$ has $\sigma_i/\sqrt B$).
     """
     g, h, s = _problem(gradient, hessian, noise_std)
-    b = float(check_positive(batch_size, "batch_size"))
-    if isinstance(n_samples, bool) or int(n_samples) != n_samples or n_samples < 2:
-        raise InputError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+    b = float(batch_size)
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((int(n_samples), g.size))
     sg = np.sign(g[None, :] + z * (s / np.sqrt(b))[None, :])
@@ -86,6 +90,7 @@ def sign_step_monte_carlo(gradient, hessian, noise_std, batch_size, *, n_samples
     return SignStep(b, gain, curv, eps, gain * gain / (2 * curv), int(n_samples))
 
 
+@validate_params(n_samples=N_SAMPLES)
 def sign_descent_sweep(gradient, hessian, noise_std, batch_sizes, *, n_samples=20_000,
                        seed=0) -> pd.DataFrame:
     """The Monte Carlo optimal rate per batch size: a table with ``batch_size`` and
@@ -100,6 +105,7 @@ def sign_descent_sweep(gradient, hessian, noise_std, batch_sizes, *, n_samples=2
     return pd.DataFrame(rows)
 
 
+@validate_params(correlation=REAL.within(Domain(0.0, 1.0, low_open=False)))
 def correlated_quadratic(dims: int = 50, *, correlation: float = 0.2, noise: float = 10.0,
                          seed: int = 0):
     r"""A quadratic whose Hessian couples every pair of coordinates:
@@ -107,8 +113,6 @@ def correlated_quadratic(dims: int = 50, *, correlation: float = 0.2, noise: flo
     (uniform in [0.5, 1.5]) and the same per-example noise standard deviation ``noise``
     in every coordinate.
     Returns ``(gradient, hessian, noise_std)``."""
-    if not 0 <= correlation < 1:
-        raise InputError(f"correlation must be in [0, 1), got {correlation!r}")
     rng = np.random.default_rng(seed)
     g = rng.uniform(0.5, 1.5, dims)
     h = (1 - correlation) * np.eye(dims) + correlation * np.ones((dims, dims))

@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import MAX_COUNT, as_array, check_positive
-from ..errors import InputError
-from ..params import removed_keywords, validate_params
+from ..params import Domain, instance_of, removed_keywords, validate_params
 from ..result import TableResult
 from . import dynamics
 from .montecarlo import log_steps, monte_carlo_sgd
@@ -73,7 +72,10 @@ Method = Literal["exact", "monte_carlo"]
 
 
 @removed_keywords(seeds="n_seeds")
-@validate_params(method=Method, dtype=Dtype)
+@validate_params(problem=instance_of(NoisyQuadratic),
+                 batch_sizes=Domain(1.0, MAX_COUNT, False, False, integer=True,
+                                    meaning="examples per optimizer step"),
+                 method=Method, dtype=Dtype)
 def simulate_sweep(
     problem: NoisyQuadratic,
     batch_sizes,
@@ -141,11 +143,7 @@ def simulate_sweep(
     >>> sorted(sim.frame.columns)[:4], len(sim.frame), sim.n_runs
     (['batch_size', 'examples', 'learning_rate', 'max_stable_lr'], 24, 4)
     """
-    if not isinstance(problem, NoisyQuadratic):
-        raise InputError(f"problem must be a NoisyQuadratic, got {type(problem).__name__}")
-    bs = check_positive(as_array(batch_sizes, "batch_sizes", ndim=1), "batch_sizes")
-    if np.any(bs != np.round(bs)) or np.any(bs > MAX_COUNT):
-        raise InputError(f"batch_sizes must be integers in [1, 2^53], got {bs.tolist()}")
+    bs = as_array(batch_sizes, "batch_sizes", ndim=1)
     lrs = check_positive(as_array(learning_rates, "learning_rates", ndim=1), "learning_rates")
     steps = log_steps(max_steps, n_points)
     if method == "exact":

@@ -3,6 +3,7 @@ r"""The noise scales of `NoisyQuadratic` along its expected trajectory (App. C).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -10,6 +11,7 @@ import pandas as pd
 from .._numeric import progress_mean
 from .._validate import check_count
 from ..errors import InputError
+from ..params import validate_params
 from ..result import Result
 from ..theory import noise_scales_from_scalars
 from .dynamics import check_steps, expected_loss, lr_and_batch, second_moment
@@ -59,9 +61,14 @@ def noise_scales(problem: QuadraticProblem, lr, batch_size, steps) -> NoiseScale
     return NoiseScaleTrace(k, loss, np.atleast_1d(bn), np.atleast_1d(bs), np.atleast_1d(em))
 
 
+Average = Literal["steps", "progress"]
+"""How `noise_scales_along_run` averages over a run: per step, or weighted by progress."""
+
+
+@validate_params(average=Average)
 def noise_scales_along_run(problem: QuadraticProblem, lr: float, batch_size: float, steps: int,
                            *, b_crit: float | None = None,
-                           average: str = "steps") -> pd.DataFrame:
+                           average: Average = "steps") -> pd.DataFrame:
     r"""B_noise and B_simple at the start, at the end and averaged over a run.
 
     The run is ``steps`` steps at ``lr`` and ``batch_size`` on the exact dynamics. The
@@ -72,8 +79,6 @@ def noise_scales_along_run(problem: QuadraticProblem, lr: float, batch_size: flo
     problem), the column ``b_crit_over_b_noise`` compares it with each row: a noise
     scale that changes during training has no single value that *is* B_crit.
     """
-    if average not in ("steps", "progress"):
-        raise InputError(f"average must be 'steps' or 'progress', got {average!r}")
     steps = check_count(steps, "steps", 1)
     tr = noise_scales(problem, lr, batch_size, np.arange(int(steps)))
     w = (np.ones_like(tr.b_noise) if average == "steps"
