@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from .._validate import as_scalar, check_count, positive_float
 from ..errors import InputError
+from ..params import Options, check_fields
 
 __all__ = ["ADAPTIVE_POLICIES", "AdaptiveBatchRule"]
 
@@ -80,8 +81,7 @@ class AdaptiveBatchRule:
     min_steps: int = 10
 
     def __post_init__(self) -> None:
-        if self.policy not in ADAPTIVE_POLICIES:
-            raise InputError(f"policy must be one of {ADAPTIVE_POLICIES}, got {self.policy!r}")
+        check_fields(self, {"policy": Options(ADAPTIVE_POLICIES)})
         if self.policy == "app_d":
             r = as_scalar(self.exchange_rate)
             if not (isinstance(r, int | float) and not isinstance(r, bool) and

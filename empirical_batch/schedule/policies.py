@@ -59,7 +59,7 @@ import pandas as pd
 from .._numeric import trapezoid
 from .._validate import as_float, check_count
 from ..errors import InputError
-from ..params import Domain, validate_params
+from ..params import Domain, instance_of, validate_params
 from ..result import Result
 from ..rules import RULES, default_lr_rule, ratio_rules
 from .trajectory import NoiseTrajectory
@@ -219,7 +219,7 @@ def _check_common(base_batch: object, granularity: object, max_batch: float | No
     return base_batch, granularity, mb
 
 
-@validate_params(policy=Policy, optimizer=Optimizer,
+@validate_params(trajectory=instance_of(NoiseTrajectory), policy=Policy, optimizer=Optimizer,
                  exchange_rate=Domain(0.0, meaning="examples per step exchanged"))
 def design_schedule(
     trajectory: NoiseTrajectory,
@@ -253,8 +253,6 @@ def design_schedule(
     exchange_rate : float, optional
         ``"app_d"`` only: $r$ (default $E_s[\\mathcal B]$).
     """
-    if not isinstance(trajectory, NoiseTrajectory):
-        raise InputError(f"trajectory must be a NoiseTrajectory, got {type(trajectory).__name__}")
     lr_rule = default_lr_rule(optimizer)  # sqrt for Adam, linear for SGD
     base_batch, granularity, mb = _check_common(base_batch, granularity, max_batch)
     levels = _levels(base_batch, granularity, mb)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._validate import as_float, as_scalar, check_count
 from ..errors import InputError
-from ..params import Domain, validate_params
+from ..params import Domain, Kind, instance_of, validate_params
 from .policies import BatchSchedule
 
 
@@ -53,19 +53,16 @@ class BatchSizeScheduler:
     ``sched.batch_size`` examples, ``loss.backward(); opt.step(); sched.step()``.
     """
 
-    @validate_params(base_lr=Domain(0.0, meaning="learning rate of the first stage"))
+    @validate_params(schedule=instance_of(BatchSchedule),
+                     base_lr=Domain(0.0, meaning="learning rate of the first stage"),
+                     lr_lambda=Kind("a function of the examples consumed", callable))
     def __init__(self, optimizer: _Optimizer, schedule: BatchSchedule, base_lr: float, *,
                  lr_lambda: Callable[[float], float] | None = None) -> None:
-        if not isinstance(schedule, BatchSchedule):
-            raise InputError(f"schedule must be a BatchSchedule, got {type(schedule).__name__}")
         if not hasattr(optimizer, "param_groups"):
             raise InputError("optimizer must be a torch.optim.Optimizer")
         self.optimizer = optimizer
         self.schedule = schedule
         self.base_lr = as_float(base_lr, "base_lr")
-        if lr_lambda is not None and not callable(lr_lambda):
-            raise InputError(f"lr_lambda must be a function of the examples consumed, got "
-                             f"{type(lr_lambda).__name__}")
         self.lr_lambda = lr_lambda or (lambda examples: 1.0)
         first = float(schedule.stages["lr_factor"].iloc[0])
         if not (math.isfinite(first) and first > 0):

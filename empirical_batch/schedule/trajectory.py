@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .._numeric import progress_mean
 from ..errors import DataError, EmpiricalBatchWarning, InputError, warn
+from ..params import POSITIVE, validate_params
 from ..units import check_unit, convert
 
 if TYPE_CHECKING:
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from ..tradeoff import Tradeoff
 
 __all__ = ["NoiseTrajectory"]
+
+Unresolved = Literal["refuse", "drop"]
+"""What `NoiseTrajectory.from_log` does with rows not resolved: refuse them, or drop them."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -145,6 +149,7 @@ class NoiseTrajectory:
 
     # --- constructors ---------------------------------------------------------
     @classmethod
+    @validate_params(batch_size="batch_size")
     def from_examples(cls, examples: ArrayLike, b_noise: ArrayLike, batch_size: float, *,
                       lower: ArrayLike | None = None,
                       source: str = "", unit: str = "examples") -> NoiseTrajectory:
@@ -153,8 +158,6 @@ class NoiseTrajectory:
         ``examples``, ``b_noise`` and ``batch_size`` all count ``unit``."""
         e = np.asarray(examples, dtype=float)
         b = np.asarray(b_noise, dtype=float)
-        if not (np.isfinite(batch_size) and batch_size > 0):
-            raise InputError(f"batch_size must be > 0, got {batch_size!r}")
         if e.ndim != 1 or e.shape != b.shape or e.size < 2:
             raise InputError("examples and b_noise must be 1-D of the same length >= 2")
         if np.any(np.diff(e) <= 0) or e[0] < 0:
@@ -166,9 +169,10 @@ class NoiseTrajectory:
         return cls(s, b, lo, source, unit)
 
     @classmethod
+    @validate_params(batch_size="batch_size", unresolved=Unresolved)
     def from_log(cls, log: object, batch_size: float, *, quantity: Quantity | None = None,
                  column: str | None = None, level_column: str | None = None,
-                 unresolved: str = "refuse", where: str | None = None,
+                 unresolved: Unresolved = "refuse", where: str | None = None,
                  unit: str | None = None,
                  tokens_per_example: float | None = None) -> NoiseTrajectory:
         r"""From a noise log (`empirical_batch.noise_log`: a path, or a DataFrame such
@@ -201,10 +205,6 @@ class NoiseTrajectory:
 
         unit_ = unit  # the unit asked for (``unit`` below is the log's)
         f = load_noise_log(log, where)
-        if unresolved not in ("refuse", "drop"):
-            raise InputError(f"unresolved must be 'refuse' or 'drop', got {unresolved!r}")
-        if not (np.isfinite(batch_size) and batch_size > 0):
-            raise InputError(f"batch_size must be > 0, got {batch_size!r}")
         if column is None:
             column, _ = choose_quantity(f, quantity)
         else:
@@ -267,6 +267,8 @@ class NoiseTrajectory:
         return cls.from_examples(examples, b, batch_size, source="B_crit(L) law")
 
     @classmethod
+    @validate_params(b_crit="b_crit", loss=POSITIVE, batch_size="batch_size",
+                     alpha=POSITIVE)
     def from_b_crit(cls, b_crit: float, examples: ArrayLike, loss: ArrayLike,
                     batch_size: float, *,
                     alpha: float, low: float | None = None, unit: str = "examples",
@@ -282,16 +284,12 @@ class NoiseTrajectory:
         from scipy.optimize import brentq
 
         target = float(b_crit)
-        if not (np.isfinite(target) and target > 0):
-            raise InputError(f"b_crit must be finite and > 0, got {b_crit!r}")
-        if not (np.isfinite(alpha) and alpha > 0):
-            raise InputError(f"alpha must be > 0, got {alpha!r}")
         lo_end = None if low is None or not np.isfinite(low) else float(low)
         if lo_end is not None and not 0 < lo_end <= target:
             raise InputError(f"low must be in (0, b_crit], got {low!r}")
         ell = np.asarray(loss, dtype=float)
-        if ell.ndim != 1 or not np.all(np.isfinite(ell) & (ell > 0)):
-            raise InputError("loss must be finite and > 0")
+        if ell.ndim != 1:
+            raise InputError(f"loss must be 1-D, got shape {ell.shape}")
         shape = ell ** (-1.0 / alpha)
         shape = shape / np.exp(np.mean(np.log(shape)))
 
