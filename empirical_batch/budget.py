@@ -48,7 +48,7 @@ from ._validate import as_float, check_level
 from .errors import InputError, warn
 from .fit.power_law import PowerLaw, fit_power_law
 from .fit.tradeoff_fit import FitWarning
-from .params import Domain, removed_keywords, validate_params
+from .params import INTEGER, Domain, instance_of, removed_keywords, validate_params
 from .result import Interval, Result
 
 __all__ = ["FixedBudgetFit", "fit_fixed_budget"]
@@ -195,7 +195,8 @@ def _residual_bootstrap(x: np.ndarray, y: np.ndarray, n_boot: int, ci: float,
 @removed_keywords(ci="level")
 @validate_params(tolerance=Domain(0.0, low_open=False, meaning="relative loss tolerance of "
                                   "the near-optimal band"),
-                 n_boot="n_boot", level="level")
+                 frame=instance_of(pd.DataFrame, what="a pandas DataFrame"),
+                 n_boot=INTEGER.within("n_boot"), level="level")
 def fit_fixed_budget(
     frame: pd.DataFrame,
     *,
@@ -251,12 +252,8 @@ def fit_fixed_budget(
     (Powers of two quantise the band: with exact losses the exponent comes out 0.347;
     with noisy losses, ``tests/test_budget.py`` checks the intervals' coverage.)
     """
-    if not isinstance(frame, pd.DataFrame):
-        raise InputError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     tolerance = as_float(tolerance, "tolerance")
     ci = check_level(level)
-    if not isinstance(n_boot, int | np.integer):
-        raise InputError(f"n_boot must be an int, got {n_boot!r}")
     c = _column(frame, budget, "budget")
     b = _column(frame, batch_size, "batch size")
     lr = _column(frame, learning_rate, "learning rate")

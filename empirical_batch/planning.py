@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike
 
 from ._validate import as_array, as_float, check_broadcast, scalar_or_array
 from .errors import InputError
-from .params import Domain, check, validate_params
+from .params import INTEGER, Domain, check, check_fields, instance_of, validate_params
 from .result import Result, TableResult, unwrap_table
 from .tradeoff import Tradeoff
 
@@ -92,12 +92,11 @@ class Hardware(Result):
     max_devices: int = 1024
 
     def __post_init__(self) -> None:
+        check_fields(self, {name: INTEGER.within(domain) if domain.integer else domain
+                            for name, domain in _HARDWARE.items()})
         for name, domain in _HARDWARE.items():
             v = getattr(self, name)
-            if domain.integer and (isinstance(v, bool) or not isinstance(v, int | np.integer)):
-                raise InputError(f"{name} must be an integer, got {v!r}")
             x = as_float(v, name)
-            domain.check(x, name)
             if not domain.integer:
                 object.__setattr__(self, name, x)
                 continue
@@ -234,7 +233,7 @@ def _whole_split(share: int, cap: int) -> int:
     return k
 
 
-@validate_params(batch_sizes=_COUNT, devices="devices")
+@validate_params(tradeoff=instance_of(Tradeoff), batch_sizes=_COUNT, devices="devices")
 def plan(
     tradeoff: Tradeoff,
     hardware: Hardware | None = None,
@@ -293,8 +292,6 @@ def plan(
     """
     import pandas as pd
 
-    if not isinstance(tradeoff, Tradeoff):
-        raise InputError(f"tradeoff must be a Tradeoff, got {type(tradeoff).__name__}")
     hw = Hardware() if hardware is None else hardware
     if not isinstance(hw, Hardware):
         raise InputError(f"hardware must be a Hardware, got {type(hw).__name__}")

@@ -43,6 +43,7 @@ import pandas as pd
 
 from ._io import read_csv
 from .errors import DataError, InputError
+from .params import BOOLEAN, validate_params
 from .result import unwrap_table
 from .units import check_unit
 
@@ -417,6 +418,7 @@ def _bounded_column(df: pd.DataFrame, mapping: Mapping[str, str], key: str, what
     return values
 
 
+@validate_params(higher_is_better=BOOLEAN)
 def load_sweep(
     source: object,
     *,
@@ -489,8 +491,6 @@ def load_sweep(
                 "state the direction with higher_is_better=True or False"
             )
         higher_is_better = False
-    if not isinstance(higher_is_better, bool | np.bool_):
-        raise InputError(f"higher_is_better must be a bool, got {type(higher_is_better).__name__}")
 
     out = pd.DataFrame(index=df.index)
     runs = df[mapping["run"]]

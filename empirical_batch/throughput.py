@@ -37,7 +37,7 @@ from scipy import optimize
 
 from ._validate import as_float
 from .errors import EmpiricalBatchWarning, InputError, warn
-from .params import Domain, validate_params
+from .params import Domain, instance_of, validate_params
 from .result import Result
 
 __all__ = ["ThroughputModel", "fit_throughput"]
@@ -114,8 +114,6 @@ class ThroughputModel(Result):
 
 
 def _timings(frame: pd.DataFrame) -> tuple[np.ndarray, ...]:
-    if not isinstance(frame, pd.DataFrame):
-        raise InputError(f"timings must be a pandas DataFrame, got {type(frame).__name__}")
     missing = [c for c in ("micro_batch", "step_seconds") if c not in frame.columns]
     if missing:
         raise InputError(f"timings need columns {list(COLUMNS)} (devices and accumulation "
@@ -134,6 +132,7 @@ def _timings(frame: pd.DataFrame) -> tuple[np.ndarray, ...]:
     return tuple(out)
 
 
+@validate_params(timings=instance_of(pd.DataFrame, what="a pandas DataFrame"))
 def fit_throughput(timings: pd.DataFrame) -> ThroughputModel:
     r"""Fit `ThroughputModel` to measured step times.
 

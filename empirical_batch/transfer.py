@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ._validate import as_float, positive_float
 from .errors import EmpiricalBatchWarning, InputError, NotFoundError, warn
-from .params import validate_params
+from .params import instance_of, validate_params
 from .result import Result
 from .rules import (
     HPARAMS,
@@ -193,9 +193,7 @@ class TransferResult(Result):
 
 
 # ---------------------------------------------------------------- validation
-def _check_hparams(hparams: object, optimizer: str) -> dict[str, float]:
-    if not isinstance(hparams, Mapping):
-        raise InputError(f"hparams must be a mapping (dict), got {type(hparams).__name__}")
+def _check_hparams(hparams: Mapping[str, Any], optimizer: str) -> dict[str, float]:
     if not hparams:
         raise InputError(f"hparams is empty; give some of {sorted(_KEYS[optimizer])}")
     unknown = set(hparams) - set(HPARAMS)
@@ -269,16 +267,13 @@ def _check_rules(rule: object, optimizer: str, hp: Mapping[str, float], b_noise:
     if rule is None or isinstance(rule, str):
         lr_rule = rule
         overrides: dict[str, str] = {}
-    elif isinstance(rule, Mapping):
-        overrides = dict(rule)
+    else:  # a mapping (declared by `transfer`)
+        overrides = dict(rule)  # type: ignore[call-overload]
         bad = set(overrides) - set(HPARAMS)
         if bad:
             raise InputError(f"rule has unknown hyperparameter key(s) {sorted(bad)}; "
                              f"known: {list(HPARAMS)}")
         lr_rule = overrides.get("lr")
-    else:
-        raise InputError(f"rule must be None, a rule name or a mapping hyperparameter -> rule "
-                        f"name, got {type(rule).__name__}")
     if lr_rule is None:
         lr_rule = default_lr_rule(optimizer, b_noise_known=b_noise is not None)
     if lr_rule not in (*_LR_RULES, "unchanged"):
@@ -320,7 +315,9 @@ def _check_tradeoff(tradeoff: object) -> tuple[Tradeoff | None, tuple[float, flo
                     f"{type(tradeoff).__name__}")
 
 
-@validate_params(optimizer=Optimizer)
+@validate_params(hparams=instance_of(Mapping, what="a mapping (dict)"), optimizer=Optimizer,
+                 rule=instance_of(str, Mapping, what="None, a rule name or a mapping "
+                                                    "hyperparameter -> rule name"))
 def transfer(
     hparams: Mapping[str, float],
     from_batch: float,

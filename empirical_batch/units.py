@@ -31,12 +31,13 @@ empirical_batch.units.UnitMismatch: the fit and the noise log are in different u
 
 from __future__ import annotations
 
-import math
+import numbers
 from typing import TypeVar
 
 import numpy as np
 
 from .errors import InputError
+from .params import POSITIVE, REAL, Kind, validate_params
 
 __all__ = ["UNITS", "UnitMismatch", "check_unit", "convert", "same_unit"]
 
@@ -70,22 +71,24 @@ def _factor(src: str, dst: str, tokens_per_example: float | None) -> float:
     if tokens_per_example is None:
         raise UnitMismatch(f"converting {src} to {dst} needs tokens_per_example (tokens in "
                            "one example or sequence)")
-    t = float(tokens_per_example)
-    if isinstance(tokens_per_example, bool) or not (math.isfinite(t) and t > 0):
-        raise InputError(f"tokens_per_example must be a finite number > 0, got "
-                         f"{tokens_per_example!r}")
+    t = float(tokens_per_example)  # declared by `convert`
     return t if dst == "tokens" else 1.0 / t
 
 
+def _numbers(v: object) -> bool:
+    """A number, or what numpy reads as an array of numbers (its elements are numpy's)."""
+    return (isinstance(v, numbers.Real | list | tuple) and not isinstance(v, bool)) or \
+        hasattr(v, "__array__")
+
+
+@validate_params(value=Kind("a number or an array of numbers", _numbers),
+                 tokens_per_example=REAL.within(POSITIVE, "a finite number > 0"))
 def convert(value: _Value, src: str, dst: str, *,
             tokens_per_example: float | None = None) -> _Value:
     r"""``value`` (a number or a numpy array) in unit ``src`` expressed in ``dst``:
     multiplied by ``tokens_per_example`` $T$ from examples/sequences to tokens,
     divided by it from tokens; examples and sequences convert 1:1. Raises
     `UnitMismatch` when tokens are involved and $T$ is not given."""
-    if isinstance(value, str | bytes | bool | np.bool_):
-        raise InputError(f"value must be a number or an array of numbers, got "
-                         f"{type(value).__name__} {value!r:.40}")
     f = _factor(check_unit(src, "source unit"), check_unit(dst, "target unit"),
                 tokens_per_example)
     if f == 1.0:
