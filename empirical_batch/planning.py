@@ -233,7 +233,8 @@ def _whole_split(share: int, cap: int) -> int:
     return k
 
 
-@validate_params(tradeoff=instance_of(Tradeoff), batch_sizes=_COUNT, devices="devices")
+@validate_params(tradeoff=instance_of(Tradeoff), hardware=instance_of(Hardware),
+                 batch_sizes=_COUNT, devices="devices")
 def plan(
     tradeoff: Tradeoff,
     hardware: Hardware | None = None,
@@ -293,8 +294,6 @@ def plan(
     import pandas as pd
 
     hw = Hardware() if hardware is None else hardware
-    if not isinstance(hw, Hardware):
-        raise InputError(f"hardware must be a Hardware, got {type(hw).__name__}")
     capacity = hw.max_device_batch * hw.max_devices
     if batch_sizes is None:
         bs = _powers_of_two(tradeoff.b_crit / 1024, min(tradeoff.b_crit * 1024, capacity))

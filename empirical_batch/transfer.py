@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ._validate import as_float, positive_float
 from .errors import EmpiricalBatchWarning, InputError, NotFoundError, warn
+from .fit.tradeoff_fit import TradeoffFit
 from .params import instance_of, validate_params
 from .result import Result
 from .rules import (
@@ -84,8 +85,6 @@ from .tradeoff import Tradeoff
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from .fit import TradeoffFit
 
 __all__ = [
     "HPARAMS",
@@ -301,23 +300,20 @@ def _check_rules(rule: object, optimizer: str, hp: Mapping[str, float], b_noise:
 def _check_tradeoff(tradeoff: object) -> tuple[Tradeoff | None, tuple[float, float] | None]:
     if tradeoff is None:
         return None, None
-    from .fit import TradeoffFit
-
     if isinstance(tradeoff, TradeoffFit):
         if tradeoff.status not in ("identified", "unknown"):
             raise InputError(f"tradeoff: the fit gives {tradeoff.b_crit_text()} (status "
                              f"{tradeoff.status}), not S_min and E_min to scale steps "
                              "along; pass an identified fit or a Tradeoff")
         return tradeoff.tradeoff, (min(tradeoff.batch_sizes), max(tradeoff.batch_sizes))
-    if isinstance(tradeoff, Tradeoff):
-        return tradeoff, None
-    raise InputError(f"tradeoff must be a Tradeoff or a TradeoffFit, got "
-                    f"{type(tradeoff).__name__}")
+    assert isinstance(tradeoff, Tradeoff)  # declared by `transfer`
+    return tradeoff, None
 
 
 @validate_params(hparams=instance_of(Mapping, what="a mapping (dict)"), optimizer=Optimizer,
                  rule=instance_of(str, Mapping, what="None, a rule name or a mapping "
-                                                    "hyperparameter -> rule name"))
+                                                    "hyperparameter -> rule name"),
+                 tradeoff=instance_of(Tradeoff, TradeoffFit, what="a Tradeoff or a TradeoffFit"))
 def transfer(
     hparams: Mapping[str, float],
     from_batch: float,

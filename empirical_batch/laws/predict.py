@@ -44,7 +44,7 @@ from scipy import stats
 
 from ..errors import InputError, warn
 from ..fit.tradeoff_fit import FitWarning
-from ..params import POSITIVE, REAL, Options, instance_of, validate_params
+from ..params import POSITIVE, REAL, Options, check_fields, instance_of, validate_params
 from ..result import Interval, Result
 from .law import INPUTS, ScalingLaw
 
@@ -69,9 +69,9 @@ class Anchor:
     high: float = math.nan
 
     def __post_init__(self) -> None:
+        check_fields(self, {"value": REAL.within(POSITIVE)}, error=lambda _, message:
+                     InputError(f"the anchor's batch {message.removeprefix('value ')}"))
         v = float(self.value)
-        if not (math.isfinite(v) and v > 0):
-            raise InputError(f"the anchor's batch must be finite and > 0, got {self.value!r}")
         for k, x in self.point.items():
             if k not in INPUTS:
                 raise InputError(f"anchor input {k!r} is not one of {list(INPUTS)}")

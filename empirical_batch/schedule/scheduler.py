@@ -53,13 +53,13 @@ class BatchSizeScheduler:
     ``sched.batch_size`` examples, ``loss.backward(); opt.step(); sched.step()``.
     """
 
-    @validate_params(schedule=instance_of(BatchSchedule),
+    @validate_params(optimizer=Kind("a torch.optim.Optimizer",
+                                    lambda v: hasattr(v, "param_groups")),
+                     schedule=instance_of(BatchSchedule),
                      base_lr=Domain(0.0, meaning="learning rate of the first stage"),
                      lr_lambda=Kind("a function of the examples consumed", callable))
     def __init__(self, optimizer: _Optimizer, schedule: BatchSchedule, base_lr: float, *,
                  lr_lambda: Callable[[float], float] | None = None) -> None:
-        if not hasattr(optimizer, "param_groups"):
-            raise InputError("optimizer must be a torch.optim.Optimizer")
         self.optimizer = optimizer
         self.schedule = schedule
         self.base_lr = as_float(base_lr, "base_lr")
