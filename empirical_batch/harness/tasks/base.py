@@ -43,7 +43,7 @@ NONNEGATIVE = REAL.within(Domain(0.0, math.inf, low_open=False), "a finite numbe
 def check_options(task: str, options: Any, constraints: Mapping[str, Any]) -> None:
     """Check the fields of a task's ``options`` against the task's declared
     ``option_constraints`` (`empirical_batch.params.check_fields`): a `TaskConfigError`
-    naming the task, the option, what it must be and the value received."""
+    naming the task, the option, its constraint and the value received."""
 
     def error(field: str, message: str) -> TaskConfigError:
         return TaskConfigError(f"task {task!r}: option {field!r} "
