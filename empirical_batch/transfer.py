@@ -66,8 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ._validate import as_float, positive_float
 from .errors import EmpiricalBatchWarning, InputError, NotFoundError, warn
-from .fit.tradeoff_fit import TradeoffFit
-from .params import instance_of, validate_params
+from .params import Kind, instance_of, validate_params
 from .result import Result
 from .rules import (
     HPARAMS,
@@ -85,6 +84,8 @@ from .tradeoff import Tradeoff
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .fit import TradeoffFit
 
 __all__ = [
     "HPARAMS",
@@ -297,9 +298,19 @@ def _check_rules(rule: object, optimizer: str, hp: Mapping[str, float], b_noise:
     return {k: RULES[chosen[k]] for k in HPARAMS if k in hp or k == "lr"}
 
 
+def _is_tradeoff_fit(value: object) -> bool:
+    """Whether ``value`` is a `TradeoffFit` (the fits are imported only when a tradeoff is
+    given: the command line's start-up does without them)."""
+    from .fit import TradeoffFit
+
+    return isinstance(value, TradeoffFit)
+
+
 def _check_tradeoff(tradeoff: object) -> tuple[Tradeoff | None, tuple[float, float] | None]:
     if tradeoff is None:
         return None, None
+    from .fit import TradeoffFit
+
     if isinstance(tradeoff, TradeoffFit):
         if tradeoff.status not in ("identified", "unknown"):
             raise InputError(f"tradeoff: the fit gives {tradeoff.b_crit_text()} (status "
@@ -313,7 +324,8 @@ def _check_tradeoff(tradeoff: object) -> tuple[Tradeoff | None, tuple[float, flo
 @validate_params(hparams=instance_of(Mapping, what="a mapping (dict)"), optimizer=Optimizer,
                  rule=instance_of(str, Mapping, what="None, a rule name or a mapping "
                                                     "hyperparameter -> rule name"),
-                 tradeoff=instance_of(Tradeoff, TradeoffFit, what="a Tradeoff or a TradeoffFit"))
+                 tradeoff=Kind("a Tradeoff or a TradeoffFit", lambda v: isinstance(v, Tradeoff)
+                               or _is_tradeoff_fit(v)))
 def transfer(
     hparams: Mapping[str, float],
     from_batch: float,
