@@ -12,7 +12,8 @@ tokens); the command line's ``--json`` output and the schedule exports use them.
 result's JSON carries its class under ``"result"`` (`RESULT_KEY`), so `read_result` gives
 the object back: ``read_result(fit.to_json()) == fit``; ``Cls.from_dict(d)`` is the
 inverse of ``to_dict``. ``result.interval(name, level)`` is the interval of a quantity at
-any level where the result stores its bootstrap draws.
+any level where the result stores its bootstrap draws (a `TradeoffFit`'s ``b_crit``: where
+it stores its profile, `empirical_batch.fit.tradeoff_intervals.BCritProfile`).
 """
 
 from __future__ import annotations

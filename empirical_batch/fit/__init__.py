@@ -48,6 +48,8 @@ Gaussian log-errors, no bootstrap needed). ``"percentile"``: quantiles of the
 bootstrap $B_{crit}$ (under-covers with few points: 0.80–0.85 at nominal
 0.90 in ``benchmarks/coverage_fit.py``, against 0.87–0.90 for ``"profile"``;
 widened to contain the estimate where it does not).
+``fit.interval("b_crit", level)`` forms the same interval at another level from the
+fit's ``b_crit_profile`` and draws (`empirical_batch.fit.tradeoff_intervals.BCritProfile`).
 """
 
 from .b_crit_law import KAPLAN_2020, BCritLaw, fit_b_crit_law
