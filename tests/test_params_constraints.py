@@ -310,3 +310,28 @@ def test_an_options_dataclass_declares_its_fields_once():
                      error=lambda field, msg: Refused(f"option {field!r}: {msg}"))
     with pytest.raises(InputError, match="has no field 'width'"):
         check_fields(Opts(), {"width": INTEGER})
+
+
+def _numeric_kind(c):
+    kind = c.kind if isinstance(c, Within) else c
+    return kind if kind in (INTEGER, REAL) else None
+
+
+TYPED = [(n, p) for n, p in CASES if _numeric_kind(FUNCTIONS[n].parameter_constraints[p])]
+
+
+def test_the_library_declares_typed_numbers():
+    assert {("empirical_batch.fit.tradeoff_fit.fit_tradeoff", "n_boot"),
+            ("empirical_batch.laws.optima.cell_optima", "band"),
+            ("empirical_batch.simulate.sign.sign_step_monte_carlo", "n_samples")} <= set(TYPED)
+
+
+@pytest.mark.parametrize("name,param", TYPED)
+def test_a_declared_number_refuses_a_bool_and_a_string_naming_the_parameter(name, param):
+    f = FUNCTIONS[name]
+    kind = _numeric_kind(f.parameter_constraints[param])
+    default = inspect.signature(inspect.unwrap(f)).parameters[param].default
+    bad = [True, "1"] + ([2.5] if kind is INTEGER else []) + ([] if default is None else [None])
+    for value in bad:
+        with pytest.raises(InputError, match=rf"^{param} must be .*, got {type(value).__name__}"):
+            _call_with(f, param, value)
