@@ -75,6 +75,13 @@ class NoiseSpec:
     batch_size: int
     n_examples: int = 512
     n_checkpoints: int = 12
+    #: Hessian-vector products for this many of the examples' deviations only
+    #: (`empirical_batch.measure.hessian_noise_scale`'s ``n_probes``: unbiased, its
+    #: standard error recorded); None: for all of them
+    hvp_probes: int | None = None
+
+    def __post_init__(self):
+        _check_probes(self.hvp_probes)
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,19 @@ class OneStepSpec:
     n_checkpoints: int = 3
     n_examples: int = 1024
     n_boot: int = 200
+    #: probes of the Hessian measurement that places the ε grid and gives the
+    #: ``_hvp`` predictions (as `NoiseSpec.hvp_probes`); None: all examples
+    hvp_probes: int | None = None
+
+    def __post_init__(self):
+        _check_probes(self.hvp_probes)
+
+
+def _check_probes(value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 2):
+        raise InputError(f"hvp_probes must be None or an integer >= 2 (a standard error "
+                         f"needs two probes), got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -149,13 +169,25 @@ class HarnessConfig:
 
     def to_dict(self) -> dict:
         """The configuration as plain data (the manifests compare it). A plan without
-        branched training leaves that key out, so that results written before the stage
-        existed still compare equal."""
+        branched training, and a spec without probes, leave those keys out, so that
+        results written before they existed still compare equal."""
         data = asdict(self)
         for plan in data["plans"]:
             if plan.get("branched") is None:
                 plan.pop("branched", None)
+            for name in ("noise", "one_step"):
+                plan[name] = spec_key(plan[name])
         return data
+
+
+def spec_key(spec) -> dict:
+    """A spec (a dataclass or its dict) as plain data for cache keys and manifests, with
+    ``hvp_probes`` left out while None: the keys of results measured before the field
+    existed are unchanged."""
+    data = dict(spec) if isinstance(spec, dict) else asdict(spec)
+    if data.get("hvp_probes", 0) is None:
+        del data["hvp_probes"]
+    return data
 
 
 # --------------------------------------------------------------------------- presets

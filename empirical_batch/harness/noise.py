@@ -50,7 +50,7 @@ from .._numeric import progress_mean
 from ..errors import InputError
 from ..quadratic_model import QuadraticModel
 from ..theory import dl_opt
-from .config import TaskPlan
+from .config import TaskPlan, spec_key
 from .resume import cached, task_identity
 from .scales import collector_b_simple, hessian_scales
 from .tasks.base import Task
@@ -107,13 +107,16 @@ def objective_sample(task: Task, n: int):
     return x[idx], y[idx]
 
 
-def measure_scales(task: Task, model, n_examples: int) -> dict:
+def measure_scales(task: Task, model, n_examples: int, *, hvp_probes: int | None = None,
+                   seed: int = 0) -> dict:
     """Both noise-scale measurements at the model's current weights (see module doc),
     the population values for the task's sampling design (`Task.population_size`,
-    recorded as ``population_size``)."""
+    recorded as ``population_size``). ``hvp_probes``, ``seed``: the Hessian path's
+    subsampled probes (`NoiseSpec.hvp_probes`)."""
     x, y = objective_sample(task, n_examples)
     pop = float(task.population_size)
-    out = hessian_scales(model, task.loss_fn, x, y, population_size=pop)
+    out = hessian_scales(model, task.loss_fn, x, y, population_size=pop,
+                         n_probes=hvp_probes, seed=seed)
     out.update(collector_b_simple(model, task.loss_fn, x, y, population_size=pop))
     out["population_size"] = pop
     with torch.no_grad():
@@ -131,7 +134,7 @@ def run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame, optimiz
     """
     member = reference_member(sweep_frame, optimizer, plan.noise.batch_size)
     swept = sweep_frame[sweep_frame.run == member.run][["step", "metric"]]
-    key = (task_identity(task), asdict(plan.noise), asdict(plan.sweep.budget),
+    key = (task_identity(task), spec_key(plan.noise), asdict(plan.sweep.budget),
            member.to_dict(), swept.to_numpy().tolist())
     return cached(task.name, "reference", optimizer, key,
                   lambda: _run_reference(task, plan, sweep_frame, member))
@@ -148,7 +151,8 @@ def _run_reference(task: Task, plan: TaskPlan, sweep_frame: pd.DataFrame,
 
     def record(step, model, loss, state):
         rec = {"step": step, "examples": step * member.batch_size, "eval_loss": loss}
-        rec.update(measure_scales(task, model, spec.n_examples))
+        rec.update(measure_scales(task, model, spec.n_examples,
+                                  hvp_probes=spec.hvp_probes, seed=step))
         rows.append(rec)
         snaps[step], opt_snaps[step] = state
 

@@ -37,7 +37,7 @@ every measured number comes from the loss changes.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -47,7 +47,7 @@ from torch.func import functional_call, grad, vmap
 from ..errors import InputError
 from ..theory import dl_opt, eps_opt
 from . import scales
-from .config import OneStepSpec
+from .config import OneStepSpec, spec_key
 from .noise import evenly_spaced, objective_sample
 from .resume import cached, task_identity
 from .scales import hessian_scales, saved_bytes_per_example
@@ -148,7 +148,7 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
         return t.double() if t.is_floating_point() else t
 
     x_o, y_o = (f64(t) for t in objective_sample(task, spec.n_examples))
-    hs = hessian_scales(model, task.loss_fn, x_o, y_o)
+    hs = hessian_scales(model, task.loss_fn, x_o, y_o, n_probes=spec.hvp_probes, seed=step)
     scale = hs["g2"] / hs["ghg"] if hs["ghg"] > 0 else learning_rate
     eps = scale * np.geomspace(*EPS_SPAN, spec.n_eps)
     eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
@@ -236,7 +236,8 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
         "b_noise_fit": b_noise_fit,
         "b_noise_fit_low": _pct(fit_draws, 2.5),
         "b_noise_fit_high": _pct(fit_draws, 97.5),
-        "b_noise_hvp": hs["b_noise"], "b_simple_hvp": hs["b_simple"],
+        "b_noise_hvp": hs["b_noise"], "b_noise_hvp_se": hs["b_noise_se"],
+        "b_simple_hvp": hs["b_simple"],
         "eps_max_fit": eps_max_fit, "eps_max_hvp": eps_max_hvp,
         "dl_max_fit": dl_max_fit, "dl_max_hvp": dl_max_hvp,
         "g2_fit": a_bar, "g2_hvp": hs["g2"], "ghg_fit": float(c), "ghg_hvp": hs["ghg"],
@@ -248,7 +249,7 @@ def one_step_at(task: Task, state: dict, spec: OneStepSpec, *, learning_rate: fl
 def run_one_step(task: Task, spec: OneStepSpec, reference, *, key: int = 0) -> OneStepResult:
     """The experiment at ``spec.n_checkpoints`` of the reference run's snapshots (kept per
     task inside an `empirical_batch.harness.resume.stage_cache` block)."""
-    ident = (task_identity(task), asdict(spec), reference.member.to_dict(),
+    ident = (task_identity(task), spec_key(spec), reference.member.to_dict(),
              reference.scales[["step", "eval_loss"]].to_numpy().tolist(), key)
     return cached(task.name, "one_step", reference.member.optimizer, ident,
                   lambda: _run_one_step(task, spec, reference, key=key))

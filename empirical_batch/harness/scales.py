@@ -104,8 +104,8 @@ def grad_chunk(model, loss_fn, inputs, targets, budget: int | None = None, *,
     return int(max(1, min(n, budget // per_example)))
 
 
-def hessian_scales(model, loss_fn, inputs, targets, population_size: float | None = None
-                   ) -> dict:
+def hessian_scales(model, loss_fn, inputs, targets, population_size: float | None = None,
+                   *, n_probes: int | None = None, seed: int = 0) -> dict:
     """B_noise, B_simple and |G|², GᵀHG, tr Σ, tr(HΣ) at the model's current weights.
 
     The examples are treated as the data set the batches are drawn from (``ddof=0``);
@@ -115,9 +115,11 @@ def hessian_scales(model, loss_fn, inputs, targets, population_size: float | Non
     replacement and the examples without (the finite-population correction).
     Hessian-vector products run `hvp_chunk` at a time (memory n × chunk
     activations) and per-example gradients `grad_chunk` at a time; the result does not
-    depend on either beyond round-off. Attention (`torch.nn.functional.
-    scaled_dot_product_attention`) runs its math backend here: the fused kernels have no
-    double backward.
+    depend on either beyond round-off. ``n_probes``/``seed``: the products for that many
+    deviations only (`hessian_noise_scale`; ``b_noise_se``, ``b_noise_pop_se`` and
+    ``trace_h_sigma_se`` state the error, 0 with every example a probe). Attention
+    (`torch.nn.functional.scaled_dot_product_attention`) runs its math backend here: the
+    fused kernels have no double backward.
     """
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -128,9 +130,11 @@ def hessian_scales(model, loss_fn, inputs, targets, population_size: float | Non
         r = hessian_noise_scale(
             model, loss_fn, inputs, targets,
             chunk_size=hvp_chunk(model, loss_fn, inputs, targets, per_example=per),
-            grad_chunk_size=grad_chunk(model, loss_fn, inputs, targets, per_example=per))
+            grad_chunk_size=grad_chunk(model, loss_fn, inputs, targets, per_example=per),
+            n_probes=n_probes, seed=seed)
     pop = r.unbiased(population_size)
-    return {**r.to_dict(), "b_noise_pop": pop.b_noise, "b_simple_pop": pop.b_simple}
+    return {**r.to_dict(), "b_noise_pop": pop.b_noise, "b_simple_pop": pop.b_simple,
+            "b_noise_pop_se": pop.b_noise_se}
 
 
 def collector_b_simple(model, loss_fn, inputs, targets,

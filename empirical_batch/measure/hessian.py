@@ -17,7 +17,25 @@ examples are a sample of a larger population (the training data),
 `HessianNoiseScale.unbiased` removes it (App. A.1, with $H$ held fixed).
 
 Cost: ``n`` per-example gradients and ``n + 1`` Hessian-vector products, all held
-in memory (``n × parameters``): for small models and data sets.
+in memory (``n × parameters``): for small models and data sets. Each product is a
+double backward through all ``n`` examples, so the products cost about ``n²``
+single-example steps.
+
+**Probes.** With ``n_probes = m < n`` the products are taken for ``m`` of the
+deviations only, drawn uniformly without replacement, and the sum over all ``n`` is
+estimated by the expansion estimator of simple random sampling (Cochran, *Sampling
+Techniques*, 3rd ed., 1977, §2.2–2.5, eqs. 2.8 and 2.10): with
+$q_i = (g_i-G)^T H (g_i-G)$ on the probes $S$,
+
+$$
+\widehat{\textstyle\sum_i q_i} = \frac{n}{m}\sum_{i\in S} q_i,\qquad
+\widehat{\operatorname{Var}} = n^2\Big(1-\frac{m}{n}\Big)\frac{s_q^2}{m},
+$$
+
+$s_q^2$ the probes' sample variance (divisor $m-1$), both unbiased. The cost falls
+to about ``m n`` single-example steps; the estimate's standard error is stated as
+``trace_h_sigma_se`` and, by the delta method ($G^THG$ is exact on the sample),
+``b_noise_se``. With every example a probe (the default) both are 0.
 """
 
 from __future__ import annotations
@@ -49,6 +67,12 @@ class HessianNoiseScale(Result):
     n_examples: int
     ddof: int = 0
     unbiased_for_population: bool = False
+    #: the deviations the Hessian-vector products were taken for (None: not recorded)
+    n_probes: int | None = None
+    #: standard errors of ``trace_h_sigma`` and ``b_noise`` from subsampled probes
+    #: (0 when every example is a probe)
+    trace_h_sigma_se: float = 0.0
+    b_noise_se: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -100,13 +124,19 @@ class HessianNoiseScale(Result):
         trs, trhs = self.trace_sigma * scale, self.trace_h_sigma * scale
         inv = 1.0 / n - (0.0 if big_d is None else 1.0 / big_d)
         g2, ghg = self.g2 - trs * inv, self.ghg - trhs * inv
-        if big_d is not None:
-            trs, trhs = trs * (big_d - 1.0) / big_d, trhs * (big_d - 1.0) / big_d
+        keep = 1.0 if big_d is None else (big_d - 1.0) / big_d
+        trs, trhs = trs * keep, trhs * keep
         d = noise_scales_from_scalars(g2, ghg, trs, trhs)
+        # b_noise = keep s T / (ghg0 - s inv T) in the measured T = trace_h_sigma:
+        # d b_noise / dT = keep s ghg0 / (ghg0 - s inv T)^2 (the delta method)
+        slope = keep * scale * self.ghg / ghg**2 if ghg != 0 else math.inf
+        se_t = self.trace_h_sigma_se
         return HessianNoiseScale(
             b_noise=d["b_noise"], b_simple=d["b_simple"],
             g2=g2, ghg=ghg, trace_sigma=trs, trace_h_sigma=trhs, n_examples=n,
             ddof=1 if big_d is None else 0, unbiased_for_population=True,
+            n_probes=self.n_probes, trace_h_sigma_se=se_t * scale * keep,
+            b_noise_se=abs(slope) * se_t if se_t > 0 else 0.0,
         )
 
     def quadratic_model(self):
@@ -120,7 +150,8 @@ class HessianNoiseScale(Result):
 
 def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: int = 0,
                         chunk_size: int | None = None,
-                        grad_chunk_size: int | None = None) -> HessianNoiseScale:
+                        grad_chunk_size: int | None = None,
+                        n_probes: int | None = None, seed: int = 0) -> HessianNoiseScale:
     """$B_{noise}$ and $B_{simple}$ at the current parameters.
 
     ``loss_fn(outputs, targets)`` is the batch-mean loss; ``ddof=0`` treats the
@@ -128,7 +159,9 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
     sample from a larger one. ``chunk_size`` limits how many HVPs run at once (each
     a double backward through all ``n`` examples) and ``grad_chunk_size`` how many
     per-example gradients (default: ``chunk_size``); neither changes the result
-    beyond round-off.
+    beyond round-off. ``n_probes``: take the Hessian-vector products for that many of
+    the ``n`` deviations, drawn without replacement with ``seed`` (module notes:
+    unbiased, with its standard error); ``None`` or ``n_probes >= n``: all of them.
     Computation is in the parameters' dtype (use float64 for exact checks).
     """
     from torch.func import functional_call, grad, vmap
@@ -146,6 +179,10 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
         grad_chunk_size = check_batch_size(grad_chunk_size, "grad_chunk_size")
     if n - ddof < 1:
         raise InputError(f"need more than ddof={ddof} examples, got {n}")
+    m = n if n_probes is None else min(check_batch_size(n_probes, "n_probes"), n)
+    if m < 2 <= n:
+        raise InputError(f"n_probes must be >= 2 (a standard error needs two probes), "
+                         f"got {n_probes!r}")
     names = [k for k, _ in chosen]
     shapes = [p.shape for _, p in chosen]
     sizes = [p.numel() for _, p in chosen]
@@ -171,16 +208,27 @@ def hessian_noise_scale(model, loss_fn, inputs, targets, *, params=None, ddof: i
         # support (torch 2.13: F.mse_loss raises "ZeroTensors are immutable").
         return grad(lambda t: torch.dot(g_full(t), v))(theta)
 
-    h_dev = vmap(hvp, chunk_size=chunk_size)(dev)
+    probes = dev
+    if m < n:
+        gen = torch.Generator().manual_seed(int(seed))
+        probes = dev[torch.randperm(n, generator=gen)[:m].to(dev.device)]
+    prod = probes * vmap(hvp, chunk_size=chunk_size)(probes)
     hg = hvp(g)
     denom = n - ddof
-    # one device->host transfer for the four sums
-    g2, ghg, ss, shs = torch.stack([g @ g, g @ hg, dev.square().sum(),
-                                    (dev * h_dev).sum()]).tolist()
+    if m < n:  # the expansion estimate n mean(q) and its variance
+        q = prod.sum(1)
+        shs, var_q = n * q.mean(), q.var()
+    else:
+        shs, var_q = prod.sum(), torch.zeros((), dtype=prod.dtype, device=prod.device)
+    # one device->host transfer for the five sums
+    g2, ghg, ss, shs, var_q = torch.stack([g @ g, g @ hg, dev.square().sum(),
+                                           shs, var_q]).tolist()
     trace_sigma, trace_h_sigma = ss / denom, shs / denom
+    se = n * math.sqrt(max(var_q, 0.0) * (1.0 - m / n) / m) / denom
     d = noise_scales_from_scalars(g2, ghg, trace_sigma, trace_h_sigma)
     return HessianNoiseScale(
         b_noise=d["b_noise"], b_simple=d["b_simple"],
         g2=g2, ghg=ghg, trace_sigma=trace_sigma, trace_h_sigma=trace_h_sigma,
-        n_examples=int(n), ddof=ddof,
+        n_examples=int(n), ddof=ddof, n_probes=int(m), trace_h_sigma_se=se,
+        b_noise_se=se / abs(ghg) if se > 0 else 0.0,
     )
