@@ -13,8 +13,8 @@ Two finite-data effects were candidates:
    *is* the finite training set (`Task.population_size` = D = 1437), so the noise scales
    the model names are those of that set. The report's values (``b_simple``,
    ``b_noise`` and their averages up to each target) follow that design
-   (`empirical_batch.harness.noise`): with n = D examples measured (the full preset) they
-   are the plug-in values (``b_simple_sample``, ``b_noise_sample``), with n < D drawn
+   (`empirical_batch.validation.experiments.noise`): with n = D examples measured (the full
+   preset) they are the plug-in values (``b_simple_sample``, ``b_noise_sample``), with n < D drawn
    without replacement the finite-population correction (1/n - 1/D). This prints B_crit
    over the averaged values (the model's comparison) and the local ones.
 

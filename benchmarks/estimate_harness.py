@@ -82,14 +82,14 @@ from bench_harness import (
     step_flops,
 )
 
-from empirical_batch.harness import scales
-from empirical_batch.harness.branched import BRANCH_GROUP_EXAMPLES, BRANCH_SEED
 from empirical_batch.harness.config import get_config
 from empirical_batch.harness.device import resolve_device
 from empirical_batch.harness.group_step import GRAPH_WARMUP, GroupStep
-from empirical_batch.harness.noise import measure_scales
-from empirical_batch.harness.one_step import one_step_at
 from empirical_batch.harness.trainer import Member, group_members, log_steps
+from empirical_batch.validation.experiments import scales
+from empirical_batch.validation.experiments.branched import BRANCH_GROUP_EXAMPLES, BRANCH_SEED
+from empirical_batch.validation.experiments.noise import measure_scales
+from empirical_batch.validation.experiments.one_step import one_step_at
 
 ROOT = Path(__file__).resolve().parents[1]
 #: an H100 SXM's HBM3 bandwidth (bytes/s), the default where none is measured

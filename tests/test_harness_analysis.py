@@ -12,14 +12,14 @@ torch = pytest.importorskip("torch")
 
 from empirical_batch.fit.targets import choose_targets, clear_of, reach_count  # noqa: E402
 from empirical_batch.harness.config import OneStepSpec  # noqa: E402
-from empirical_batch.harness.noise import (  # noqa: E402
+from empirical_batch.harness.tasks.base import Task  # noqa: E402
+from empirical_batch.validation.experiments.noise import (  # noqa: E402
     averaged_scale,
     measure_scales,
     scales_at_losses,
     start_value,
 )
-from empirical_batch.harness.one_step import one_step_at  # noqa: E402
-from empirical_batch.harness.tasks.base import Task  # noqa: E402
+from empirical_batch.validation.experiments.one_step import one_step_at  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -198,7 +198,7 @@ def test_targets_keep_clear_of_every_configurations_best_loss():
 def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):
     # the full preset splits the batch gradients into vmap chunks to bound GPU memory;
     # chunks of 14 and 3 batches (of 16 batches of B = 16, 64) give the same numbers
-    from empirical_batch.harness import scales as library
+    from empirical_batch.validation.experiments import scales as library
 
     task = _Linear().to("cpu", torch.float64)
     state = {"weight": 0.3 * torch.ones(1, task.options.dim, dtype=torch.float64)}
@@ -216,7 +216,7 @@ def test_one_step_batch_gradients_in_chunks_change_nothing(monkeypatch):
 
 
 def test_hvp_chunk_shrinks_with_activation_memory_and_changes_nothing(monkeypatch):
-    from empirical_batch.harness import scales as library
+    from empirical_batch.validation.experiments import scales as library
 
     task = _Linear().to("cpu", torch.float64)
     model = task.init_model(0).double()
@@ -235,7 +235,7 @@ def test_hvp_chunk_shrinks_with_activation_memory_and_changes_nothing(monkeypatc
 
 
 def test_degenerate_one_step_fits_give_nan_not_an_error():
-    from empirical_batch.harness.one_step import curvature_line, fit_step_quadratic
+    from empirical_batch.validation.experiments.one_step import curvature_line, fit_step_quadratic
 
     eps = np.array([0.1, 0.2, 0.4, 0.8, 1.6])
     dl = 2.0 * eps - 2.5 * eps**2
@@ -257,7 +257,7 @@ def test_degenerate_one_step_fits_give_nan_not_an_error():
 
 
 def test_grad_chunk_and_the_memory_budget(monkeypatch):
-    from empirical_batch.harness import scales as library
+    from empirical_batch.validation.experiments import scales as library
 
     task = _Linear().to("cpu", torch.float64)
     model = task.init_model(0).double()
@@ -272,7 +272,7 @@ def test_grad_chunk_and_the_memory_budget(monkeypatch):
 
 @pytest.mark.gpu
 def test_the_budget_on_cuda_is_a_share_of_the_device():
-    from empirical_batch.harness import scales as library
+    from empirical_batch.validation.experiments import scales as library
 
     total = torch.cuda.get_device_properties(0).total_memory
     want = max(library.SAVED_BYTES, int(total * library.CUDA_MEMORY_FRACTION))
@@ -305,7 +305,7 @@ def test_noise_and_one_step_on_cuda_match_cpu():
 
 def test_crossing_step_is_the_rule_of_steps_to_target():
     from empirical_batch.fit import steps_to_target
-    from empirical_batch.harness.noise import crossing_step
+    from empirical_batch.validation.experiments.noise import crossing_step
 
     steps = np.array([0, 1, 2, 4, 8, 16, 32])
     loss = np.array([3.0, 2.6, 2.2, 1.9, 1.5, 1.2, 1.0])
@@ -355,7 +355,7 @@ class _LinearSet(_Linear):
 
 
 def test_noise_scales_follow_the_tasks_sampling_design():
-    from empirical_batch.harness.noise import with_population
+    from empirical_batch.validation.experiments.noise import with_population
 
     model = _Linear().to("cpu", torch.float64).init_model(0).double()
     unbounded = measure_scales(_Linear().to("cpu", torch.float64), model, 64)
@@ -405,7 +405,7 @@ def _one_step_scales():
 
 
 def test_rate_weight_is_the_one_step_progress_at_the_runs_rate():
-    from empirical_batch.harness.noise import negative_progress, rate_progress
+    from empirical_batch.validation.experiments.noise import negative_progress, rate_progress
 
     s = _one_step_scales()
     eta, b = 0.5, 8
@@ -433,7 +433,7 @@ def test_rate_weight_is_the_one_step_progress_at_the_runs_rate():
 
 
 def test_loss_weight_is_the_runs_own_loss_decrease():
-    from empirical_batch.harness.noise import negative_progress
+    from empirical_batch.validation.experiments.noise import negative_progress
 
     s = _one_step_scales()
     # the logged curve falls 3.0 → 1.0 over [0, 40], rising once (into step 15)

@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 
 from torch.func import grad, vmap  # noqa: E402
 
-from empirical_batch.harness.scales import hessian_scales  # noqa: E402
 from empirical_batch.harness.tasks.sequence import CausalBlock, causal_attention  # noqa: E402
+from empirical_batch.validation.experiments.scales import hessian_scales  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

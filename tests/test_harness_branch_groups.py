@@ -9,17 +9,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from empirical_batch.harness.branched import (  # noqa: E402
+from empirical_batch.harness.config import get_config  # noqa: E402
+from empirical_batch.harness.group_step import GroupStep, run_group  # noqa: E402
+from empirical_batch.harness.sweep import run_sweep  # noqa: E402
+from empirical_batch.harness.tasks import make_task  # noqa: E402
+from empirical_batch.harness.trainer import Member, train_plain  # noqa: E402
+from empirical_batch.validation.experiments.branched import (  # noqa: E402
     BranchSpec,
     _plain_branch,
     branch_losses,
 )
-from empirical_batch.harness.config import get_config  # noqa: E402
-from empirical_batch.harness.group_step import GroupStep, run_group  # noqa: E402
-from empirical_batch.harness.noise import run_reference  # noqa: E402
-from empirical_batch.harness.sweep import run_sweep  # noqa: E402
-from empirical_batch.harness.tasks import make_task  # noqa: E402
-from empirical_batch.harness.trainer import Member, train_plain  # noqa: E402
+from empirical_batch.validation.experiments.noise import run_reference  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

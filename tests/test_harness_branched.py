@@ -11,11 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from empirical_batch.harness.branched import BranchSpec, run_branched  # noqa: E402
 from empirical_batch.harness.config import get_config  # noqa: E402
-from empirical_batch.harness.noise import run_reference  # noqa: E402
 from empirical_batch.harness.sweep import run_sweep  # noqa: E402
 from empirical_batch.validation.curves import select  # noqa: E402
+from empirical_batch.validation.experiments.branched import BranchSpec, run_branched  # noqa: E402
+from empirical_batch.validation.experiments.noise import run_reference  # noqa: E402
 from empirical_batch.validation.fits import branched_vs_fit  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

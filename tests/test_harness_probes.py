@@ -17,8 +17,8 @@ from empirical_batch.harness.config import (  # noqa: E402
     get_config,
     spec_key,
 )
-from empirical_batch.harness.noise import measure_scales  # noqa: E402
 from empirical_batch.harness.tasks import make_task  # noqa: E402
+from empirical_batch.validation.experiments.noise import measure_scales  # noqa: E402
 
 
 def _keys(obj):

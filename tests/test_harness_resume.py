@@ -14,13 +14,13 @@ torch = pytest.importorskip("torch")
 
 from empirical_batch.cli import main  # noqa: E402
 from empirical_batch.errors import InputError  # noqa: E402
-from empirical_batch.harness import noise  # noqa: E402
 from empirical_batch.harness.config import get_config  # noqa: E402
 from empirical_batch.harness.files import owned_files  # noqa: E402
 from empirical_batch.harness.pipeline import run_harness  # noqa: E402
 from empirical_batch.harness.resume import _EXACT, TimeBudget  # noqa: E402
 from empirical_batch.harness.sweep import parts_folder, run_sweep  # noqa: E402
 from empirical_batch.harness.trainer import group_members  # noqa: E402
+from empirical_batch.validation.experiments import noise  # noqa: E402
 from empirical_batch.validation.study import run_study  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

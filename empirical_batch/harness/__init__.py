@@ -5,12 +5,11 @@ is trained at many batch sizes, learning rates and seeds at once (``trainer``: t
 members of a grid are stacked and advanced with ``torch.func.vmap``); its evaluation
 losses land in the sweep schema (``sweep``, with ``--shard i/n`` for job arrays, and
 ``distribute`` for the shards through any `concurrent.futures.Executor`: local
-processes, Dask, Ray); the
-noise scales are measured along reference runs (``noise``) and one SGD step is probed
-directly (``one_step``), and the critical batch by branched training (``branched``).
-The validation study that puts B_crit from `empirical_batch.fit` next to them is
-`empirical_batch.validation`. ``config`` holds the presets (``tiny``, ``cpu``, ``full``)
-and ``pipeline`` the engine's stages (the analysis stages run an `Analysis` passed
+processes, Dask, Ray). The validation study, `empirical_batch.validation`, trains its
+experiments through these pieces (the noise scales along reference runs, the one-step
+experiment and branched training, `empirical_batch.validation.experiments`) and puts
+B_crit from `empirical_batch.fit` next to them. ``config`` holds the presets (``tiny``,
+``cpu``, ``full``) and ``pipeline`` the engine's stages (the analysis stages run an `Analysis` passed
 in: the study's, through `empirical_batch.validation.study.run_study`); ``resume`` keeps each
 finished unit of a run on disk (a rerun continues; ``--time-budget`` stops between
 units), ``files`` the rule that the harness never writes over nor removes a file it

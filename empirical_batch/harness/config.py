@@ -143,7 +143,8 @@ class TaskPlan:
     noise: NoiseSpec
     one_step: OneStepSpec
     options: dict = field(default_factory=dict)
-    #: branched training at checkpoints of the reference runs (`harness.branched`)
+    #: branched training at checkpoints of the reference runs (the validation study's
+    #: `empirical_batch.validation.experiments.branched`)
     branched: BranchSpec | None = None
 
     def make_task(self):

@@ -115,7 +115,7 @@ class NoiseTrajectory:
         r"""The critical batch of a fixed-batch run over the whole trajectory: the
         paper's App. D progress average $E_s[\mathcal B] = \frac{1}{s_{end}}
         \int_0^{s_{end}} \mathcal B(s)\,ds$ (the weighting of
-        `empirical_batch.harness.noise.averaged_scale` with ``weight="progress"``).
+        `empirical_batch.validation.experiments.noise.averaged_scale` with ``weight="progress"``).
         A run at batch $B$ takes $S = \int_0^{s_{end}} (1 + \mathcal B(s)/B)\,ds =
         S_{min}(1 + E_s[\mathcal B]/B)$ steps with $S_{min} = s_{end}$: eq. 2.11 with
         $B_{crit} = E_s[\mathcal B]$ (`empirical_batch._numeric.progress_mean` over the

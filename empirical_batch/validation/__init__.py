@@ -1,10 +1,15 @@
 """The validation study: does the model of McCandlish et al. (2018) predict real training?
 
-The study runs on what the harness engine (`empirical_batch.harness`) measures — sweeps
-of small models over batch size, learning rate and seed, the noise scales along
-reference runs, the one-step experiment, branched training — and uses it, and the fit
-layer (`empirical_batch.fit`), only through their public functions, as any user would:
+The study runs on what the harness engine (`empirical_batch.harness`) trains — sweeps
+of small models over batch size, learning rate and seed, and its own experiments: the
+noise scales along reference runs, the one-step experiment, branched training — and uses
+the engine, and the fit layer (`empirical_batch.fit`), only through their public
+functions, as any user would:
 
+- ``experiments``: the reference runs and the noise scales measured along them
+  (``noise``, with the Hessian and collector measurements of ``scales``), the one-step
+  experiment (``one_step``) and branched training (``branched``), trained through the
+  engine's tasks, trainer and stage cache;
 - ``fits``: per task and optimizer, the targets (`empirical_batch.fit.choose_targets`),
   B_crit at each, the noise scales averaged up to each target (the model's
   B_crit = ∫𝓑 ds / ∫ds, App. D) and at it, and the Table-1-style row;

@@ -6,7 +6,7 @@ For one task and optimizer (`fit_targets`):
    decided from the losses before any fit.
 2. B_crit at each target with its interval: `empirical_batch.critical_batch_curve`
    (``FIT_OPTIONS``; a target that cannot be fitted is reported, not raised).
-3. The noise scales along the reference run (`empirical_batch.harness.noise`),
+3. The noise scales along the reference run (`empirical_batch.validation.experiments.noise`),
    population estimates (B_simple from the collector path, B_noise bias-corrected;
    the sample values beside them), in these forms:
 
@@ -18,7 +18,7 @@ For one task and optimizer (`fit_targets`):
      ``b_simple_avg``/``b_noise_avg`` and the ratios ``b_crit_over_*_avg``: the mean
      along the reference run (batch $B_{ref}$) from step 0 to the step where its logged
      loss curve first crosses $L$, interpolated between logged points
-     (``ref_crossing_step``; `empirical_batch.harness.noise.averaged_scale` and
+     (``ref_crossing_step``; `empirical_batch.validation.experiments.noise.averaged_scale` and
      `crossing_step`; the values at that step interpolated between the two checkpoints
      around it), NaN where the reference run does not reach $L$ or a B_noise up to it
      is not positive
@@ -35,7 +35,7 @@ For one task and optimizer (`fit_targets`):
      loss rose between logged steps: counted negative), ``progress_note`` says where;
    - **local**: the value where the reference run first reaches $L$ (``b_simple``,
      ``b_noise``, ``b_crit_over_b_simple``, ``b_crit_over_b_noise``;
-     `empirical_batch.harness.noise.scales_at_losses`).
+     `empirical_batch.validation.experiments.noise.scales_at_losses`).
 
 4. A Table-1-style row (`table1_row`): B_crit at the loosest ("start") and hardest
    ("averaged") fitted target and at the task's common target (`common_target_fits`);
@@ -62,7 +62,8 @@ import pandas as pd
 from ..errors import InputError
 from ..fit import common_target, fit_power_law
 from ..fit.targets import best_losses, choose_targets, clear_of
-from ..harness.noise import (
+from .curves import b_crit_curve
+from .experiments.noise import (
     averaged_scale,
     crossing_step,
     negative_progress,
@@ -70,7 +71,6 @@ from ..harness.noise import (
     start_value,
     window_values,
 )
-from .curves import b_crit_curve
 from .uncertainty import N_BOOT, growth_and_exponent
 
 #: measured noise-scale columns: population B_simple (collector path) and B_noise
@@ -362,8 +362,8 @@ def keep_up_point(base_batch, b_noise, *, rule: str = "linear", x=None):
     $\epsilon_{max} = |G|^2/G^THG$, $\Delta L_{max} = \tfrac12|G|^4/G^THG$,
     $\mathcal B = B_{noise}$). A branch spends the same $\Delta$ examples as the reference,
     $\Delta/(kB)$ steps, and keeps up while its decrease is at least half the reference's
-    (`empirical_batch.harness.branched`: tolerance $\tfrac12(L_0 - \bar L_1)$). With $G$,
-    $H$, $\Sigma$ held over the window:
+    (`empirical_batch.validation.experiments.branched`: tolerance
+    $\tfrac12(L_0 - \bar L_1)$). With $G$, $H$, $\Sigma$ held over the window:
 
     - ``rule="linear"`` (SGD branches at $k\eta$, $x_k = kx$): the branch's decrease is
       $\tfrac{\Delta}{B}\Delta L_{max}[2x - x^2(k + \mathcal B/B)]$, linear in $k$, and
@@ -419,8 +419,8 @@ def branched_vs_fit(branched: pd.DataFrame, subs: dict) -> pd.DataFrame:
     r"""The branched brackets next to B_crit fitted from the sweep at each checkpoint's loss.
 
     A branch at $kB$ keeps up while it makes at least half the reference branch's
-    progress on the same examples (`empirical_batch.harness.branched`). With the model's
-    progress per example $\propto 1/(B + \mathcal B)$ (eq. 2.7 at small steps), that is
+    progress on the same examples (`empirical_batch.validation.experiments.branched`). With
+    the model's progress per example $\propto 1/(B + \mathcal B)$ (eq. 2.7 at small steps), that is
     $(B + \mathcal B)/(kB + \mathcal B) \ge 1/2$, i.e. $kB \le 2B + \mathcal B$: the
     bracket estimates $\mathcal B + 2B_{ref}$, not $\mathcal B$ itself. So each row gets
     $B_{crit}$ at the checkpoint's loss (``b_crit``, ``b_crit_low``/``_high``,

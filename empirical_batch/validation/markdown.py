@@ -119,7 +119,7 @@ def render_markdown(name, crit, t1, os_table, os_sum, noise, claims=None,
                      "B_crit (fitted from the sweep at the checkpoint's loss) and with the local "
                      "B_noise; *bracket's B* is the noise scale the bracket implies under the "
                      "same rule, to compare with the local B_noise; rules in "
-                     "`empirical_batch/harness/branched.py` and "
+                     "`empirical_batch/validation/experiments/branched.py` and "
                      "`empirical_batch/validation/fits.py`.\n")
         parts.append(md_table(branched, {
             "task": "task", "optimizer": "opt", "step": "step", "eval_loss": "loss",

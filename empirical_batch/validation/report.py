@@ -8,9 +8,9 @@ with their noise scales, the one-step experiment, branched training) and the fit
    target and local at it, and a Table-1-style row
    (`empirical_batch.validation.fits`);
 2. the one-step experiment on the SGD reference run
-   (`empirical_batch.harness.one_step`);
+   (`empirical_batch.validation.experiments.one_step`);
 3. where the plan asks for it, branched training at checkpoints of the reference runs
-   (`empirical_batch.harness.branched`), next to B_crit + 2 B_ref
+   (`empirical_batch.validation.experiments.branched`), next to B_crit + 2 B_ref
    (`empirical_batch.validation.fits.branched_vs_fit`);
 4. Kaplan et al.'s B_crit(L) law per task and optimizer
    (`empirical_batch.validation.b_crit_law`);
@@ -35,16 +35,16 @@ import pandas as pd
 
 from .._io import atomic_path, atomic_write_text
 from ..errors import InputError
-from ..harness.branched import run_branched
 from ..harness.config import HarnessConfig
 from ..harness.device import resolve_device
-from ..harness.noise import run_reference, with_population
-from ..harness.one_step import run_one_step
 from ..harness.resume import cached
 from ..harness.sweep import load_sweeps, sweep_files
 from .b_crit_law import law_table, render_law
 from .claims import claims_table
 from .curves import FIT_OPTIONS, select
+from .experiments.branched import run_branched
+from .experiments.noise import run_reference, with_population
+from .experiments.one_step import run_one_step
 from .fits import branched_vs_fit, common_target_fits, fit_targets
 from .markdown import render_markdown
 from .uncertainty import N_BOOT
@@ -69,7 +69,7 @@ class AnalysisResults:
     curves: dict
     claims: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: branched critical batch next to B_crit (+ 2 B_ref) and the noise scales
-    #: (`empirical_batch.harness.branched`, `fits.branched_vs_fit`)
+    #: (`empirical_batch.validation.experiments.branched`, `fits.branched_vs_fit`)
     branched: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: B_crit(L) = B*/L^(1/α_B) per task and optimizer (`validation.b_crit_law`)
     law: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -240,7 +240,7 @@ def reanalyze(config: HarnessConfig, out: str | Path, *,
     (per task through `cached_task_fits`; ``timings`` gets each task's seconds).
     A noise table written before the sampling design was recorded (no
     ``population_size`` column) gets the population values of the task's design
-    (`empirical_batch.harness.noise.with_population`, `Task.population_size`).
+    (`empirical_batch.validation.experiments.noise.with_population`, `Task.population_size`).
     """
     import time
 

@@ -190,7 +190,7 @@ class Task(ABC):
         """How many examples the batches are drawn from, when that set is finite and is the
         objective data itself (`objective_data`) and batches are drawn from it with
         replacement: the noise measurements then estimate that set's noise scales (the
-        finite-population correction; `empirical_batch.harness.noise`). ``inf`` (the
+        finite-population correction; `empirical_batch.validation.experiments.noise`). ``inf`` (the
         default) when the objective data are a sample of a larger or unbounded
         population (generated data, random windows of a long text)."""
         return float("inf")

@@ -89,7 +89,7 @@ def causal_attention(q, k, v):
     CPU it runs the math backend, the same products, mask and softmax written out
     (composite operations: the CPU's fused kernel has no vmap batching rule and no
     double backward). Double backward (Hessian-vector products) needs the math backend
-    on every device: `empirical_batch.harness.scales.hessian_scales` selects it."""
+    on every device: `empirical_batch.validation.experiments.scales.hessian_scales` selects it."""
     if q.device.type == "cpu":
         with sdpa_kernel(SDPBackend.MATH):
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)

@@ -46,15 +46,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .._numeric import progress_mean
-from ..errors import InputError
-from ..quadratic_model import QuadraticModel
-from ..theory import dl_opt
-from .config import TaskPlan, spec_key
-from .resume import cached, task_identity
+from ..._numeric import progress_mean
+from ...errors import InputError
+from ...harness.config import TaskPlan, spec_key
+from ...harness.resume import cached, task_identity
+from ...harness.tasks.base import Task
+from ...harness.trainer import Member, log_steps, prefer_batched, train_batched, train_plain
+from ...quadratic_model import QuadraticModel
+from ...theory import dl_opt
 from .scales import collector_b_simple, hessian_scales
-from .tasks.base import Task
-from .trainer import Member, log_steps, prefer_batched, train_batched, train_plain
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,8 @@ def with_population(scales: pd.DataFrame, population_size: float) -> pd.DataFram
     `collector_b_simple`). A table that already has ``population_size`` is returned as
     it is.
     """
-    from ..measure import HessianNoiseScale
-    from ..theory import noise_scales_from_scalars
+    from ...measure import HessianNoiseScale
+    from ...theory import noise_scales_from_scalars
 
     if "population_size" in scales.columns:
         return scales

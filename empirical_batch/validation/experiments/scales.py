@@ -6,8 +6,8 @@ per-example gradients and Hessian-vector products
 activations (`hvp_chunk`). `collector_b_simple`: B_simple from the per-example squared
 norms (`empirical_batch.measure.per_example_sq_norms`) and the two-batch estimator
 `empirical_batch.gns_two_batch` (McCandlish et al. 2018, App. A.1). Used along the
-reference runs (`empirical_batch.harness.noise`) and by the one-step experiment
-(`empirical_batch.harness.one_step`).
+reference runs (``noise``) and by the one-step experiment (``one_step``) of the validation
+study (`empirical_batch.validation.experiments`).
 """
 
 from __future__ import annotations

@@ -44,14 +44,14 @@ import pandas as pd
 import torch
 from torch.func import functional_call, grad, vmap
 
-from ..errors import InputError
-from ..theory import dl_opt, eps_opt
+from ...errors import InputError
+from ...harness.config import OneStepSpec, spec_key
+from ...harness.resume import cached, task_identity
+from ...harness.tasks.base import Task
+from ...theory import dl_opt, eps_opt
 from . import scales
-from .config import OneStepSpec, spec_key
 from .noise import evenly_spaced, objective_sample
-from .resume import cached, task_identity
 from .scales import hessian_scales, saved_bytes_per_example
-from .tasks.base import Task
 
 EPS_SPAN = (1e-4, 4.0)
 

@@ -1,8 +1,8 @@
 r"""The critical batch measured directly, next to the fitted one and the noise scales.
 
 At ``BranchSpec.n_checkpoints`` snapshots of each reference run (batch $B$, learning
-rate $\eta$, weights and optimizer state; `empirical_batch.harness.noise`), the harness
-branches the run with `empirical_batch.branched_critical_batch` (Merrill et al. 2025,
+rate $\eta$, weights and optimizer state; `empirical_batch.validation.experiments.noise`),
+the study branches the run with `empirical_batch.branched_critical_batch` (Merrill et al. 2025,
 arXiv 2505.23971): branches at $kB$ with the rate $k\eta$ (SGD's linear rule) or
 $\sqrt k\,\eta$ (Adam's square-root rule, Malladi et al. 2022), continuing from the
 checkpoint's optimizer state, train on the same
@@ -37,15 +37,15 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from ..branched import branched_critical_batch
-from ..errors import InputError, UsageError
-from ..rules import RULES, default_lr_rule
-from .config import BranchSpec
-from .group_step import GroupStep, State, run_group, torch_optimizer, use_graphs
+from ...branched import branched_critical_batch
+from ...errors import InputError, UsageError
+from ...harness.config import BranchSpec
+from ...harness.group_step import GroupStep, State, run_group, torch_optimizer, use_graphs
+from ...harness.resume import cached, task_identity
+from ...harness.tasks.base import Task
+from ...harness.trainer import Member, prefer_batched
+from ...rules import RULES, default_lr_rule
 from .noise import ReferenceRun, evenly_spaced
-from .resume import cached, task_identity
-from .tasks.base import Task
-from .trainer import Member, prefer_batched
 
 __all__ = ["BranchSpec", "branch_losses", "run_branched"]
 
