@@ -201,3 +201,36 @@ def test_sweep_parts_keep_the_books_of_what_they_read_and_write(tmp_path):
     path.write_text("a\n0.1\n")  # damaged since its record: warned, trained again
     with pytest.warns(EmpiricalBatchWarning, match="damaged.*training the group again"):
         assert parts.read(path, ["a"]) is None
+
+
+def test_a_cached_result_of_a_class_since_moved_is_computed_again(tmp_path, monkeypatch):
+    """A cache file pickled with a class at a module path the library no longer has (an
+    earlier layout) is recomputed and replaced with a warning, not an import error."""
+    import sys
+    import types
+
+    import torch
+
+    from empirical_batch.errors import EmpiricalBatchWarning
+    from empirical_batch.harness.resume import StageCache, cached, stage_cache
+
+    old = types.ModuleType("empirical_batch_old_layout")
+
+    class Kept:
+        pass
+
+    Kept.__module__, Kept.__qualname__ = old.__name__, "Kept"
+    old.Kept = Kept
+    monkeypatch.setitem(sys.modules, old.__name__, old)
+    with stage_cache(StageCache(tmp_path)):
+        first = cached("t", "reference", "sgd", 1, Kept)
+    assert isinstance(first, Kept)
+    (path,) = (tmp_path / "t").glob("reference-sgd-*.pt")
+    monkeypatch.delitem(sys.modules, old.__name__)  # the class's module is gone
+    with pytest.raises(ModuleNotFoundError):
+        torch.load(path, weights_only=False)
+    with stage_cache(StageCache(tmp_path)), \
+            pytest.warns(EmpiricalBatchWarning, match="earlier version"):
+        again = cached("t", "reference", "sgd", 1, lambda: {"new": 1})
+    assert again == {"new": 1}
+    assert torch.load(path, weights_only=False) == {"new": 1}  # replaced

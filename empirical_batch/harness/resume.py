@@ -262,8 +262,15 @@ def cached(task: str, stage: str, name: str, key: Any, compute: Callable[[], T])
 
     path = cache.folder / task / f"{stage}-{name}-{digest(task, stage, name, key)}.pt"
     if path.is_file():
-        cache.files.append(path)
-        return torch.load(path, weights_only=False)  # written by this harness (see notes)
+        try:
+            value = torch.load(path, weights_only=False)  # written by this harness (notes)
+        except (ModuleNotFoundError, AttributeError) as exc:
+            # pickled with a class at a path an earlier version of the library had
+            warn(f"{path} holds a result saved by an earlier version of empirical_batch "
+                 f"({exc}); it is computed again and replaced")
+        else:
+            cache.files.append(path)
+            return value
     if not cache.budget.allows(cache.last.get(stage, 0.0)):
         raise BudgetExhausted([f"analysis: {stage} of {task}/{name} and what follows it"])
     t0 = time.monotonic()
