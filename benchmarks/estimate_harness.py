@@ -18,8 +18,9 @@ operations it dispatches (each a kernel launch on CUDA) and its matmul FLOPs:
   the chunks of a device of ``--device-memory-gib`` (`saved_bytes_budget`: a sixteenth
   of it on CUDA);
   FLOPs from one example's training step ``s1`` (counted): per checkpoint
-  ``n s1 + 3 n^2 s1`` (n per-example gradients, n HVPs of the mean loss over n examples,
-  an HVP taken as at most 3 steps) and, for the one-step experiment, ``Σ_B n_b B s1``
+  ``n s1 + 3 n k s1`` (n per-example gradients, k HVPs of the mean loss over n examples,
+  k = ``hvp_probes`` or n, an HVP taken as at most 3 steps) and, for the one-step
+  experiment, ``Σ_B n_b B s1``
   batch gradients plus ``n_b n_eps n s1 / 3`` forward passes per batch size;
 - **captures**: each group runs `GRAPH_WARMUP` eager steps and one capture (priced as
   two eager steps) before it replays;
@@ -33,10 +34,11 @@ view, expand, permute, transpose, slice, select, as_strided, t, unsqueeze, detac
 and allocations launch no kernel and are counted neither as operations nor as bytes.
 A group's step bytes are counted at batch sizes 4 and 8 with the group's own members
 and extrapolated linearly in the batch size; the measurements' at 16, 32 and 64
-examples and extrapolated by the quadratic through them (n HVPs of a mean over n
-examples); the one-step experiment's per batch at 32 and 64 examples, its float64
-HVPs at 8 / (the task's element size) times those bytes. Each group's run (each
-measurement) is priced
+examples, and at 64 with 16 probes, extrapolated by the form through them (k HVPs of
+a mean over n examples: ``a + c n + e k + d n k``, k = n without probes); the
+one-step experiment's per
+batch at 32 and 64 examples, its float64 HVPs at 8 / (the task's element size) times
+those bytes. Each group's run (each measurement) is priced
 
     t = max(ops × t_op (eager and graph-replayed), bytes / bandwidth, FLOPs / peak)
 
@@ -245,13 +247,21 @@ def _as_on(budget: int, n_hvp: int):
         scales.HVP_CHUNK, scales.saved_bytes_budget = old
 
 
-def quadratic_through(points: dict[int, float]):
-    """The quadratic ``a + c n + d n²`` through three points ``{n: value}``."""
+def bilinear_through(points: dict[tuple[int, int], float]):
+    """The ``a + c n + e k + d n k`` through four points ``{(n, k): value}``: a
+    measurement on n examples with k probes takes k Hessian-vector products of a mean
+    over n examples (``d n k``; ``e k`` their parameter-sized vectors), per-example
+    gradients ``c n``. Called as ``f(n)`` (every example a probe) or ``f(n, k)``."""
     import numpy as np
 
-    ns = sorted(points)
-    a, c, d = np.linalg.solve([[1.0, n, n * n] for n in ns], [points[n] for n in ns])
-    return lambda n: float(a + c * n + d * n * n)
+    keys = list(points)
+    coef = np.linalg.solve([[1.0, n, k, n * k] for n, k in keys], [points[p] for p in keys])
+
+    def at(n: float, k: float | None = None) -> float:
+        k = n if k is None else min(k, n)
+        return float(coef @ [1.0, n, k, n * k])
+
+    return at
 
 
 def measurement_part(plan, task, price: Pricing, budget: int) -> Cost:
@@ -263,11 +273,12 @@ def measurement_part(plan, task, price: Pricing, budget: int) -> Cost:
     s1, _ = step_flops(task, 1)
     x, y = task.objective_data()
 
-    def hvp_chunks(n: int, dtype) -> int:
+    def hvp_chunks(n: int, dtype, probes: int | None) -> int:
+        k = n if probes is None else min(probes, n)  # the products taken
         m = model.to(dtype)
         xs = x[:n].to(dtype) if x.is_floating_point() else x[:n]
         ys = y[:n].to(dtype) if y.is_floating_point() else y[:n]
-        out = math.ceil(n / scales.hvp_chunk(m, task.loss_fn, xs, ys, budget, cap=n))
+        out = math.ceil(k / scales.hvp_chunk(m, task.loss_fn, xs, ys, budget, cap=k))
         model.to(task.dtype)
         return out
 
@@ -279,31 +290,35 @@ def measurement_part(plan, task, price: Pricing, budget: int) -> Cost:
 
     with _as_on(budget, 16):
         m = {n: count_traffic(lambda n=n: measure_scales(task, model, n)) for n in (16, 32, 64)}
+        probed = count_traffic(lambda: measure_scales(task, model, 64, hvp_probes=16))
         per_chunk = (m[64].ops - m[32].ops) / 2  # 2 more chunks of 16
-        hess = quadratic_through({n: t.bytes for n, t in m.items()})
+        hess = bilinear_through({**{(n, n): t.bytes for n, t in m.items()},
+                                 (64, 16): probed.bytes})
 
-        def measure_ops(n: int, dtype) -> float:
-            return m[32].ops + (hvp_chunks(n, dtype) - 2) * per_chunk
+        def measure_ops(n: int, dtype, probes: int | None) -> float:
+            return m[32].ops + (hvp_chunks(n, dtype, probes) - 2) * per_chunk
 
         if one is not None:
             o4, o8, o4_64 = one_step(4, 32), one_step(8, 32), one_step(4, 64)
     cost = Cost()
-    n = plan.noise.n_examples
+    n, probes = plan.noise.n_examples, plan.noise.hvp_probes
+    k = n if probes is None else min(probes, n)
     checkpoints = plan.noise.n_checkpoints * len(plan.sweep.optimizers)
-    cost.add(price, checkpoints * measure_ops(n, task.dtype) * price.t_op,
-             checkpoints * (n * s1 + 3 * n * n * s1), checkpoints * hess(n))
+    cost.add(price, checkpoints * measure_ops(n, task.dtype, probes) * price.t_op,
+             checkpoints * (n * s1 + 3 * n * k * s1), checkpoints * hess(n, k))
     if one is not None:
         ne = one.n_examples
+        ke = ne if one.hvp_probes is None else min(one.hvp_probes, ne)
         ops = (o8.ops + (one.n_batches - 8) * (o8.ops - o4.ops) / 4
-               + measure_ops(ne, torch.float64) - m[32].ops)
+               + measure_ops(ne, torch.float64, one.hvp_probes) - m[32].ops)
         # float64 HVPs: the float parts' bytes times 8 / the task's element size
         wide = 8 / torch.empty((), dtype=task.dtype).element_size()
         per_batch = (o8.bytes - o4.bytes) / 4  # at 32 examples
         per_example = (o4_64.bytes - o4.bytes - wide * (hess(64) - hess(32))) / (4 * 32)
         fixed = o4.bytes - 4 * per_batch - wide * hess(32)
-        nbytes = (fixed + wide * hess(ne)
+        nbytes = (fixed + wide * hess(ne, ke)
                   + one.n_batches * (per_batch + (ne - 32) * per_example))
-        flops = (ne * s1 + 3 * ne * ne * s1
+        flops = (ne * s1 + 3 * ne * ke * s1
                  + sum(one.n_batches * bb * s1 + one.n_batches * one.n_eps * ne * s1 / 3
                        for bb in one.batch_sizes))
         cost.add(price, one.n_checkpoints * ops * price.t_op, one.n_checkpoints * flops,

@@ -79,10 +79,36 @@ def test_pricing_takes_the_largest_of_launches_traffic_and_flops():
         estimate_harness.Pricing(t_op=1.0, t_graph=None, peak=1.0, bandwidth=0.0)
 
 
-def test_quadratic_through_three_points():
-    q = estimate_harness.quadratic_through({16: 1 + 2 * 16 + 3 * 256, 32: 1 + 64 + 3 * 1024,
-                                            64: 1 + 128 + 3 * 4096})
-    assert q(100) == pytest.approx(1 + 200 + 30000)
+def test_bilinear_through_four_points():
+    def f(n, k):
+        return 1 + 2 * n + 5 * k + 3 * n * k
+
+    q = estimate_harness.bilinear_through({p: f(*p) for p in ((16, 16), (32, 32), (64, 64),
+                                                              (64, 16))})
+    assert q(100) == pytest.approx(f(100, 100))
+    assert q(100, 10) == pytest.approx(f(100, 10))
+    assert q(100, 1000) == q(100)  # no more probes than examples
+
+
+def test_probed_measurement_traffic_follows_the_fitted_form():
+    """The bytes a measurement moves, counted at other sizes and probe counts, against
+    the form fitted on the four counts the estimate takes."""
+    torch = pytest.importorskip("torch")
+    from empirical_batch.harness.tasks import make_task
+    from empirical_batch.validation.experiments.noise import measure_scales
+
+    task = make_task("teacher_student", hidden=16).to("cpu", torch.float32)
+    model = task.init_model(0)
+
+    def counted(n, k=None):
+        return bench_harness.count_traffic(
+            lambda: measure_scales(task, model, n, hvp_probes=k)).bytes
+
+    q = estimate_harness.bilinear_through({(n, k): counted(n, k) for n, k in
+                                           ((16, 16), (32, 32), (64, 64), (64, 16))})
+    for n, k in ((96, 24), (128, 16), (200, 50), (128, 128)):
+        assert counted(n, k) == pytest.approx(q(n, k), rel=0.02)
+    assert counted(128, 16) < 0.25 * counted(128)
 
 
 def test_estimate_refuses_a_bandwidth_of_zero(capsys):
