@@ -6,9 +6,10 @@ lazily: importing this package imports no framework).
   reach every ``report_to``); ``pip install empirical_batch[hf]``.
 - `empirical_batch.integrations.lightning.NoiseScaleCallback`: a ``lightning`` callback
   logging through ``LightningModule.log_dict``; ``pip install empirical_batch[lightning]``.
-- `empirical_batch.integrations.accelerate`, `empirical_batch.integrations.ray_train`
-  and `empirical_batch.integrations.deepspeed`: collectors inside those engines, writing
-  the noise log (extras ``accelerate``, ``ray-train``, ``deepspeed``).
+- `empirical_batch.integrations.accelerate`, `empirical_batch.integrations.ray_train`,
+  `empirical_batch.integrations.deepspeed` and `empirical_batch.integrations.olmo_core`
+  (an OLMo-core trainer callback): collectors inside those engines, writing the noise log
+  (extras ``accelerate``, ``ray-train``, ``deepspeed``, ``olmo-core``).
 - `empirical_batch.integrations.loggers`: `log_tensorboard` (a ``SummaryWriter``) and
   `log_wandb` (a W&B run) for plain loops.
 
