@@ -56,6 +56,8 @@ loaded, so a resumed run continues its log.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .._optional import optional_import
 
 with optional_import(
@@ -269,7 +271,7 @@ class OLMoCoreNoiseScale(EngineNoiseScale, Callback):
     def pre_step(self, batch):
         """Count the micro-batches of this rank's batch and their loss tokens."""
         self.collector.clear()  # the dry run's passes, or those of a skipped step
-        module = self.trainer.train_module
+        module: Any = self.trainer.train_module  # checked in pre_train
         ignore = getattr(module, "label_ignore_index", -100)
         labels = batch["labels"] if "labels" in batch else get_labels(batch, ignore)
         seq_len = int(batch["input_ids"].shape[1])
