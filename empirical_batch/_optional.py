@@ -33,6 +33,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "lightning": ("lightning", "lightning"),
     "accelerate": ("accelerate", "accelerate"),
     "deepspeed": ("deepspeed", "deepspeed"),
+    "olmo_core": ("ai2-olmo-core", "olmo-core"),
     "tbparse": ("tbparse", "tensorboard"),
     "distributed": ("Dask distributed", "distributed"),
     "ray": ("Ray", "distributed"),

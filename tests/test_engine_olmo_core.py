@@ -225,4 +225,5 @@ def test_without_olmo_core_the_error_names_the_extra():
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip().endswith("pip install 'empirical_batch[olmo-core]'"), run.stdout
+    assert run.stdout.strip().endswith(
+        "needs ai2-olmo-core: pip install 'empirical_batch[olmo-core]'"), run.stdout
