@@ -304,8 +304,9 @@ def _full() -> HarnessConfig:
                      {"context": 32, "n_layers": 2, "eval_windows": 512,
                       "objective_windows": 1024}),
             # Tiny Shakespeare, 31,745 parameters, B = 2 … 4096 windows of 64 characters.
-            # Not yet run on a GPU; priced at about 132 s on one H100 (64 s of sweep,
-            # 1.9e15 matmul FLOPs in all, 47 s of float64 measurements; docs/benchmarks.md).
+            # Not yet run on a GPU; priced at about 241 s on one H100, its fits included
+            # (149 s of sweep, bound by memory traffic; 34 s of measurements with 256
+            # Hessian probes, about 2 % relative error on B_noise; docs/benchmarks.md).
             # Rates from CPU pilots of this model: best Adam 2^-8 at B = 2 (2048 steps) and
             # 2^-6 at B = 64 (512 steps); best SGD 2^-1 and 2^0, with 2^1 diverging at both
             TaskPlan("text_lm",
