@@ -24,7 +24,8 @@ single-example steps.
 **Probes.** With ``n_probes = m < n`` the products are taken for ``m`` of the
 deviations only, drawn uniformly without replacement, and the sum over all ``n`` is
 estimated by the expansion estimator of simple random sampling (Cochran, *Sampling
-Techniques*, 3rd ed., 1977, §2.2–2.5, eqs. 2.8 and 2.10): with
+Techniques*, 3rd ed., 1977, ch. 2: a sample's estimate of the population total and its
+variance): with
 $q_i = (g_i-G)^T H (g_i-G)$ on the probes $S$,
 
 $$
