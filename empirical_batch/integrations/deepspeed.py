@@ -46,73 +46,31 @@ from .._optional import optional_import
 with optional_import("torch", "deepspeed", by="empirical_batch.integrations.deepspeed",
                      extra="deepspeed"):
     import deepspeed  # noqa: F401
-    import torch
     import torch.distributed as dist
     from deepspeed.utils import safe_get_full_grad
 
 from ..errors import InputError, UsageError
-from ..estimators import GNSEstimator
 from ..measure._common import (
-    EstimatorMixin,
-    acc_dtype,
     check_batch_size,
-    graph_task_id,
-    norm,
     resolve_scale,
     select_params,
-    total_sq_norm,
 )
+from ._micro_hooks import MicroBatchNorms
 from .engine import EngineNoiseScale
 from .loggers import PREFIX
 
 __all__ = ["DeepSpeedNoiseScale"]
 
 
-class _MicroNorms(EstimatorMixin):
-    """Squared norms of the micro-batch gradients (hooks) and of the reduced gradient at
-    the boundary (``safe_get_full_grad``), fed to the weighted estimator."""
-
-    def __init__(self, params, group, world: int, beta: float, max_history):
-        self.params = params
-        self.group = group
-        self.world = world
-        self._estimator = GNSEstimator(beta, max_history=max_history)
-        self._init_sync(1)
-        self.skipped = {"non_finite": 0, "single_backward": 0}
-        self._passes: dict[int, list[torch.Tensor]] = {}
-        self._order: list[int] = []
-        self._handles = [p.register_hook(self._hook) for _, p in params]
-
-    def _hook(self, grad):
-        task = graph_task_id()
-        mine = self._passes.get(task)
-        if mine is None:
-            mine = self._passes[task] = []
-            self._order.append(task)
-        mine.append(norm(grad))
-        return None
+class _MicroNorms(MicroBatchNorms):
+    """The micro-batch norms (hooks) and the reduced gradient at the boundary
+    (``safe_get_full_grad``)."""
 
     def take(self, sizes, weights, scale: float):
-        passes = [self._passes[t] for t in self._order]
-        self._passes, self._order = {}, []
-        if len(passes) != len(sizes):
-            raise UsageError(f"{len(passes)} backward passes reached the parameters but "
-                             f"step() was called {len(sizes)} times since the last boundary")
+        passes = self.take_passes(len(sizes), f"step() was called {len(sizes)} times since "
+                                              "the last boundary")
         grads = [safe_get_full_grad(p) for _, p in self.params]
-        grads = [g for g in grads if g is not None]
-        if not grads or not passes:
-            raise UsageError("no gradient reached the parameters this step")
-        dev = grads[0].device
-        acc = acc_dtype(dev)
-        # hooks saw c_j g_j: E Σ|c g|² = A|G|² + S trΣ over all ranks' micro-batches, and
-        # the reduced gradient is Σ c g / W: E|W ḡ|² = (Σc)²|G|² + S trΣ
-        micro = torch.stack([torch.stack(p).to(device=dev, dtype=acc).square().sum()
-                             for p in passes]).sum()
-        big = total_sq_norm(grads).to(acc)
-        design = torch.tensor([sum(c * c for c in weights),
-                               sum(c * c / n for c, n in zip(weights, sizes, strict=True)),
-                               sum(weights)], dtype=acc, device=dev)
-        stats = torch.cat([torch.stack([micro, big / self.world]), design])
+        stats = self.sums(passes, [g for g in grads if g is not None], sizes, weights)
         dist.all_reduce(stats, group=self.group)  # Σ over ranks (big is the same on each)
         w, n_passes = self.world, len(passes)
 
@@ -125,11 +83,6 @@ class _MicroNorms(EstimatorMixin):
                               scale)
 
         return self._defer(stats, finish)
-
-    def remove(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles = []
 
 
 class DeepSpeedNoiseScale(EngineNoiseScale):

@@ -78,83 +78,28 @@ with optional_import(
     from torch.nn.parallel import DistributedDataParallel
 
 from ..errors import InputError, UsageError
-from ..estimators import GNSEstimator
 from ..measure._common import (
-    EstimatorMixin,
-    acc_dtype,
-    graph_task_id,
-    norm,
     select_params,
-    total_sq_norm,
 )
 from ..measure.log import NoiseScaleLog
+from ._micro_hooks import MicroBatchNorms
 from .engine import EngineNoiseScale
 from .loggers import PREFIX
 
 __all__ = ["OLMoCoreNoiseScale"]
 
 
-class _MicroNorms(EstimatorMixin):
-    """Squared norms of the micro-batch gradients (hooks) and of the step's reduced
-    gradient (``.grad`` at ``pre_optim_step``), fed to the weighted estimator."""
-
-    def __init__(self, params, group, world: int, beta: float, max_history):
-        self.params = params
-        self.group = group
-        self.world = world
-        self._estimator = GNSEstimator(beta, max_history=max_history)
-        self._init_sync(1)
-        self.skipped = {"non_finite": 0, "single_backward": 0}
-        self._passes: dict[int, list[torch.Tensor]] = {}
-        self._order: list[int] = []
-        self._handles = [p.register_hook(self._hook) for _, p in params]
-
-    def _hook(self, grad):
-        task = graph_task_id()
-        mine = self._passes.get(task)
-        if mine is None:
-            mine = self._passes[task] = []
-            self._order.append(task)
-        mine.append(norm(grad))
-        return None
-
-    def clear(self) -> None:
-        """Forget the backward passes seen so far (the trainer's dry run, a skipped
-        step)."""
-        self._passes, self._order = {}, []
+class _MicroNorms(MicroBatchNorms):
+    """The micro-batch norms (hooks) and the step's reduced gradient (``.grad`` at
+    ``pre_optim_step``)."""
 
     def take(self, sizes, weights, examples: int):
         """Feed the step; returns ``((g2, trace_sigma) or None, examples, tokens)`` with
         the examples and tokens summed over the data-parallel group."""
-        passes = [self._passes[t] for t in self._order]
-        self.clear()
-        if len(passes) != len(sizes):
-            raise UsageError(
-                f"{len(passes)} backward passes reached the parameters but the "
-                f"batch has {len(sizes)} micro-batches"
-            )
+        passes = self.take_passes(len(sizes), f"the batch has {len(sizes)} micro-batches")
         grads = [p.grad for _, p in self.params if p.grad is not None]
-        if not grads or not passes:
-            raise UsageError("no gradient reached the parameters this step")
-        dev = grads[0].device
-        acc = acc_dtype(dev)
-        micro = torch.stack(
-            [torch.stack(p).to(device=dev, dtype=acc).square().sum() for p in passes]
-        ).sum()
-        big = total_sq_norm(grads).to(acc)
-        design = torch.tensor(
-            [
-                sum(c * c for c in weights),
-                sum(c * c / n for c, n in zip(weights, sizes, strict=True)),
-                sum(weights),
-                float(examples),
-                float(sum(sizes)),
-                float(len(passes)),
-            ],
-            dtype=acc,
-            device=dev,
-        )
-        stats = torch.cat([torch.stack([micro, big / self.world]), design])
+        stats = self.sums(passes, grads, sizes, weights, float(examples), float(sum(sizes)),
+                          float(len(passes)))
         if self.world > 1:
             dist.all_reduce(stats, group=self.group)  # Σ over ranks (big is the same)
         micro_sum, big_sq, a, s, c, n_examples, n_tokens, n_passes = stats.tolist()
@@ -164,11 +109,6 @@ class _MicroNorms(EstimatorMixin):
         w = self.world
         out = self._feed(micro_sum / a, a / s, big_sq * w * w / (c * c), c * c / s, 1.0)
         return out, n_examples, n_tokens
-
-    def remove(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles = []
 
 
 class OLMoCoreNoiseScale(EngineNoiseScale, Callback):
