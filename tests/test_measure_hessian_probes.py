@@ -13,28 +13,10 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings(
     "ignore:`torch.jit.script` is deprecated:DeprecationWarning"  # raised inside torch.func
 )
-from torch import nn  # noqa: E402
+from test_measure_hessian import Quadratic, _mean  # noqa: E402
 
 from empirical_batch.errors import InputError  # noqa: E402
 from empirical_batch.measure import HessianNoiseScale, hessian_noise_scale  # noqa: E402
-
-
-class Quadratic(nn.Module):
-    """Per-example loss ½(θ−θ*)ᵀH(θ−θ*) + x_iᵀθ: per-example gradient H(θ−θ*) + x_i."""
-
-    def __init__(self, h, theta_star, theta):
-        super().__init__()
-        self.register_buffer("h", h)
-        self.register_buffer("theta_star", theta_star)
-        self.theta = nn.Parameter(theta)
-
-    def forward(self, x):
-        d = self.theta - self.theta_star
-        return 0.5 * d @ self.h @ d + x @ self.theta
-
-
-def _mean(out, _target):
-    return out.mean()
 
 
 def _problem(n: int, d: int = 4, seed: int = 0):
